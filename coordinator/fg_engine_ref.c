@@ -1,0 +1,159 @@
+/* fg_engine_ref.c - the single-process reference engine (see fg_engine_ref.h).
+ * Weights: every tensor read once as fp16 and widened to fp32. Prompts are
+ * run in batches of opt->batch, left-padded to the longest prompt of the batch
+ * as Hugging Face pads; the KV cache is fp16, (B, Tmax, H) per layer. */
+#include "fg_engine_ref.h"
+
+#include <string.h>
+
+#include "fg_opt.h"
+
+const char *fg_finish_name(fg_finish f) {
+    switch (f) {
+    case FG_FINISH_EOS: return "stop";
+    case FG_FINISH_STOP: return "stop";
+    default: return "length";
+    }
+}
+
+typedef struct {
+    float *store;                     /* all weights, fp32, one allocation per tensor */
+    float **tensors;                  /* by spec index, NULL if absent */
+    fg_global_f32 g;
+    fg_layer_f32 *layers;             /* (L) */
+} ref_weights;
+
+static fg_status load_weights(fg_wsrc *ws, ref_weights *rw) {
+    const fg_opt_config *c = fg_wsrc_config(ws);
+    const fg_spec *sp = fg_wsrc_specs(ws);
+    int n = fg_spec_count(c);
+    int64_t maxel = 0;
+    for (int i = 0; i < n; i++)
+        if (sp[i].present && fg_spec_numel(&sp[i]) > maxel) maxel = fg_spec_numel(&sp[i]);
+    fg_half *tmp = fg_alloc_tensor(sizeof(fg_half) * (size_t)maxel);
+    rw->tensors = fg_xcalloc((size_t)n, sizeof *rw->tensors);
+    for (int i = 0; i < n; i++) {
+        if (!sp[i].present) continue;
+        size_t ne = (size_t)fg_spec_numel(&sp[i]);
+        fg_status st = fg_wsrc_read(ws, i, tmp);
+        if (st) {
+            free(tmp);
+            return st;
+        }
+        rw->tensors[i] = fg_alloc_tensor(sizeof(float) * ne);
+        fg_half_to_float_n(tmp, rw->tensors[i], ne);
+    }
+    free(tmp);
+    for (int g = 0; g < FG_GW_COUNT; g++) rw->g.w[g] = rw->tensors[fg_spec_global(g)];
+    rw->layers = fg_xcalloc((size_t)c->n_layers, sizeof *rw->layers);
+    for (int l = 0; l < c->n_layers; l++)
+        for (int w = 0; w < FG_LW_COUNT; w++) rw->layers[l].w[w] = rw->tensors[fg_spec_layer(l, w)];
+    return FG_OK;
+}
+
+static void free_weights(ref_weights *rw, int n) {
+    if (rw->tensors)
+        for (int i = 0; i < n; i++) free(rw->tensors[i]);
+    free(rw->tensors);
+    free(rw->layers);
+}
+
+/* One batch of `B` prompts starting at in[first]. */
+static fg_status run_batch(const fg_opt_config *c, const ref_weights *rw, const fg_seq_in *in, int first, int B,
+                           const fg_gen_opts *opt, fg_seq_out *out, fg_gen_stats *stats) {
+    int H = c->hidden, V = c->vocab_size, L = c->n_layers, G = opt->gen_len;
+    int S = 0;
+    for (int b = 0; b < B; b++) S = in[first + b].len > S ? in[first + b].len : S;
+    int Tmax = S + G;
+    fg_status st = FG_OK;
+
+    /* inputs, left-padded: ids (B, S), mask (B, Tmax) */
+    int32_t *ids = fg_xcalloc((size_t)B * S, sizeof *ids);
+    uint8_t *mask = fg_xcalloc((size_t)B * Tmax, 1);
+    for (int b = 0; b < B; b++) {
+        const fg_seq_in *p = &in[first + b];
+        int pad = S - p->len;
+        for (int t = 0; t < S; t++) ids[b * S + t] = t < pad ? c->pad_id : p->ids[t - pad];
+        for (int t = pad; t < Tmax; t++) mask[(size_t)b * Tmax + t] = 1;
+    }
+    fg_half **kc = fg_xcalloc((size_t)L, sizeof *kc), **vc = fg_xcalloc((size_t)L, sizeof *vc);
+    for (int l = 0; l < L; l++) {
+        kc[l] = fg_alloc_tensor(sizeof(fg_half) * (size_t)B * Tmax * H);   /* (B, Tmax, H) */
+        vc[l] = fg_alloc_tensor(sizeof(fg_half) * (size_t)B * Tmax * H);
+    }
+    float *h = fg_alloc_tensor(sizeof(float) * (size_t)B * S * H);          /* (B, S, H) */
+    float *logits = fg_alloc_tensor(sizeof(float) * (size_t)B * V);         /* (B, V) */
+    void *scratch = fg_alloc_tensor(sizeof(float) * 2 * (size_t)V);
+    int32_t *next = fg_xcalloc((size_t)B, sizeof *next);
+    fg_rng *rng = fg_xcalloc((size_t)B, sizeof *rng);
+    for (int b = 0; b < B; b++) {
+        fg_rng_init(&rng[b], opt->samp.seed, (uint64_t)(first + b));
+        out[first + b].ids = fg_xcalloc((size_t)(G ? G : 1), sizeof(int32_t));
+        out[first + b].n = 0;
+        out[first + b].finish = FG_FINISH_LENGTH;
+    }
+    uint8_t *done = fg_xcalloc((size_t)B, 1);
+    fg_opt_ws ws;
+    fg_opt_ws_init(&ws, c, B * S);
+
+    for (int i = 0; i < G; i++) {
+        double t0 = fg_now();
+        fg_step step = {.B = B, .S = i == 0 ? S : 1, .past = i == 0 ? 0 : S + i - 1, .mask = mask, .mask_stride = Tmax};
+        const int32_t *step_ids = i == 0 ? ids : next;
+        fg_opt_embed(h, step_ids, &step, c, &rw->g, &ws);
+        for (int l = 0; l < L; l++) {
+            fg_opt_attn_block(h, kc[l], vc[l], Tmax, &step, c, &rw->layers[l], &ws);
+            fg_opt_mlp_block(h, &step, c, &rw->layers[l], &ws);
+        }
+        fg_opt_lm_head(logits, h, &step, c, &rw->g, &ws);
+        for (int b = 0; b < B; b++) {
+            const float *lg = logits + (size_t)b * V;
+            int tok = fg_sample(lg, V, &opt->samp, &rng[b], scratch);
+            next[b] = tok;
+            if (opt->logits && (st = fg_npy_write(opt->logits, ((int64_t)(first + b) * G + i) * V, lg, (size_t)V)))
+                goto out;
+            fg_seq_out *o = &out[first + b];
+            if (done[b]) continue;  /* finished sequences keep computing; their tokens are not kept */
+            o->ids[o->n++] = tok;
+            if (!opt->ignore_eos && tok == c->eos_id) {
+                o->finish = FG_FINISH_EOS;
+                done[b] = 1;
+            } else if (opt->stop && opt->stop(opt->stop_ctx, first + b, o->ids, o->n)) {
+                o->finish = FG_FINISH_STOP;
+                done[b] = 1;
+            }
+        }
+        double dt = fg_now() - t0;
+        if (i == 0) stats->prefill_s += dt;
+        else stats->decode_s += dt;
+    }
+    stats->generated += (long)B * G;
+out:
+    fg_opt_ws_free(&ws);
+    for (int l = 0; l < L; l++) {
+        free(kc[l]);
+        free(vc[l]);
+    }
+    free(kc); free(vc); free(h); free(logits); free(scratch); free(next); free(rng); free(done);
+    free(ids); free(mask);
+    return st;
+}
+
+fg_status fg_engine_ref_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_gen_opts *opt, fg_seq_out *out,
+                            fg_gen_stats *stats) {
+    const fg_opt_config *c = fg_wsrc_config(ws);
+    memset(stats, 0, sizeof *stats);
+    ref_weights rw = {0};
+    double t0 = fg_now();
+    fg_status st = load_weights(ws, &rw);
+    stats->load_s = fg_now() - t0;
+    fg_ops_gemm_reset();
+    int batch = opt->batch > 0 ? opt->batch : n;
+    for (int first = 0; !st && first < n; first += batch) {
+        int B = n - first < batch ? n - first : batch;
+        st = run_batch(c, &rw, in, first, B, opt, out, stats);
+    }
+    stats->gemm_s = fg_ops_gemm_seconds();
+    free_weights(&rw, fg_spec_count(c));
+    return st;
+}

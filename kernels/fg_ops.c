@@ -1,0 +1,110 @@
+/* fg_ops.c - CPU kernels: LayerNorm, Linear (sgemm), ReLU, attention over an
+ * fp16 KV cache. Single-threaded apart from OpenBLAS's own threads. */
+#include "fg_ops.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fg_common.h"
+
+static _Thread_local double gemm_s;
+
+double fg_ops_gemm_seconds(void) { return gemm_s; }
+void fg_ops_gemm_reset(void) { gemm_s = 0; }
+
+void fg_layernorm(float *y, const float *x, const float *w, const float *b, int rows, int dim) {
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * dim;
+        float *yr = y + (size_t)r * dim;
+        /* two passes in double: mean then variance, as torch computes LN stably */
+        double mean = 0;
+        for (int i = 0; i < dim; i++) mean += xr[i];
+        mean /= dim;
+        double var = 0;
+        for (int i = 0; i < dim; i++) {
+            double d = xr[i] - mean;
+            var += d * d;
+        }
+        var /= dim;
+        float rstd = (float)(1.0 / sqrt(var + FG_LN_EPS));
+        float m = (float)mean;
+        for (int i = 0; i < dim; i++) yr[i] = (xr[i] - m) * rstd * w[i] + b[i];
+    }
+}
+
+void fg_linear(float *y, const float *x, const float *W, const float *bias, int rows, int in, int out) {
+    double t0 = fg_now();
+    if (rows == 1) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, out, in, 1.0f, W, in, x, 1, 0.0f, y, 1);
+    } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
+    }
+    gemm_s += fg_now() - t0;
+    if (bias)
+        for (int r = 0; r < rows; r++) {
+            float *yr = y + (size_t)r * out;
+            for (int o = 0; o < out; o++) yr[o] += bias[o];
+        }
+}
+
+void fg_relu(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0;
+}
+
+void fg_add(float *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+void fg_softmax(float *x, int n) {
+    float mx = -FLT_MAX;
+    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+void fg_attention(float *ctx, const float *q, const fg_half *kc, const fg_half *vc, int Tmax,
+                  const uint8_t *mask, int mask_stride, int B, int S, int past, int H, int n_heads) {
+    int d = H / n_heads, T = past + S;
+    float *kf = fg_alloc_tensor(sizeof(float) * (size_t)T * d);   /* (T, d) one head's keys */
+    float *vf = fg_alloc_tensor(sizeof(float) * (size_t)T * d);   /* (T, d) one head's values */
+    float *sc = fg_alloc_tensor(sizeof(float) * (size_t)S * T);   /* (S, T) scores */
+    for (int b = 0; b < B; b++) {
+        const uint8_t *mb = mask + (size_t)b * mask_stride;
+        for (int h = 0; h < n_heads; h++) {
+            const fg_half *kb = kc + (size_t)b * Tmax * H + (size_t)h * d;
+            const fg_half *vb = vc + (size_t)b * Tmax * H + (size_t)h * d;
+            for (int t = 0; t < T; t++) {
+                fg_half_to_float_n(kb + (size_t)t * H, kf + (size_t)t * d, (size_t)d);
+                fg_half_to_float_n(vb + (size_t)t * H, vf + (size_t)t * d, (size_t)d);
+            }
+            const float *qb = q + (size_t)b * S * H + (size_t)h * d;   /* (S, d), row stride H */
+            float *cb = ctx + (size_t)b * S * H + (size_t)h * d;       /* (S, d), row stride H */
+            double t0 = fg_now();
+            if (S == 1) cblas_sgemv(CblasRowMajor, CblasNoTrans, T, d, 1.0f, kf, d, qb, 1, 0.0f, sc, 1);
+            else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, S, T, d, 1.0f, qb, H, kf, d, 0.0f, sc, T);
+            gemm_s += fg_now() - t0;
+            for (int i = 0; i < S; i++) {
+                float *row = sc + (size_t)i * T;
+                int pos = past + i;
+                for (int t = 0; t < T; t++)
+                    if (t > pos || !mb[t]) row[t] = -FLT_MAX;
+                fg_softmax(row, T);
+            }
+            t0 = fg_now();
+            if (S == 1) cblas_sgemv(CblasRowMajor, CblasTrans, T, d, 1.0f, vf, d, sc, 1, 0.0f, cb, 1);
+            else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, S, d, T, 1.0f, sc, T, vf, d, 0.0f, cb, H);
+            gemm_s += fg_now() - t0;
+        }
+    }
+    free(kf);
+    free(vf);
+    free(sc);
+}

@@ -1,0 +1,45 @@
+/* fg_ops.h - CPU math for OPT, shared by the reference engine, the gpu_worker's
+ * host backend and the cpu_worker. fp32 compute between fixed fp16 rounding
+ * points (DESIGN.md §6-7); Linear layers go through OpenBLAS sgemm.
+ * Layouts are row-major; a Linear weight is [out, in] as Hugging Face stores it. */
+#ifndef FG_OPS_H
+#define FG_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fg_config.h"
+#include "fg_fp16.h"
+
+#define FG_LN_EPS 1e-5f
+
+/* y[r, :] = LayerNorm(x[r, :]) * w + b, for r < rows. y may alias x. */
+void fg_layernorm(float *y, const float *x, const float *w, const float *b, int rows, int dim);
+
+/* y[rows, out] = x[rows, in] . W[out, in]^T (+ bias[out] if bias). */
+void fg_linear(float *y, const float *x, const float *W, const float *bias, int rows, int in, int out);
+
+void fg_relu(float *x, size_t n);
+void fg_add(float *y, const float *x, size_t n);           /* y += x */
+
+/* Multi-head attention of S new queries per sequence over a KV cache that
+ * already holds their keys and values.
+ *   ctx  [B, S, H]  out: softmax(q k^T) v per head (q already scaled)
+ *   q    [B, S, H]
+ *   kc,vc [B, Tmax, H] fp16 cache; positions [0, past + S) are valid
+ *   mask [B, mask_stride]: 1 = real token, 0 = padding, for positions < past+S
+ * Query i of sequence b sits at position past+i and sees keys t <= past+i with
+ * mask[b, t] = 1; other scores are set to the most negative finite float, so
+ * an all-padding row stays finite (uniform weights), as Hugging Face does. */
+void fg_attention(float *ctx, const float *q, const fg_half *kc, const fg_half *vc, int Tmax,
+                  const uint8_t *mask, int mask_stride, int B, int S, int past, int H, int n_heads);
+
+/* Seconds spent inside BLAS calls by this thread since the last reset: the
+ * "time in sgemm" share the benchmarks report. */
+double fg_ops_gemm_seconds(void);
+void fg_ops_gemm_reset(void);
+
+/* Row softmax in place, numerically stable. */
+void fg_softmax(float *x, int n);
+
+#endif

@@ -1,0 +1,65 @@
+/* fg_opt.h - the OPT forward pass on the CPU, in pieces a scheduler can place:
+ * the embedding, a decoder layer's attention block and MLP block, and the LM
+ * head. Each piece rounds what it hands on to fp16 at the points DESIGN.md §7
+ * names (embedding output, q/k/v, attention context, each block's output), so
+ * the result is the same bits whichever process runs which piece. */
+#ifndef FG_OPT_H
+#define FG_OPT_H
+
+#include "fg_ops.h"
+
+/* fp32 views of one decoder layer's weights, indexed by FG_LW_* (fg_config.h). */
+typedef struct {
+    const float *w[FG_LW_COUNT];
+} fg_layer_f32;
+
+/* fp32 views of the model-level weights, indexed by FG_GW_* (NULL if absent). */
+typedef struct {
+    const float *w[FG_GW_COUNT];
+} fg_global_f32;
+
+/* One forward step of a batch: S new tokens for each of B sequences, after
+ * `past` tokens already in the cache. */
+typedef struct {
+    int B, S, past;
+    const uint8_t *mask;   /* [B, mask_stride]: 1 = real token, positions < past+S */
+    int mask_stride;
+} fg_step;
+
+/* Scratch for a step, sized for at most max_rows = B*S rows. */
+typedef struct {
+    int max_rows;
+    float *a, *q, *k, *v, *ctx; /* (max_rows, H) each */
+    float *ff;                  /* (max_rows, F) */
+    float *e;                   /* (max_rows, D) */
+} fg_opt_ws;
+
+void fg_opt_ws_init(fg_opt_ws *ws, const fg_opt_config *c, int max_rows);
+void fg_opt_ws_free(fg_opt_ws *ws);
+
+/* Learned positions as Hugging Face computes them from the attention mask:
+ * cumsum(mask) * mask - 1 + 2 (OPT's offset), for the step's S new tokens.
+ * pos (B, S). */
+void fg_opt_positions(int *pos, const fg_step *st);
+
+/* h (B*S, H) = round16(embed_tokens[ids] (-> project_in) + embed_pos[pos]).
+ * ids (B, S). */
+void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_config *c,
+                  const fg_global_f32 *g, fg_opt_ws *ws);
+
+/* h (B*S, H) in/out: the attention block of one layer. Writes the step's k, v
+ * (rounded to fp16) into the cache at positions [past, past+S).
+ * kc, vc (B, Tmax, H) fp16. */
+void fg_opt_attn_block(float *h, fg_half *kc, fg_half *vc, int Tmax, const fg_step *st,
+                       const fg_opt_config *c, const fg_layer_f32 *w, fg_opt_ws *ws);
+
+/* h (B*S, H) in/out: the MLP block of one layer. */
+void fg_opt_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const fg_layer_f32 *w,
+                      fg_opt_ws *ws);
+
+/* logits (B, V) from the last new token of each sequence: final LayerNorm
+ * (pre-LN models), project_out, tied LM head. h (B*S, H). */
+void fg_opt_lm_head(float *logits, const float *h, const fg_step *st, const fg_opt_config *c,
+                    const fg_global_f32 *g, fg_opt_ws *ws);
+
+#endif

@@ -1,0 +1,71 @@
+/* fg_config.h - OPT model configurations: every size FlexGen names plus the
+ * 350m variant, chosen by name or read from a Hugging Face config.json, and
+ * the list of tensors (name, shape) a checkpoint of that config must hold. */
+#ifndef FG_CONFIG_H
+#define FG_CONFIG_H
+
+#include "fg_common.h"
+
+typedef struct {
+    char name[64];
+    int vocab_size;          /* V: rows of the token embedding = LM head */
+    int hidden;              /* H */
+    int n_heads;             /* A; head_dim = H / A */
+    int n_layers;            /* decoder layers (embedding and head not counted) */
+    int ffn_dim;             /* F */
+    int max_pos;             /* max_position_embeddings; the table has max_pos+2 rows */
+    int word_embed_proj_dim; /* D: embedding width; != H means project_in/out exist */
+    int pre_ln;              /* do_layer_norm_before: 1 for all but 350m */
+    int pad_id, bos_id, eos_id;
+} fg_opt_config;
+
+/* Fill *cfg for a FlexGen model name ("opt-125m" ... "opt-175b", "opt-350m";
+ * an optional "facebook/" prefix is accepted). FG_EINPUT if unknown. */
+fg_status fg_config_by_name(const char *name, fg_opt_config *cfg);
+
+/* Parse a Hugging Face config.json. Errors name the file and the field. */
+fg_status fg_config_load_json(const char *path, fg_opt_config *cfg);
+
+/* Semantic checks shared by both constructors (H % A == 0, sizes > 0, ...). */
+fg_status fg_config_validate(const fg_opt_config *cfg, const char *origin);
+
+static inline int fg_config_head_dim(const fg_opt_config *c) { return c->hidden / c->n_heads; }
+static inline int fg_config_has_proj(const fg_opt_config *c) { return c->word_embed_proj_dim != c->hidden; }
+
+/* ---- tensor specs ---- */
+
+/* Per-layer tensors in a fixed order; the index of a tensor inside a layer. */
+enum {
+    FG_LW_Q_W, FG_LW_Q_B, FG_LW_K_W, FG_LW_K_B, FG_LW_V_W, FG_LW_V_B,
+    FG_LW_O_W, FG_LW_O_B, FG_LW_LN1_W, FG_LW_LN1_B,
+    FG_LW_FC1_W, FG_LW_FC1_B, FG_LW_FC2_W, FG_LW_FC2_B, FG_LW_LN2_W, FG_LW_LN2_B,
+    FG_LW_COUNT
+};
+/* Model-level tensors (some only exist for some configs: see fg_spec.present). */
+enum {
+    FG_GW_EMBED_TOKENS, FG_GW_EMBED_POS, FG_GW_PROJ_IN, FG_GW_PROJ_OUT,
+    FG_GW_FINAL_LN_W, FG_GW_FINAL_LN_B, FG_GW_COUNT
+};
+
+typedef struct {
+    char name[96];    /* canonical name, without the "model." prefix */
+    int ndim;         /* 1 or 2 */
+    int64_t dims[2];  /* row-major; a Linear weight is [out, in] */
+    int present;      /* 0 where this config has no such tensor */
+} fg_spec;
+
+/* All tensors of the config: global ones first (FG_GW_COUNT entries, some
+ * absent), then n_layers blocks of FG_LW_COUNT. Index with fg_spec_global()
+ * and fg_spec_layer(). Returns a heap array of fg_spec_count(cfg) entries. */
+fg_spec *fg_specs_new(const fg_opt_config *cfg);
+static inline int fg_spec_count(const fg_opt_config *c) { return FG_GW_COUNT + c->n_layers * FG_LW_COUNT; }
+static inline int fg_spec_global(int which) { return which; }
+static inline int fg_spec_layer(int layer, int which) { return FG_GW_COUNT + layer * FG_LW_COUNT + which; }
+static inline int64_t fg_spec_numel(const fg_spec *s) { return s->ndim == 1 ? s->dims[0] : s->dims[0] * s->dims[1]; }
+
+/* Map a checkpoint's tensor name to a spec index: strips "model.", accepts
+ * FlexGen's "decoder.layer_norm" for the final LayerNorm. Returns -1 for an
+ * unknown name, -2 for names to ignore (lm_head.weight: the head is tied). */
+int fg_spec_lookup(const fg_opt_config *cfg, const fg_spec *specs, const char *name);
+
+#endif

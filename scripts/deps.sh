@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build and tests need, only those missing.
+# Sourced by scripts/demo and scripts/test; safe to run again.
+set -euo pipefail
+FG_DEBS=(build-essential cmake pkg-config libopenblas-dev libjansson-dev libzmq3-dev
+         libaio-dev libglpk-dev libpcre2-dev python3-numpy nodejs npm fio clang)
+missing=()
+for p in "${FG_DEBS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "flexgen: installing missing packages: ${missing[*]}" >&2
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "flexgen: error: need root to apt-get install ${missing[*]} (or install them yourself)" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
