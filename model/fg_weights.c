@@ -183,7 +183,12 @@ static fg_status parse_safetensors(fg_wsrc *ws, const char *path) {
             numel *= (uint64_t)dims[d];
         }
         json_int_t b = json_integer_value(json_array_get(jo, 0)), e = json_integer_value(json_array_get(jo, 1));
-        if (b < 0 || e < b || (uint64_t)e > data_size) {
+        if (e < b) {
+            st = fg_err_set(FG_EINPUT, "%s: tensor '%s' data_offsets [%lld, %lld] begin after they end", path, name,
+                            (long long)b, (long long)e);
+            goto out;
+        }
+        if (b < 0 || (uint64_t)e > data_size) {
             st = fg_err_set(FG_EINPUT, "%s: tensor '%s' data_offsets [%lld, %lld] lie outside the data (%llu bytes)",
                             path, name, (long long)b, (long long)e, (unsigned long long)data_size);
             goto out;
