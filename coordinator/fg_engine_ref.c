@@ -1,5 +1,5 @@
 /* fg_engine_ref.c - the single-process reference engine (see fg_engine_ref.h).
- * Weights: every tensor read once as fp16 and widened to fp32. Prompts are
+ * Weights: every tensor read once and kept as fp16, as the tiers hold them. Prompts are
  * run in batches of opt->batch, left-padded to the longest prompt of the batch
  * as Hugging Face pads; the KV cache is fp16, (B, Tmax, H) per layer. */
 #include "fg_engine_ref.h"
@@ -17,33 +17,22 @@ const char *fg_finish_name(fg_finish f) {
 }
 
 typedef struct {
-    float *store;                     /* all weights, fp32, one allocation per tensor */
-    float **tensors;                  /* by spec index, NULL if absent */
-    fg_global_f32 g;
-    fg_layer_f32 *layers;             /* (L) */
+    fg_half **tensors;                /* by spec index, NULL if absent */
+    fg_global_w g;
+    fg_layer_w *layers;               /* (L) */
 } ref_weights;
 
 static fg_status load_weights(fg_wsrc *ws, ref_weights *rw) {
     const fg_opt_config *c = fg_wsrc_config(ws);
     const fg_spec *sp = fg_wsrc_specs(ws);
     int n = fg_spec_count(c);
-    int64_t maxel = 0;
-    for (int i = 0; i < n; i++)
-        if (sp[i].present && fg_spec_numel(&sp[i]) > maxel) maxel = fg_spec_numel(&sp[i]);
-    fg_half *tmp = fg_alloc_tensor(sizeof(fg_half) * (size_t)maxel);
     rw->tensors = fg_xcalloc((size_t)n, sizeof *rw->tensors);
     for (int i = 0; i < n; i++) {
         if (!sp[i].present) continue;
-        size_t ne = (size_t)fg_spec_numel(&sp[i]);
-        fg_status st = fg_wsrc_read(ws, i, tmp);
-        if (st) {
-            free(tmp);
-            return st;
-        }
-        rw->tensors[i] = fg_alloc_tensor(sizeof(float) * ne);
-        fg_half_to_float_n(tmp, rw->tensors[i], ne);
+        rw->tensors[i] = fg_alloc_tensor(sizeof(fg_half) * (size_t)fg_spec_numel(&sp[i]));
+        fg_status st = fg_wsrc_read(ws, i, rw->tensors[i]);
+        if (st) return st;
     }
-    free(tmp);
     for (int g = 0; g < FG_GW_COUNT; g++) rw->g.w[g] = rw->tensors[fg_spec_global(g)];
     rw->layers = fg_xcalloc((size_t)c->n_layers, sizeof *rw->layers);
     for (int l = 0; l < c->n_layers; l++)

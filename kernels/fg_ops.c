@@ -14,12 +14,16 @@ static _Thread_local double gemm_s;
 
 double fg_ops_gemm_seconds(void) { return gemm_s; }
 void fg_ops_gemm_reset(void) { gemm_s = 0; }
+void fg_ops_gemm_add(double seconds) { gemm_s += seconds; }
 
-void fg_layernorm(float *y, const float *x, const float *w, const float *b, int rows, int dim) {
+void fg_layernorm(float *y, const float *x, const fg_half *w16, const fg_half *b16, int rows, int dim) {
+    float *w = fg_xmalloc(sizeof(float) * 2 * (size_t)dim), *b = w + dim;
+    fg_half_to_float_n(w16, w, (size_t)dim);
+    fg_half_to_float_n(b16, b, (size_t)dim);
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * dim;
         float *yr = y + (size_t)r * dim;
-        /* two passes in double: mean then variance, as torch computes LN stably */
+        /* two passes, mean then variance, accumulated in double */
         double mean = 0;
         for (int i = 0; i < dim; i++) mean += xr[i];
         mean /= dim;
@@ -33,21 +37,7 @@ void fg_layernorm(float *y, const float *x, const float *w, const float *b, int 
         float m = (float)mean;
         for (int i = 0; i < dim; i++) yr[i] = (xr[i] - m) * rstd * w[i] + b[i];
     }
-}
-
-void fg_linear(float *y, const float *x, const float *W, const float *bias, int rows, int in, int out) {
-    double t0 = fg_now();
-    if (rows == 1) {
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, out, in, 1.0f, W, in, x, 1, 0.0f, y, 1);
-    } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
-    }
-    gemm_s += fg_now() - t0;
-    if (bias)
-        for (int r = 0; r < rows; r++) {
-            float *yr = y + (size_t)r * out;
-            for (int o = 0; o < out; o++) yr[o] += bias[o];
-        }
+    free(w);
 }
 
 void fg_relu(float *x, size_t n) {
@@ -68,6 +58,32 @@ void fg_softmax(float *x, int n) {
     }
     float inv = (float)(1.0 / sum);
     for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+/* Softmax of row (T) over keys t <= pos with mask[t] = 1; masked keys get
+ * weight 0. Equal to setting them to the most negative float first (Hugging
+ * Face), without feeding exp() huge arguments; a row with no visible key is
+ * uniform over all T, as that softmax of all-equal scores is. */
+static void masked_softmax(float *row, int T, int pos, const uint8_t *mask) {
+    int lim = pos + 1 < T ? pos + 1 : T, any = 0;
+    float mx = -FLT_MAX;
+    for (int t = 0; t < lim; t++)
+        if (mask[t]) {
+            mx = row[t] > mx ? row[t] : mx;
+            any = 1;
+        }
+    if (!any) {
+        for (int t = 0; t < T; t++) row[t] = 1.0f / (float)T;
+        return;
+    }
+    double sum = 0;
+    for (int t = 0; t < T; t++) {
+        float e = t < lim && mask[t] ? expf(row[t] - mx) : 0.0f;
+        row[t] = e;
+        sum += e;
+    }
+    float inv = (float)(1.0 / sum);
+    for (int t = 0; t < lim; t++) row[t] *= inv;
 }
 
 void fg_attention(float *ctx, const float *q, const fg_half *kc, const fg_half *vc, int Tmax,
@@ -91,13 +107,8 @@ void fg_attention(float *ctx, const float *q, const fg_half *kc, const fg_half *
             if (S == 1) cblas_sgemv(CblasRowMajor, CblasNoTrans, T, d, 1.0f, kf, d, qb, 1, 0.0f, sc, 1);
             else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, S, T, d, 1.0f, qb, H, kf, d, 0.0f, sc, T);
             gemm_s += fg_now() - t0;
-            for (int i = 0; i < S; i++) {
-                float *row = sc + (size_t)i * T;
-                int pos = past + i;
-                for (int t = 0; t < T; t++)
-                    if (t > pos || !mb[t]) row[t] = -FLT_MAX;
-                fg_softmax(row, T);
-            }
+            for (int i = 0; i < S; i++)
+                masked_softmax(sc + (size_t)i * T, T, past + i, mb);
             t0 = fg_now();
             if (S == 1) cblas_sgemv(CblasRowMajor, CblasTrans, T, d, 1.0f, vf, d, sc, 1, 0.0f, cb, 1);
             else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, S, d, T, 1.0f, sc, T, vf, d, 0.0f, cb, H);

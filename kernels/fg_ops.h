@@ -1,7 +1,8 @@
 /* fg_ops.h - CPU math for OPT, shared by the reference engine, the gpu_worker's
  * host backend and the cpu_worker. fp32 compute between fixed fp16 rounding
  * points (DESIGN.md §6-7); Linear layers go through OpenBLAS sgemm.
- * Layouts are row-major; a Linear weight is [out, in] as Hugging Face stores it. */
+ * Layouts are row-major; a Linear weight is [out, in] as Hugging Face stores it.
+ * Weights are fp16 (as every tier holds them); Linear layers are in fg_gemm.h. */
 #ifndef FG_OPS_H
 #define FG_OPS_H
 
@@ -13,11 +14,9 @@
 
 #define FG_LN_EPS 1e-5f
 
-/* y[r, :] = LayerNorm(x[r, :]) * w + b, for r < rows. y may alias x. */
-void fg_layernorm(float *y, const float *x, const float *w, const float *b, int rows, int dim);
-
-/* y[rows, out] = x[rows, in] . W[out, in]^T (+ bias[out] if bias). */
-void fg_linear(float *y, const float *x, const float *W, const float *bias, int rows, int in, int out);
+/* y[r, :] = LayerNorm(x[r, :]) * w + b, for r < rows. y may alias x.
+ * w, b (dim) fp16 as stored. */
+void fg_layernorm(float *y, const float *x, const fg_half *w, const fg_half *b, int rows, int dim);
 
 void fg_relu(float *x, size_t n);
 void fg_add(float *y, const float *x, size_t n);           /* y += x */
@@ -38,6 +37,7 @@ void fg_attention(float *ctx, const float *q, const fg_half *kc, const fg_half *
  * "time in sgemm" share the benchmarks report. */
 double fg_ops_gemm_seconds(void);
 void fg_ops_gemm_reset(void);
+void fg_ops_gemm_add(double seconds);
 
 /* Row softmax in place, numerically stable. */
 void fg_softmax(float *x, int n);

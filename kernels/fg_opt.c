@@ -39,19 +39,22 @@ void fg_opt_positions(int *pos, const fg_step *st) {
 }
 
 void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_config *c,
-                  const fg_global_f32 *g, fg_opt_ws *ws) {
+                  const fg_global_w *g, fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden, D = c->word_embed_proj_dim;
     FG_ASSERT(rows <= ws->max_rows);
-    const float *E = g->w[FG_GW_EMBED_TOKENS], *P = g->w[FG_GW_EMBED_POS];
+    const fg_half *E = g->w[FG_GW_EMBED_TOKENS], *P = g->w[FG_GW_EMBED_POS];
     int *pos = fg_xmalloc(sizeof(int) * (size_t)rows);
     fg_opt_positions(pos, st);
     if (fg_config_has_proj(c)) {
-        for (int r = 0; r < rows; r++) memcpy(ws->e + (size_t)r * D, E + (size_t)ids[r] * D, sizeof(float) * D);
-        fg_linear(h, ws->e, g->w[FG_GW_PROJ_IN], NULL, rows, D, H);
+        for (int r = 0; r < rows; r++) fg_half_to_float_n(E + (size_t)ids[r] * D, ws->e + (size_t)r * D, (size_t)D);
+        fg_gemm_f16w(h, ws->e, g->w[FG_GW_PROJ_IN], NULL, rows, D, H);
     } else {
-        for (int r = 0; r < rows; r++) memcpy(h + (size_t)r * H, E + (size_t)ids[r] * H, sizeof(float) * H);
+        for (int r = 0; r < rows; r++) fg_half_to_float_n(E + (size_t)ids[r] * H, h + (size_t)r * H, (size_t)H);
     }
-    for (int r = 0; r < rows; r++) fg_add(h + (size_t)r * H, P + (size_t)pos[r] * H, (size_t)H);
+    for (int r = 0; r < rows; r++) {
+        fg_half_to_float_n(P + (size_t)pos[r] * H, ws->a, (size_t)H);
+        fg_add(h + (size_t)r * H, ws->a, (size_t)H);
+    }
     fg_round_fp16_n(h, (size_t)rows * H);
     free(pos);
 }
@@ -65,7 +68,7 @@ static void cache_store(fg_half *cache, const float *x, int Tmax, const fg_step 
 }
 
 void fg_opt_attn_block(float *h, fg_half *kc, fg_half *vc, int Tmax, const fg_step *st,
-                       const fg_opt_config *c, const fg_layer_f32 *w, fg_opt_ws *ws) {
+                       const fg_opt_config *c, const fg_layer_w *w, fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden;
     size_t n = (size_t)rows * H;
     FG_ASSERT(rows <= ws->max_rows && st->past + st->S <= Tmax);
@@ -74,9 +77,9 @@ void fg_opt_attn_block(float *h, fg_half *kc, fg_half *vc, int Tmax, const fg_st
         fg_layernorm(ws->a, h, w->w[FG_LW_LN1_W], w->w[FG_LW_LN1_B], rows, H);
         x = ws->a;
     }
-    fg_linear(ws->q, x, w->w[FG_LW_Q_W], w->w[FG_LW_Q_B], rows, H, H);
-    fg_linear(ws->k, x, w->w[FG_LW_K_W], w->w[FG_LW_K_B], rows, H, H);
-    fg_linear(ws->v, x, w->w[FG_LW_V_W], w->w[FG_LW_V_B], rows, H, H);
+    fg_gemm_f16w(ws->q, x, w->w[FG_LW_Q_W], w->w[FG_LW_Q_B], rows, H, H);
+    fg_gemm_f16w(ws->k, x, w->w[FG_LW_K_W], w->w[FG_LW_K_B], rows, H, H);
+    fg_gemm_f16w(ws->v, x, w->w[FG_LW_V_W], w->w[FG_LW_V_B], rows, H, H);
     /* Hugging Face scales q after its bias. */
     float scale = 1.0f / sqrtf((float)fg_config_head_dim(c));
     for (size_t i = 0; i < n; i++) ws->q[i] *= scale;
@@ -85,13 +88,13 @@ void fg_opt_attn_block(float *h, fg_half *kc, fg_half *vc, int Tmax, const fg_st
     cache_store(vc, ws->v, Tmax, st, H);
     fg_attention(ws->ctx, ws->q, kc, vc, Tmax, st->mask, st->mask_stride, st->B, st->S, st->past, H, c->n_heads);
     fg_round_fp16_n(ws->ctx, n);
-    fg_linear(ws->a, ws->ctx, w->w[FG_LW_O_W], w->w[FG_LW_O_B], rows, H, H);
+    fg_gemm_f16w(ws->a, ws->ctx, w->w[FG_LW_O_W], w->w[FG_LW_O_B], rows, H, H);
     fg_add(h, ws->a, n);
     if (!c->pre_ln) fg_layernorm(h, h, w->w[FG_LW_LN1_W], w->w[FG_LW_LN1_B], rows, H);
     fg_round_fp16_n(h, n);
 }
 
-void fg_opt_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const fg_layer_f32 *w,
+void fg_opt_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w,
                       fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden, F = c->ffn_dim;
     size_t n = (size_t)rows * H;
@@ -101,16 +104,16 @@ void fg_opt_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const
         fg_layernorm(ws->a, h, w->w[FG_LW_LN2_W], w->w[FG_LW_LN2_B], rows, H);
         x = ws->a;
     }
-    fg_linear(ws->ff, x, w->w[FG_LW_FC1_W], w->w[FG_LW_FC1_B], rows, H, F);
+    fg_gemm_f16w(ws->ff, x, w->w[FG_LW_FC1_W], w->w[FG_LW_FC1_B], rows, H, F);
     fg_relu(ws->ff, (size_t)rows * F);
-    fg_linear(ws->a, ws->ff, w->w[FG_LW_FC2_W], w->w[FG_LW_FC2_B], rows, F, H);
+    fg_gemm_f16w(ws->a, ws->ff, w->w[FG_LW_FC2_W], w->w[FG_LW_FC2_B], rows, F, H);
     fg_add(h, ws->a, n);
     if (!c->pre_ln) fg_layernorm(h, h, w->w[FG_LW_LN2_W], w->w[FG_LW_LN2_B], rows, H);
     fg_round_fp16_n(h, n);
 }
 
 void fg_opt_lm_head(float *logits, const float *h, const fg_step *st, const fg_opt_config *c,
-                    const fg_global_f32 *g, fg_opt_ws *ws) {
+                    const fg_global_w *g, fg_opt_ws *ws) {
     int B = st->B, H = c->hidden, D = c->word_embed_proj_dim;
     /* gather the last new token of each sequence: (B, H) */
     for (int b = 0; b < B; b++)
@@ -119,8 +122,8 @@ void fg_opt_lm_head(float *logits, const float *h, const fg_step *st, const fg_o
         fg_layernorm(ws->a, ws->a, g->w[FG_GW_FINAL_LN_W], g->w[FG_GW_FINAL_LN_B], B, H);
     const float *x = ws->a;
     if (fg_config_has_proj(c)) {
-        fg_linear(ws->e, ws->a, g->w[FG_GW_PROJ_OUT], NULL, B, H, D);
+        fg_gemm_f16w(ws->e, ws->a, g->w[FG_GW_PROJ_OUT], NULL, B, H, D);
         x = ws->e;
     }
-    fg_linear(logits, x, g->w[FG_GW_EMBED_TOKENS], NULL, B, D, c->vocab_size);
+    fg_gemm_f16w(logits, x, g->w[FG_GW_EMBED_TOKENS], NULL, B, D, c->vocab_size);
 }

@@ -6,17 +6,19 @@
 #ifndef FG_OPT_H
 #define FG_OPT_H
 
+#include "fg_gemm.h"
 #include "fg_ops.h"
 
-/* fp32 views of one decoder layer's weights, indexed by FG_LW_* (fg_config.h). */
+/* One decoder layer's weights, fp16 as every tier stores them, indexed by
+ * FG_LW_* (fg_config.h); shapes as fg_specs_new() lists them. */
 typedef struct {
-    const float *w[FG_LW_COUNT];
-} fg_layer_f32;
+    const fg_half *w[FG_LW_COUNT];
+} fg_layer_w;
 
-/* fp32 views of the model-level weights, indexed by FG_GW_* (NULL if absent). */
+/* The model-level weights, indexed by FG_GW_* (NULL where absent). */
 typedef struct {
-    const float *w[FG_GW_COUNT];
-} fg_global_f32;
+    const fg_half *w[FG_GW_COUNT];
+} fg_global_w;
 
 /* One forward step of a batch: S new tokens for each of B sequences, after
  * `past` tokens already in the cache. */
@@ -45,21 +47,21 @@ void fg_opt_positions(int *pos, const fg_step *st);
 /* h (B*S, H) = round16(embed_tokens[ids] (-> project_in) + embed_pos[pos]).
  * ids (B, S). */
 void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_config *c,
-                  const fg_global_f32 *g, fg_opt_ws *ws);
+                  const fg_global_w *g, fg_opt_ws *ws);
 
 /* h (B*S, H) in/out: the attention block of one layer. Writes the step's k, v
  * (rounded to fp16) into the cache at positions [past, past+S).
  * kc, vc (B, Tmax, H) fp16. */
 void fg_opt_attn_block(float *h, fg_half *kc, fg_half *vc, int Tmax, const fg_step *st,
-                       const fg_opt_config *c, const fg_layer_f32 *w, fg_opt_ws *ws);
+                       const fg_opt_config *c, const fg_layer_w *w, fg_opt_ws *ws);
 
 /* h (B*S, H) in/out: the MLP block of one layer. */
-void fg_opt_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const fg_layer_f32 *w,
+void fg_opt_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w,
                       fg_opt_ws *ws);
 
 /* logits (B, V) from the last new token of each sequence: final LayerNorm
  * (pre-LN models), project_out, tied LM head. h (B*S, H). */
 void fg_opt_lm_head(float *logits, const float *h, const fg_step *st, const fg_opt_config *c,
-                    const fg_global_f32 *g, fg_opt_ws *ws);
+                    const fg_global_w *g, fg_opt_ws *ws);
 
 #endif

@@ -1,0 +1,146 @@
+/* fg_gemm.c - fp16-weight Linear (see fg_gemm.h). The fused kernel is written
+ * for AVX2+FMA+F16C with a portable fallback; OpenMP splits output rows over
+ * the cores (the weight stream is the bottleneck, so both cores read it). */
+#include "fg_gemm.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fg_common.h"
+#include "fg_ops.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define FG_X86 1
+#endif
+
+/* ---- portable fused kernel: y[r, o] for o in [o0, o1) ---- */
+static void small_portable(float *y, const float *x, const fg_half *W, int rows, int in, int out, int o0, int o1,
+                           float *wrow) {
+    for (int o = o0; o < o1; o++) {
+        fg_half_to_float_n(W + (size_t)o * in, wrow, (size_t)in);
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + (size_t)r * in;
+            float s = 0;
+            for (int i = 0; i < in; i++) s += xr[i] * wrow[i];
+            y[(size_t)r * out + o] = s;
+        }
+    }
+}
+
+#ifdef FG_X86
+__attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v) {
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
+    return _mm_cvtss_f32(lo);
+}
+
+/* Two output rows at a time (widened once into wrow, L1-resident), four
+ * activation rows at a time: 8 accumulators + 2 weights + 1 input in ymm. */
+__attribute__((target("avx2,fma,f16c"))) static void small_avx2(float *y, const float *x, const fg_half *W, int rows,
+                                                                 int in, int out, int o0, int o1, float *wrow) {
+    int in8 = in & ~7;
+    int o = o0;
+    for (; o + 2 <= o1; o += 2) {
+        float *w0 = wrow, *w1 = wrow + in;
+        fg_half_to_float_n(W + (size_t)o * in, w0, (size_t)in * 2);   /* rows o, o+1 are contiguous */
+        int r = 0;
+        for (; r + 4 <= rows; r += 4) {
+            const float *x0 = x + (size_t)r * in, *x1 = x0 + in, *x2 = x1 + in, *x3 = x2 + in;
+            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+            __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+            for (int i = 0; i < in8; i += 8) {
+                __m256 wa = _mm256_loadu_ps(w0 + i), wb = _mm256_loadu_ps(w1 + i), xv;
+                xv = _mm256_loadu_ps(x0 + i); a00 = _mm256_fmadd_ps(wa, xv, a00); a10 = _mm256_fmadd_ps(wb, xv, a10);
+                xv = _mm256_loadu_ps(x1 + i); a01 = _mm256_fmadd_ps(wa, xv, a01); a11 = _mm256_fmadd_ps(wb, xv, a11);
+                xv = _mm256_loadu_ps(x2 + i); a02 = _mm256_fmadd_ps(wa, xv, a02); a12 = _mm256_fmadd_ps(wb, xv, a12);
+                xv = _mm256_loadu_ps(x3 + i); a03 = _mm256_fmadd_ps(wa, xv, a03); a13 = _mm256_fmadd_ps(wb, xv, a13);
+            }
+            float s[8] = {hsum256(a00), hsum256(a01), hsum256(a02), hsum256(a03),
+                          hsum256(a10), hsum256(a11), hsum256(a12), hsum256(a13)};
+            for (int i = in8; i < in; i++) {
+                s[0] += w0[i] * x0[i]; s[1] += w0[i] * x1[i]; s[2] += w0[i] * x2[i]; s[3] += w0[i] * x3[i];
+                s[4] += w1[i] * x0[i]; s[5] += w1[i] * x1[i]; s[6] += w1[i] * x2[i]; s[7] += w1[i] * x3[i];
+            }
+            for (int k = 0; k < 4; k++) {
+                y[(size_t)(r + k) * out + o] = s[k];
+                y[(size_t)(r + k) * out + o + 1] = s[4 + k];
+            }
+        }
+        for (; r < rows; r++) {
+            const float *xr = x + (size_t)r * in;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+            for (int i = 0; i < in8; i += 8) {
+                __m256 xv = _mm256_loadu_ps(xr + i);
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), xv, a0);
+                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + i), xv, a1);
+            }
+            float s0 = hsum256(a0), s1 = hsum256(a1);
+            for (int i = in8; i < in; i++) {
+                s0 += w0[i] * xr[i];
+                s1 += w1[i] * xr[i];
+            }
+            y[(size_t)r * out + o] = s0;
+            y[(size_t)r * out + o + 1] = s1;
+        }
+    }
+    if (o < o1) small_portable(y, x, W, rows, in, out, o, o1, wrow);
+}
+
+static int have_avx2(void) {
+    static int cached = -1;
+    if (cached < 0)
+        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return cached;
+}
+#endif
+
+static void add_bias(float *y, const fg_half *bias, int rows, int out) {
+    float *b = fg_xmalloc(sizeof(float) * (size_t)out);
+    fg_half_to_float_n(bias, b, (size_t)out);
+    for (int r = 0; r < rows; r++) {
+        float *yr = y + (size_t)r * out;
+        for (int o = 0; o < out; o++) yr[o] += b[o];
+    }
+    free(b);
+}
+
+/* Weight chunk widened per sgemm call: bounded scratch whatever the matrix
+ * (the LM head is 50272 x D). */
+#define WCHUNK_FLOATS (4u << 20)
+
+void fg_gemm_f16w(float *y, const float *x, const fg_half *W, const fg_half *bias, int rows, int in, int out) {
+    double t0 = fg_now();
+    if (rows <= FG_GEMM_SMALL_ROWS) {
+#pragma omp parallel
+        {
+            float *wrow = fg_alloc_tensor(sizeof(float) * 2 * (size_t)in);
+#pragma omp for schedule(static)
+            for (int ob = 0; ob < (out + 63) / 64; ob++) {
+                int o0 = ob * 64, o1 = o0 + 64 < out ? o0 + 64 : out;
+#ifdef FG_X86
+                if (have_avx2()) small_avx2(y, x, W, rows, in, out, o0, o1, wrow);
+                else
+#endif
+                    small_portable(y, x, W, rows, in, out, o0, o1, wrow);
+            }
+            free(wrow);
+        }
+    } else {
+        int chunk = (int)(WCHUNK_FLOATS / (unsigned)in);
+        if (chunk < 1) chunk = 1;
+        if (chunk > out) chunk = out;
+        float *wf = fg_alloc_tensor(sizeof(float) * (size_t)chunk * in);
+        for (int o0 = 0; o0 < out; o0 += chunk) {
+            int n = out - o0 < chunk ? out - o0 : chunk;
+            fg_half_to_float_n(W + (size_t)o0 * in, wf, (size_t)n * in);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, in, 1.0f, x, in, wf, in, 0.0f, y + o0, out);
+        }
+        free(wf);
+    }
+    fg_ops_gemm_add(fg_now() - t0);
+    if (bias) add_bias(y, bias, rows, out);
+}

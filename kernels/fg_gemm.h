@@ -1,0 +1,26 @@
+/* fg_gemm.h - Linear layers with fp16 weights and fp32 activations, the CPU
+ * form of what cuBLAS does on the GPU: weights stay fp16 in memory (half the
+ * bytes to move and to hold), products and sums are fp32.
+ *
+ * Two paths, chosen by the number of rows:
+ *  - few rows (decode: one token per sequence): a fused kernel reads each
+ *    weight row once, widens it in registers and feeds every activation row;
+ *    memory-bound, so fp16 weights make it up to 2x faster than sgemm on fp32
+ *    weights, which also repacks the whole weight matrix on every call;
+ *  - many rows (prefill): the weight is widened to fp32 in chunks of output
+ *    rows and multiplied with OpenBLAS sgemm (compute-bound).
+ * The result depends on the path (summation order), and so on the batch
+ * size, never on where the data came from. */
+#ifndef FG_GEMM_H
+#define FG_GEMM_H
+
+#include "fg_fp16.h"
+
+/* Rows up to this use the fused kernel. */
+#define FG_GEMM_SMALL_ROWS 32
+
+/* y[rows, out] = x[rows, in] . W[out, in]^T (+ bias[out]). W, bias fp16.
+ * Scratch is internal (per thread); x and y must not alias. */
+void fg_gemm_f16w(float *y, const float *x, const fg_half *W, const fg_half *bias, int rows, int in, int out);
+
+#endif
