@@ -13,7 +13,7 @@
 #include "fg_engine_ref.h"
 
 typedef struct {
-    const char *model_dir, *dummy, *prompt_ids, *out, *dump_logits, *engine;
+    const char *model_dir, *dummy, *prompt_ids, *out, *dump_logits, *engine, *report;
     int gen_len, batch, ignore_eos;
     uint64_t seed;
     float temperature, top_p;
@@ -31,6 +31,8 @@ static void run_usage(FILE *f) {
         "  --prompt-ids FILE     pre-tokenized prompts: a JSON list of lists of token ids\n"
         "  --out FILE.jsonl      one object per prompt, in input order\n"
         "  --dump-logits FILE    float32 .npy (prompts, gen_len, vocab): the logits each token came from\n"
+        "  --report FILE.json    throughput (generated tokens / (prefill + decode time)), the split,\n"
+        "                        time inside BLAS, the run's settings\n"
         "generation:\n"
         "  --gen-len N           new tokens per prompt (default 32)\n"
         "  --gpu-batch-size N    prompts computed together (default: all)\n"
@@ -63,7 +65,7 @@ static fg_status parse_float(const char *flag, const char *v, float lo, float hi
 }
 
 static fg_status parse_args(int argc, char **argv, run_args *a) {
-    enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE };
+    enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE, O_REPORT };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},      {"dummy", required_argument, 0, O_DUMMY},
         {"prompt-ids", required_argument, 0, O_PIDS},  {"out", required_argument, 0, O_OUT},
@@ -71,7 +73,7 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         {"gpu-batch-size", required_argument, 0, O_GBS}, {"temperature", required_argument, 0, O_TEMP},
         {"top-p", required_argument, 0, O_TOPP},       {"seed", required_argument, 0, O_SEED},
         {"ignore-eos", no_argument, 0, O_NOEOS},       {"engine", required_argument, 0, O_ENGINE},
-        {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0},
+        {"report", required_argument, 0, O_REPORT},        {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0},
     };
     *a = (run_args){.gen_len = 32, .top_p = 1.0f, .engine = "reference"};
     opterr = 0;
@@ -98,6 +100,7 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         }
         case O_NOEOS: a->ignore_eos = 1; break;
         case O_ENGINE: a->engine = optarg; break;
+        case O_REPORT: a->report = optarg; break;
         case 'h': run_usage(stdout); exit(0);
         default:
             return fg_err_set(FG_EINPUT, "run: unknown or incomplete option '%s' (see flexgen run --help)",
@@ -191,6 +194,26 @@ static fg_status write_jsonl(const char *path, const fg_seq_in *in, const fg_seq
     return FG_OK;
 }
 
+static fg_status write_report(const char *path, const run_args *a, const fg_opt_config *c, int n,
+                              const fg_gen_stats *s) {
+    double gen_s = s->prefill_s + s->decode_s;
+    json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:I}", "engine", a->engine,
+                          "model", c->name, "prompts", n, "gen_len", a->gen_len, "batch", a->batch ? a->batch : n,
+                          "throughput_tokens_per_s", gen_s > 0 ? (double)s->generated / gen_s : 0.0,
+                          "prefill_s", s->prefill_s, "decode_s", s->decode_s, "gemm_s", s->gemm_s,
+                          "gemm_share", gen_s > 0 ? s->gemm_s / gen_s : 0.0, "load_s", s->load_s,
+                          "generated_tokens", (json_int_t)s->generated);
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s.partial", path);
+    int rc = json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (rc != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return fg_err_set(FG_EINPUT, "%s: cannot write the report", path);
+    }
+    return FG_OK;
+}
+
 int fg_cmd_run(int argc, char **argv) {
     run_args a;
     fg_exit_on(parse_args(argc, argv, &a));
@@ -227,6 +250,7 @@ int fg_cmd_run(int argc, char **argv) {
     }
     if (go.logits) fg_exit_on(fg_npy_commit(&go.logits));
     fg_exit_on(write_jsonl(a.out, in, out, n));
+    if (a.report) fg_exit_on(write_report(a.report, &a, c, n, &stats));
 
     double gen_s = stats.prefill_s + stats.decode_s;
     fg_info("generated %ld tokens for %d prompts in %.3f s: %.2f tokens/s (prefill %.3f s, decode %.3f s, "

@@ -1,6 +1,6 @@
 /* fg_gemm.c - fp16-weight Linear (see fg_gemm.h). The fused kernel is written
- * for AVX2+FMA+F16C with a portable fallback; OpenMP splits output rows over
- * the cores (the weight stream is the bottleneck, so both cores read it). */
+ * for AVX2+FMA+F16C with a portable fallback; the pool (fg_pool.h) splits
+ * output rows over the cores. */
 #include "fg_gemm.h"
 
 #include <cblas.h>
@@ -9,6 +9,7 @@
 
 #include "fg_common.h"
 #include "fg_ops.h"
+#include "fg_pool.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -108,38 +109,68 @@ static void add_bias(float *y, const fg_half *bias, int rows, int out) {
     free(b);
 }
 
-/* Weight chunk widened per sgemm call: bounded scratch whatever the matrix
- * (the LM head is 50272 x D). */
-#define WCHUNK_FLOATS (4u << 20)
+/* A per-thread scratch buffer that grows as needed and lives as long as the
+ * thread (pool threads live as long as the process). */
+static float *scratch(size_t floats) {
+    static _Thread_local float *buf;
+    static _Thread_local size_t cap;
+    if (floats > cap) {
+        free(buf);
+        buf = fg_alloc_tensor(sizeof(float) * floats);
+        cap = floats;
+    }
+    return buf;
+}
+
+typedef struct {
+    float *y;
+    const float *x;
+    const fg_half *W;
+    int rows, in, out, chunk;
+} gemm_job;
+
+/* Few rows: a task is a block of output rows through the fused kernel. */
+static void small_task(void *p, int t) {
+    const gemm_job *j = p;
+    int o0 = t * j->chunk, o1 = o0 + j->chunk < j->out ? o0 + j->chunk : j->out;
+    float *wrow = scratch(2 * (size_t)j->in);
+#ifdef FG_X86
+    if (have_avx2()) {
+        small_avx2(j->y, j->x, j->W, j->rows, j->in, j->out, o0, o1, wrow);
+        return;
+    }
+#endif
+    small_portable(j->y, j->x, j->W, j->rows, j->in, j->out, o0, o1, wrow);
+}
+
+/* Many rows: a task widens a chunk of weight rows and runs sgemm on it,
+ * writing its columns of y (ldc = out). */
+static void large_task(void *p, int t) {
+    const gemm_job *j = p;
+    int o0 = t * j->chunk, n = j->out - o0 < j->chunk ? j->out - o0 : j->chunk;
+    float *wf = scratch((size_t)n * j->in);
+    fg_half_to_float_n(j->W + (size_t)o0 * j->in, wf, (size_t)n * j->in);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->rows, n, j->in, 1.0f, j->x, j->in, wf, j->in, 0.0f,
+                j->y + o0, j->out);
+}
 
 void fg_gemm_f16w(float *y, const float *x, const fg_half *W, const fg_half *bias, int rows, int in, int out) {
     double t0 = fg_now();
+    gemm_job j = {.y = y, .x = x, .W = W, .rows = rows, .in = in, .out = out};
+    int threads = fg_pool_threads();
     if (rows <= FG_GEMM_SMALL_ROWS) {
-#pragma omp parallel
-        {
-            float *wrow = fg_alloc_tensor(sizeof(float) * 2 * (size_t)in);
-#pragma omp for schedule(static)
-            for (int ob = 0; ob < (out + 63) / 64; ob++) {
-                int o0 = ob * 64, o1 = o0 + 64 < out ? o0 + 64 : out;
-#ifdef FG_X86
-                if (have_avx2()) small_avx2(y, x, W, rows, in, out, o0, o1, wrow);
-                else
-#endif
-                    small_portable(y, x, W, rows, in, out, o0, o1, wrow);
-            }
-            free(wrow);
-        }
+        j.chunk = 64;
+        fg_pool_run((out + j.chunk - 1) / j.chunk, small_task, &j);
     } else {
-        int chunk = (int)(WCHUNK_FLOATS / (unsigned)in);
+        /* one chunk per thread: sgemm repacks x for every call, so fewer, larger
+         * calls win; each chunk's fp32 copy stays under ~16 MB */
+        int chunk = (out + threads - 1) / threads;
+        chunk = (chunk + 15) / 16 * 16;
+        int cap = (int)((4u << 20) / (unsigned)in);
+        if (chunk > cap) chunk = cap > 16 ? cap / 16 * 16 : (cap > 0 ? cap : 1);
         if (chunk < 1) chunk = 1;
-        if (chunk > out) chunk = out;
-        float *wf = fg_alloc_tensor(sizeof(float) * (size_t)chunk * in);
-        for (int o0 = 0; o0 < out; o0 += chunk) {
-            int n = out - o0 < chunk ? out - o0 : chunk;
-            fg_half_to_float_n(W + (size_t)o0 * in, wf, (size_t)n * in);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, in, 1.0f, x, in, wf, in, 0.0f, y + o0, out);
-        }
-        free(wf);
+        j.chunk = chunk;
+        fg_pool_run((out + chunk - 1) / chunk, large_task, &j);
     }
     fg_ops_gemm_add(fg_now() - t0);
     if (bias) add_bias(y, bias, rows, out);

@@ -1,5 +1,5 @@
-/* fg_ops.c - CPU kernels: LayerNorm, Linear (sgemm), ReLU, attention over an
- * fp16 KV cache. Single-threaded apart from OpenBLAS's own threads. */
+/* fg_ops.c - CPU kernels: LayerNorm, ReLU, residual adds, attention over an
+ * fp16 KV cache (one pool task per sequence and head). */
 #include "fg_ops.h"
 
 #include <cblas.h>
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fg_common.h"
+#include "fg_pool.h"
 
 static _Thread_local double gemm_s;
 
@@ -86,36 +87,49 @@ static void masked_softmax(float *row, int T, int pos, const uint8_t *mask) {
     for (int t = 0; t < lim; t++) row[t] *= inv;
 }
 
+typedef struct {
+    float *ctx;
+    const float *q;
+    const fg_half *kc, *vc;
+    const uint8_t *mask;
+    int Tmax, mask_stride, S, past, H, n_heads;
+} attn_job;
+
+/* One (sequence, head) pair. */
+static void attn_task(void *p, int task) {
+    const attn_job *j = p;
+    int b = task / j->n_heads, h = task % j->n_heads;
+    int H = j->H, S = j->S, d = H / j->n_heads, T = j->past + S;
+    static _Thread_local float *buf;
+    static _Thread_local size_t cap;
+    size_t need = (size_t)T * d * 2 + (size_t)S * T;
+    if (need > cap) {
+        free(buf);
+        buf = fg_alloc_tensor(sizeof(float) * need);
+        cap = need;
+    }
+    float *kf = buf, *vf = kf + (size_t)T * d, *sc = vf + (size_t)T * d;   /* (T,d) (T,d) (S,T) */
+    const uint8_t *mb = j->mask + (size_t)b * j->mask_stride;
+    const fg_half *kb = j->kc + (size_t)b * j->Tmax * H + (size_t)h * d;
+    const fg_half *vb = j->vc + (size_t)b * j->Tmax * H + (size_t)h * d;
+    for (int t = 0; t < T; t++) {
+        fg_half_to_float_n(kb + (size_t)t * H, kf + (size_t)t * d, (size_t)d);
+        fg_half_to_float_n(vb + (size_t)t * H, vf + (size_t)t * d, (size_t)d);
+    }
+    const float *qb = j->q + (size_t)b * S * H + (size_t)h * d;   /* (S, d), row stride H */
+    float *cb = j->ctx + (size_t)b * S * H + (size_t)h * d;       /* (S, d), row stride H */
+    if (S == 1) cblas_sgemv(CblasRowMajor, CblasNoTrans, T, d, 1.0f, kf, d, qb, 1, 0.0f, sc, 1);
+    else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, S, T, d, 1.0f, qb, H, kf, d, 0.0f, sc, T);
+    for (int i = 0; i < S; i++) masked_softmax(sc + (size_t)i * T, T, j->past + i, mb);
+    if (S == 1) cblas_sgemv(CblasRowMajor, CblasTrans, T, d, 1.0f, vf, d, sc, 1, 0.0f, cb, 1);
+    else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, S, d, T, 1.0f, sc, T, vf, d, 0.0f, cb, H);
+}
+
 void fg_attention(float *ctx, const float *q, const fg_half *kc, const fg_half *vc, int Tmax,
                   const uint8_t *mask, int mask_stride, int B, int S, int past, int H, int n_heads) {
-    int d = H / n_heads, T = past + S;
-    float *kf = fg_alloc_tensor(sizeof(float) * (size_t)T * d);   /* (T, d) one head's keys */
-    float *vf = fg_alloc_tensor(sizeof(float) * (size_t)T * d);   /* (T, d) one head's values */
-    float *sc = fg_alloc_tensor(sizeof(float) * (size_t)S * T);   /* (S, T) scores */
-    for (int b = 0; b < B; b++) {
-        const uint8_t *mb = mask + (size_t)b * mask_stride;
-        for (int h = 0; h < n_heads; h++) {
-            const fg_half *kb = kc + (size_t)b * Tmax * H + (size_t)h * d;
-            const fg_half *vb = vc + (size_t)b * Tmax * H + (size_t)h * d;
-            for (int t = 0; t < T; t++) {
-                fg_half_to_float_n(kb + (size_t)t * H, kf + (size_t)t * d, (size_t)d);
-                fg_half_to_float_n(vb + (size_t)t * H, vf + (size_t)t * d, (size_t)d);
-            }
-            const float *qb = q + (size_t)b * S * H + (size_t)h * d;   /* (S, d), row stride H */
-            float *cb = ctx + (size_t)b * S * H + (size_t)h * d;       /* (S, d), row stride H */
-            double t0 = fg_now();
-            if (S == 1) cblas_sgemv(CblasRowMajor, CblasNoTrans, T, d, 1.0f, kf, d, qb, 1, 0.0f, sc, 1);
-            else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, S, T, d, 1.0f, qb, H, kf, d, 0.0f, sc, T);
-            gemm_s += fg_now() - t0;
-            for (int i = 0; i < S; i++)
-                masked_softmax(sc + (size_t)i * T, T, past + i, mb);
-            t0 = fg_now();
-            if (S == 1) cblas_sgemv(CblasRowMajor, CblasTrans, T, d, 1.0f, vf, d, sc, 1, 0.0f, cb, 1);
-            else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, S, d, T, 1.0f, sc, T, vf, d, 0.0f, cb, H);
-            gemm_s += fg_now() - t0;
-        }
-    }
-    free(kf);
-    free(vf);
-    free(sc);
+    double t0 = fg_now();
+    attn_job j = {.ctx = ctx, .q = q, .kc = kc, .vc = vc, .mask = mask, .Tmax = Tmax, .mask_stride = mask_stride,
+                  .S = S, .past = past, .H = H, .n_heads = n_heads};
+    fg_pool_run(B * n_heads, attn_task, &j);
+    gemm_s += fg_now() - t0;
 }
