@@ -16,6 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     FG_OK = 0,
     FG_ERUNTIME = -1, /* the system failed: I/O error, out of memory, ... */
@@ -67,5 +71,9 @@ fg_status fg_parse_size(const char *s, uint64_t *out);
 
 /* Read a whole file into a NUL-terminated heap buffer. */
 fg_status fg_read_file(const char *path, char **data, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

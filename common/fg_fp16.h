@@ -9,6 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef uint16_t fg_half;
 
 float   fg_half_to_float(fg_half h);
@@ -24,5 +28,9 @@ void fg_round_fp16_n(float *x, size_t n);
 int fg_fp16_have_f16c(void);
 /* Force the portable path (tests compare both). */
 void fg_fp16_force_portable(int on);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
