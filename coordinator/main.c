@@ -42,10 +42,3 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
 }
-
-/* TEMP until cmd_tokenize.c lands */
-__attribute__((weak)) int fg_cmd_tokenize(int argc, char **argv) {
-    (void)argc; (void)argv;
-    fprintf(stderr, "flexgen: error: tokenize is not built\n");
-    return 2;
-}

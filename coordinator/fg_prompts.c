@@ -1,0 +1,156 @@
+/* fg_prompts.c - reads a prompts file (plain text or JSONL) into a list of
+ * prompts with their ids; formats and errors are described in fg_prompts.h. */
+#include "fg_prompts.h"
+
+#include <jansson.h>
+#include <string.h>
+
+#include "fg_tokenizer.h"
+
+static int is_blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\v' && s[i] != '\f') return 0;
+    return 1;
+}
+
+static char *dup_bytes(const char *s, size_t n) {
+    char *d = fg_xmalloc(n + 1);
+    memcpy(d, s, n);
+    d[n] = 0;
+    return d;
+}
+
+static const char *json_kind(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+static void push(fg_prompt_list *l, size_t *cap, fg_prompt p) {
+    if (l->n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        fg_prompt *items = fg_xmalloc(*cap * sizeof *items);
+        if (l->n) memcpy(items, l->items, l->n * sizeof *items);
+        free(l->items);
+        l->items = items;
+    }
+    l->items[l->n++] = p;
+}
+
+/* One JSONL line -> a prompt. */
+static fg_status parse_jsonl(const char *path, int lineno, const char *s, size_t n, fg_prompt *p) {
+    json_error_t jerr;
+    /* Duplicate keys are refused: which "prompt" was meant is anyone's guess. */
+    json_t *o = json_loadb(s, n, JSON_REJECT_DUPLICATES, &jerr);
+    if (!o)
+        return fg_err_set(FG_EINPUT, "%s:%d: malformed JSON at column %d: %s", path, lineno,
+                          jerr.column, jerr.text);
+    fg_status st = FG_OK;
+    json_t *prompt = json_object_get(o, "prompt");
+    if (!json_is_object(o)) {
+        st = fg_err_set(FG_EINPUT, "%s:%d: expected a JSON object {\"id\": ..., \"prompt\": \"...\"}, "
+                        "got %s", path, lineno, json_kind(o));
+    } else if (!prompt) {
+        st = fg_err_set(FG_EINPUT, "%s:%d: missing \"prompt\"", path, lineno);
+    } else if (!json_is_string(prompt)) {
+        st = fg_err_set(FG_EINPUT, "%s:%d: \"prompt\" must be a string, got %s", path, lineno,
+                        json_kind(prompt));
+    } else {
+        json_t *id = json_object_get(o, "id");
+        char num[32];
+        snprintf(num, sizeof num, "%d", lineno - 1);
+        p->id_json = id ? json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY) : dup_bytes(num, strlen(num));
+        if (!p->id_json) fg_exit_on(fg_err_set(FG_ERUNTIME, "out of memory serializing an id"));
+        p->len = json_string_length(prompt);
+        p->text = dup_bytes(json_string_value(prompt), p->len);
+        p->line = lineno;
+    }
+    json_decref(o);
+    return st;
+}
+
+fg_status fg_prompts_read(const char *path, fg_prompt_list *out) {
+    memset(out, 0, sizeof *out);
+    char *data;
+    size_t len;
+    fg_status st = fg_read_file(path, &data, &len);
+    if (st) return st;
+
+    size_t bad;
+    if (!fg_tok_utf8_valid(data, len, &bad)) {
+        int line = 1;
+        size_t start = 0;
+        for (size_t i = 0; i < bad; i++)
+            if (data[i] == '\n') line++, start = i + 1;
+        free(data);
+        return fg_err_set(FG_EINPUT, "%s:%d: invalid UTF-8 at byte %zu of the line (byte offset "
+                          "%zu in the file)", path, line, bad - start + 1, bad);
+    }
+    /* A byte order mark some editors write is not part of the first prompt. */
+    size_t pos0 = len >= 3 && !memcmp(data, "\xEF\xBB\xBF", 3) ? 3 : 0;
+    /* The format follows the first non-blank line. */
+    for (size_t i = pos0; i < len; i++) {
+        char c = data[i];
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f') continue;
+        out->jsonl = c == '{';
+        break;
+    }
+    size_t cap = 0;
+    int lineno = 0;
+    int content = 0; /* any non-blank line seen */
+    for (size_t pos = pos0; pos < len;) {
+        const char *line = data + pos;
+        const char *eol = memchr(line, '\n', len - pos);
+        size_t n = eol ? (size_t)(eol - line) : len - pos;
+        pos += n + 1; /* past the newline; a last line without one ends the loop */
+        lineno++;
+        if (n && line[n - 1] == '\r') n--;
+        int blank = is_blank(line, n);
+        content |= !blank;
+        if (out->jsonl) {
+            if (blank) continue;
+            fg_prompt p = {0};
+            st = parse_jsonl(path, lineno, line, n, &p);
+            if (st) goto fail;
+            push(out, &cap, p);
+        } else {
+            char num[32];
+            snprintf(num, sizeof num, "%d", lineno - 1);
+            push(out, &cap, (fg_prompt){dup_bytes(num, strlen(num)), dup_bytes(line, n), n, lineno});
+        }
+    }
+    /* Empty lines at the end are the file's ending, not prompts (an editor's
+     * extra newline); inside the file they stay, so ids keep matching lines. */
+    while (!out->jsonl && out->n && out->items[out->n - 1].len == 0) {
+        out->n--;
+        free(out->items[out->n].id_json);
+        free(out->items[out->n].text);
+    }
+    if (!content) {
+        st = fg_err_set(FG_EINPUT, "%s:1: no prompts (the file is empty or blank; expected one "
+                        "prompt a line, or JSONL objects {\"id\": ..., \"prompt\": \"...\"})", path);
+        goto fail;
+    }
+    free(data);
+    return FG_OK;
+fail:
+    free(data);
+    fg_prompts_free(out);
+    return st;
+}
+
+void fg_prompts_free(fg_prompt_list *l) {
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->items[i].id_json);
+        free(l->items[i].text);
+    }
+    free(l->items);
+    memset(l, 0, sizeof *l);
+}
