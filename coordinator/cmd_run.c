@@ -11,24 +11,36 @@
 
 #include "fg_cmds.h"
 #include "fg_engine_ref.h"
+#include "fg_prompts.h"
+#include "fg_tokenizer.h"
+
+#define FG_MAX_STOPS 8
 
 typedef struct {
-    const char *model_dir, *dummy, *prompt_ids, *out, *dump_logits, *engine, *report;
-    int gen_len, batch, ignore_eos;
+    const char *model_dir, *dummy, *prompts, *prompt_ids, *out, *dump_logits, *engine, *report;
+    const char *stop[FG_MAX_STOPS];
+    int n_stop;
+    int gen_len, batch, ignore_eos, truncate;
     uint64_t seed;
     float temperature, top_p;
 } run_args;
 
 static void run_usage(FILE *f) {
     fprintf(f,
-        "usage: flexgen run (--model DIR | --dummy NAME) --prompt-ids FILE.json --out FILE.jsonl [options]\n\n"
+        "usage: flexgen run (--model DIR | --dummy NAME) (--prompts FILE | --prompt-ids FILE.json)\n"
+        "                   --out FILE.jsonl [options]\n\n"
         "Generate continuations for a batch of prompts.\n\n"
         "model:\n"
         "  --model DIR           Hugging Face OPT directory (config.json + safetensors) or a\n"
         "                        FlexGen numpy directory (opt-30b-np/)\n"
         "  --dummy NAME          seeded random weights of an OPT size (opt-125m ... opt-175b)\n"
         "input / output:\n"
+        "  --prompts FILE        text prompts: one a line, or JSONL objects {\"id\": ..., \"prompt\": \"...\"};\n"
+        "                        tokenized with the model's vocab.json + merges.txt (--dummy: GPT-2's,\n"
+        "                        fetched by scripts/fetch-gpt2-vocab.sh), BOS first as Hugging Face does\n"
         "  --prompt-ids FILE     pre-tokenized prompts: a JSON list of lists of token ids\n"
+        "  --truncate            cut prompts longer than the context (max positions - gen-len) from\n"
+        "                        the left, keeping BOS, instead of refusing them; reported in the log\n"
         "  --out FILE.jsonl      one object per prompt, in input order\n"
         "  --dump-logits FILE    float32 .npy (prompts, gen_len, vocab): the logits each token came from\n"
         "  --report FILE.json    throughput (generated tokens / (prefill + decode time)), the split,\n"
@@ -40,6 +52,7 @@ static void run_usage(FILE *f) {
         "  --top-p P             nucleus sampling mass (default 1 = off)\n"
         "  --seed S              sampling seed (default 0); also seeds --dummy weights\n"
         "  --ignore-eos          do not stop at the end-of-sequence token\n"
+        "  --stop STR            end a sequence when its text contains STR (up to 8 times)\n"
         "  --engine reference    single-process, all-in-memory engine (the oracle; the only\n"
         "                        engine until the offloading engine lands)\n");
 }
@@ -65,7 +78,7 @@ static fg_status parse_float(const char *flag, const char *v, float lo, float hi
 }
 
 static fg_status parse_args(int argc, char **argv, run_args *a) {
-    enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE, O_REPORT };
+    enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE, O_REPORT, O_PROMPTS, O_STOP, O_TRUNC };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},      {"dummy", required_argument, 0, O_DUMMY},
         {"prompt-ids", required_argument, 0, O_PIDS},  {"out", required_argument, 0, O_OUT},
@@ -73,7 +86,8 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         {"gpu-batch-size", required_argument, 0, O_GBS}, {"temperature", required_argument, 0, O_TEMP},
         {"top-p", required_argument, 0, O_TOPP},       {"seed", required_argument, 0, O_SEED},
         {"ignore-eos", no_argument, 0, O_NOEOS},       {"engine", required_argument, 0, O_ENGINE},
-        {"report", required_argument, 0, O_REPORT},        {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0},
+        {"report", required_argument, 0, O_REPORT},    {"prompts", required_argument, 0, O_PROMPTS},
+        {"stop", required_argument, 0, O_STOP},        {"truncate", no_argument, 0, O_TRUNC},        {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0},
     };
     *a = (run_args){.gen_len = 32, .top_p = 1.0f, .engine = "reference"};
     opterr = 0;
@@ -101,6 +115,13 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         case O_NOEOS: a->ignore_eos = 1; break;
         case O_ENGINE: a->engine = optarg; break;
         case O_REPORT: a->report = optarg; break;
+        case O_PROMPTS: a->prompts = optarg; break;
+        case O_TRUNC: a->truncate = 1; break;
+        case O_STOP:
+            if (a->n_stop == FG_MAX_STOPS) st = fg_err_set(FG_EINPUT, "--stop: at most %d stop strings", FG_MAX_STOPS);
+            else if (!*optarg) st = fg_err_set(FG_EINPUT, "--stop: the stop string is empty");
+            else a->stop[a->n_stop++] = optarg;
+            break;
         case 'h': run_usage(stdout); exit(0);
         default:
             return fg_err_set(FG_EINPUT, "run: unknown or incomplete option '%s' (see flexgen run --help)",
@@ -110,7 +131,8 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
     if (st) return st;
     if (optind < argc) return fg_err_set(FG_EINPUT, "run: unexpected argument '%s'", argv[optind]);
     if (!!a->model_dir == !!a->dummy) return fg_err_set(FG_EINPUT, "run: give exactly one of --model DIR or --dummy NAME");
-    if (!a->prompt_ids) return fg_err_set(FG_EINPUT, "run: --prompt-ids FILE is required");
+    if (!!a->prompts == !!a->prompt_ids)
+        return fg_err_set(FG_EINPUT, "run: give exactly one of --prompts FILE or --prompt-ids FILE.json");
     if (!a->out) return fg_err_set(FG_EINPUT, "run: --out FILE.jsonl is required");
     if (strcmp(a->engine, "reference"))
         return fg_err_set(FG_EINPUT, "run: --engine '%s' is not available; this build has: reference", a->engine);
@@ -166,7 +188,126 @@ static fg_status read_prompt_ids(const char *path, const fg_opt_config *c, fg_se
     return FG_OK;
 }
 
-static fg_status write_jsonl(const char *path, const fg_seq_in *in, const fg_seq_out *out, int n) {
+/* ---- text prompts ---- */
+
+/* Everything the run knows about its prompts besides their ids. */
+typedef struct {
+    fg_tok *tok;              /* NULL when the model has no tokenizer files */
+    fg_prompt_list text;      /* --prompts; empty with --prompt-ids */
+    const char *const *stop;  /* --stop strings */
+    int n_stop;
+} run_io;
+
+static fg_status open_tokenizer(const run_args *a, fg_wsrc *ws, fg_tok **tok) {
+    *tok = NULL;
+    fg_opt_config *c = fg_wsrc_config_mut(ws);
+    if (a->dummy) {
+        fg_status st = fg_tok_open_gpt2_cache(tok);
+        if (st) return a->prompts || a->n_stop ? st : FG_OK;   /* ids alone need no tokenizer */
+        /* GPT-2's vocabulary has one special token for BOS, EOS and padding */
+        c->bos_id = c->eos_id = c->pad_id = fg_tok_eos_id(*tok);
+        return FG_OK;
+    }
+    char vj[PATH_MAX];
+    snprintf(vj, sizeof vj, "%s/vocab.json", a->model_dir);
+    if (access(vj, F_OK) != 0) {
+        if (a->prompts || a->n_stop)
+            return fg_err_set(FG_EINPUT, "%s: no vocab.json + merges.txt, so text prompts and --stop cannot be "
+                                         "tokenized; use --prompt-ids", a->model_dir);
+        return FG_OK;
+    }
+    fg_status st = fg_tok_open_model_dir(a->model_dir, tok);
+    if (st) return st;
+    if (fg_tok_vocab_size(*tok) > c->vocab_size)
+        return fg_err_set(FG_EINPUT, "%s: has %d tokens but the model's vocab_size is %d", vj, fg_tok_vocab_size(*tok),
+                          c->vocab_size);
+    return FG_OK;
+}
+
+/* Tokenize --prompts: BOS, then the text's ids; over-long prompts refused or
+ * cut from the left per --truncate. */
+static fg_status encode_prompts(const run_args *a, const fg_opt_config *c, run_io *io, fg_seq_in **out, int *n_out) {
+    fg_status st = fg_prompts_read(a->prompts, &io->text);
+    if (st) return st;
+    int n = (int)io->text.n, ctx = c->max_pos - a->gen_len, bos = fg_tok_bos_id(io->tok);
+    if (ctx < 2)
+        return fg_err_set(FG_EINPUT, "--gen-len %d leaves no room for a prompt in %d positions", a->gen_len, c->max_pos);
+    fg_seq_in *in = fg_xcalloc((size_t)n, sizeof *in);
+    for (int i = 0; i < n && !st; i++) {
+        const fg_prompt *p = &io->text.items[i];
+        int32_t *ids = NULL;
+        size_t m = 0;
+        if ((st = fg_tok_encode(io->tok, p->text, p->len, &ids, &m))) {
+            st = fg_err_set(FG_EINPUT, "%s:%d: %s", a->prompts, p->line, fg_err_msg());
+            break;
+        }
+        int has_bos = bos >= 0;
+        size_t total = m + (size_t)has_bos;
+        size_t keep = total;
+        if (total > (size_t)ctx) {
+            if (!a->truncate) {
+                free(ids);
+                st = fg_err_set(FG_EINPUT, "%s:%d: the prompt is %zu tokens; with --gen-len %d the model's %d positions "
+                                           "allow %d (use --truncate to cut it from the left)",
+                                a->prompts, p->line, total, a->gen_len, c->max_pos, ctx);
+                break;
+            }
+            keep = (size_t)ctx;
+            fg_warn("%s:%d: prompt cut from %zu to its last %zu tokens (--truncate)", a->prompts, p->line, total, keep);
+        }
+        in[i].ids = fg_xmalloc(sizeof(int32_t) * keep);
+        in[i].len = (int)keep;
+        size_t skip = total - keep, j = 0;
+        if (has_bos) in[i].ids[j++] = bos;
+        memcpy(in[i].ids + j, ids + skip, sizeof(int32_t) * (keep - j));
+        free(ids);
+    }
+    if (st) {
+        for (int i = 0; i < n; i++) free(in[i].ids);
+        free(in);
+        return st;
+    }
+    *out = in;
+    *n_out = n;
+    return FG_OK;
+}
+
+/* Text of generated ids: special tokens and ids with no text (OPT's
+ * vocab_size is padded past its tokenizer's) left out. Heap string. */
+static char *ids_text(fg_tok *tok, const int32_t *ids, int n) {
+    int32_t *keep = fg_xmalloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        if (fg_tok_token_bytes(tok, ids[i], &len)) keep[m++] = ids[i];
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (fg_tok_decode(tok, keep, (size_t)m, 1, &text, &len) != FG_OK) text = strdup("");
+    free(keep);
+    return text;
+}
+
+/* Where the first stop string starts in text, or -1. */
+static long stop_at(const run_io *io, const char *text) {
+    long best = -1;
+    for (int k = 0; k < io->n_stop; k++) {
+        const char *hit = strstr(text, io->stop[k]);
+        if (hit && (best < 0 || hit - text < best)) best = hit - text;
+    }
+    return best;
+}
+
+static int stop_check(void *ctx, int seq, const int32_t *ids, int n) {
+    (void)seq;
+    run_io *io = ctx;
+    char *text = ids_text(io->tok, ids, n);
+    long at = stop_at(io, text);
+    free(text);
+    return at >= 0;
+}
+
+static fg_status write_jsonl(const char *path, const run_io *io, const fg_seq_in *in, const fg_seq_out *out, int n) {
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s.partial", path);
     FILE *f = fopen(tmp, "w");
@@ -174,10 +315,25 @@ static fg_status write_jsonl(const char *path, const fg_seq_in *in, const fg_seq
     for (int i = 0; i < n; i++) {
         json_t *ids = json_array();
         for (int j = 0; j < out[i].n; j++) json_array_append_new(ids, json_integer(out[i].ids[j]));
-        json_t *o = json_pack("{s:i, s:n, s:n, s:i, s:i, s:s, s:o}", "id", i, "prompt", "completion",
+        json_t *id = io->text.n ? json_loads(io->text.items[i].id_json, JSON_DECODE_ANY, NULL) : json_integer(i);
+        json_t *prompt = json_null(), *completion = json_null();
+        if (io->tok) {
+            char *pt = io->text.n ? strdup(io->text.items[i].text) : ids_text(io->tok, in[i].ids, in[i].len);
+            /* the completion is the text before EOS and before any stop string */
+            int m = out[i].n - (out[i].finish == FG_FINISH_EOS);
+            char *ct = ids_text(io->tok, out[i].ids, m);
+            long at = out[i].finish == FG_FINISH_STOP ? stop_at(io, ct) : -1;
+            if (at >= 0) ct[at] = 0;
+            prompt = json_string(pt);
+            completion = json_string(ct);
+            free(pt);
+            free(ct);
+        }
+        json_t *o = json_pack("{s:o, s:o, s:o, s:i, s:i, s:s, s:o}", "id", id ? id : json_integer(i), "prompt",
+                              prompt ? prompt : json_null(), "completion", completion ? completion : json_null(),
                               "prompt_tokens", in[i].len, "output_tokens", out[i].n, "finish_reason",
                               fg_finish_name(out[i].finish), "output_ids", ids);
-        char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
         fprintf(f, "%s\n", line);
         free(line);
         json_decref(o);
@@ -220,23 +376,30 @@ int fg_cmd_run(int argc, char **argv) {
 
     fg_wsrc *ws = NULL;
     fg_exit_on(a.dummy ? fg_wsrc_open_dummy(a.dummy, a.seed, &ws) : fg_wsrc_open_dir(a.model_dir, NULL, &ws));
+    run_io io = {.stop = a.stop, .n_stop = a.n_stop};
+    fg_exit_on(open_tokenizer(&a, ws, &io.tok));
     const fg_opt_config *c = fg_wsrc_config(ws);
     fg_info("model: %s (%d layers, hidden %d, %d heads), %s", c->name, c->n_layers, c->hidden, c->n_heads,
             fg_wsrc_describe(ws));
 
     fg_seq_in *in = NULL;
     int n = 0;
-    fg_exit_on(read_prompt_ids(a.prompt_ids, c, &in, &n));
-    for (int i = 0; i < n; i++)
-        if (in[i].len + a.gen_len > c->max_pos) {
-            fg_err_set(FG_EINPUT, "%s: prompt %d has %d tokens; with --gen-len %d it needs %d positions, "
-                                  "the model has %d", a.prompt_ids, i, in[i].len, a.gen_len, in[i].len + a.gen_len,
-                       c->max_pos);
-            fg_exit_on(FG_EINPUT);
-        }
+    if (a.prompts) {
+        fg_exit_on(encode_prompts(&a, c, &io, &in, &n));
+    } else {
+        fg_exit_on(read_prompt_ids(a.prompt_ids, c, &in, &n));
+        for (int i = 0; i < n; i++)
+            if (in[i].len + a.gen_len > c->max_pos) {
+                fg_err_set(FG_EINPUT, "%s: prompt %d has %d tokens; with --gen-len %d it needs %d positions, "
+                                      "the model has %d", a.prompt_ids, i, in[i].len, a.gen_len, in[i].len + a.gen_len,
+                           c->max_pos);
+                fg_exit_on(FG_EINPUT);
+            }
+    }
 
     fg_gen_opts go = {.gen_len = a.gen_len, .batch = a.batch, .ignore_eos = a.ignore_eos,
-                      .samp = {.temperature = a.temperature, .top_p = a.top_p, .seed = a.seed}};
+                      .samp = {.temperature = a.temperature, .top_p = a.top_p, .seed = a.seed},
+                      .stop = a.n_stop ? stop_check : NULL, .stop_ctx = &io};
     if (a.dump_logits) {
         int64_t shape[3] = {n, a.gen_len, c->vocab_size};
         fg_exit_on(fg_npy_create(a.dump_logits, shape, 3, &go.logits));
@@ -249,12 +412,12 @@ int fg_cmd_run(int argc, char **argv) {
         fg_exit_on(st);
     }
     if (go.logits) fg_exit_on(fg_npy_commit(&go.logits));
-    fg_exit_on(write_jsonl(a.out, in, out, n));
+    fg_exit_on(write_jsonl(a.out, &io, in, out, n));
     if (a.report) fg_exit_on(write_report(a.report, &a, c, n, &stats));
 
     double gen_s = stats.prefill_s + stats.decode_s;
     fg_info("generated %ld tokens for %d prompts in %.3f s: %.2f tokens/s (prefill %.3f s, decode %.3f s, "
-            "sgemm %.1f%%, weights load %.3f s)",
+            "BLAS %.1f%%, weights load %.3f s)",
             stats.generated, n, gen_s, gen_s > 0 ? stats.generated / gen_s : 0.0, stats.prefill_s, stats.decode_s,
             gen_s > 0 ? 100.0 * stats.gemm_s / gen_s : 0.0, stats.load_s);
     for (int i = 0; i < n; i++) {
@@ -263,6 +426,8 @@ int fg_cmd_run(int argc, char **argv) {
     }
     free(in);
     free(out);
+    fg_prompts_free(&io.text);
+    fg_tok_destroy(&io.tok);
     fg_wsrc_destroy(&ws);
     return 0;
 }

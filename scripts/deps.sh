@@ -3,11 +3,15 @@
 # Sourced by scripts/demo and scripts/test; safe to run again.
 set -euo pipefail
 FG_DEBS=(build-essential cmake pkg-config libopenblas-dev libjansson-dev libzmq3-dev
-         libaio-dev libglpk-dev libpcre2-dev python3-numpy python3-regex nodejs npm fio clang)
+         libaio-dev libglpk-dev libpcre2-dev python3-numpy python3-regex fio clang)
 missing=()
 for p in "${FG_DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# node and npm (the JS tokenizer oracle, fetching GPT-2's vocabulary) may come
+# from elsewhere than Debian (NodeSource): ask for the commands, not packages.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "flexgen: installing missing packages: ${missing[*]}" >&2
   if [ "$(id -u)" -ne 0 ]; then
