@@ -67,31 +67,52 @@ static void cache_store(fg_half *cache, const float *x, int Tmax, const fg_step 
                                (size_t)H);
 }
 
-void fg_opt_attn_block(float *h, fg_half *kc, fg_half *vc, int Tmax, const fg_step *st,
-                       const fg_opt_config *c, const fg_layer_w *w, fg_opt_ws *ws) {
+void fg_opt_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step *st, const fg_opt_config *c,
+                     const fg_layer_w *w, fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden;
     size_t n = (size_t)rows * H;
-    FG_ASSERT(rows <= ws->max_rows && st->past + st->S <= Tmax);
+    FG_ASSERT(rows <= ws->max_rows);
     const float *x = h;
     if (c->pre_ln) {
         fg_layernorm(ws->a, h, w->w[FG_LW_LN1_W], w->w[FG_LW_LN1_B], rows, H);
         x = ws->a;
     }
-    fg_gemm_f16w(ws->q, x, w->w[FG_LW_Q_W], w->w[FG_LW_Q_B], rows, H, H);
-    fg_gemm_f16w(ws->k, x, w->w[FG_LW_K_W], w->w[FG_LW_K_B], rows, H, H);
-    fg_gemm_f16w(ws->v, x, w->w[FG_LW_V_W], w->w[FG_LW_V_B], rows, H, H);
+    fg_gemm_f16w(q, x, w->w[FG_LW_Q_W], w->w[FG_LW_Q_B], rows, H, H);
+    fg_gemm_f16w(k, x, w->w[FG_LW_K_W], w->w[FG_LW_K_B], rows, H, H);
+    fg_gemm_f16w(v, x, w->w[FG_LW_V_W], w->w[FG_LW_V_B], rows, H, H);
     /* Hugging Face scales q after its bias. */
     float scale = 1.0f / sqrtf((float)fg_config_head_dim(c));
-    for (size_t i = 0; i < n; i++) ws->q[i] *= scale;
-    fg_round_fp16_n(ws->q, n);
-    cache_store(kc, ws->k, Tmax, st, H);
-    cache_store(vc, ws->v, Tmax, st, H);
-    fg_attention(ws->ctx, ws->q, kc, vc, Tmax, st->mask, st->mask_stride, st->B, st->S, st->past, H, c->n_heads);
-    fg_round_fp16_n(ws->ctx, n);
-    fg_gemm_f16w(ws->a, ws->ctx, w->w[FG_LW_O_W], w->w[FG_LW_O_B], rows, H, H);
+    for (size_t i = 0; i < n; i++) q[i] *= scale;
+    fg_round_fp16_n(q, n);
+    fg_round_fp16_n(k, n);
+    fg_round_fp16_n(v, n);
+}
+
+void fg_opt_attn_core(float *ctx, const float *q, const float *k, const float *v, fg_half *kc, fg_half *vc, int Tmax,
+                      const fg_step *st, const fg_opt_config *c) {
+    int H = c->hidden;
+    FG_ASSERT(st->past + st->S <= Tmax);
+    cache_store(kc, k, Tmax, st, H);
+    cache_store(vc, v, Tmax, st, H);
+    fg_attention(ctx, q, kc, vc, Tmax, st->mask, st->mask_stride, st->B, st->S, st->past, H, c->n_heads);
+    fg_round_fp16_n(ctx, (size_t)st->B * st->S * H);
+}
+
+void fg_opt_attn_out(float *h, const float *ctx, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w,
+                     fg_opt_ws *ws) {
+    int rows = st->B * st->S, H = c->hidden;
+    size_t n = (size_t)rows * H;
+    fg_gemm_f16w(ws->a, ctx, w->w[FG_LW_O_W], w->w[FG_LW_O_B], rows, H, H);
     fg_add(h, ws->a, n);
     if (!c->pre_ln) fg_layernorm(h, h, w->w[FG_LW_LN1_W], w->w[FG_LW_LN1_B], rows, H);
     fg_round_fp16_n(h, n);
+}
+
+void fg_opt_attn_block(float *h, fg_half *kc, fg_half *vc, int Tmax, const fg_step *st,
+                       const fg_opt_config *c, const fg_layer_w *w, fg_opt_ws *ws) {
+    fg_opt_attn_qkv(ws->q, ws->k, ws->v, h, st, c, w, ws);
+    fg_opt_attn_core(ws->ctx, ws->q, ws->k, ws->v, kc, vc, Tmax, st, c);
+    fg_opt_attn_out(h, ws->ctx, st, c, w, ws);
 }
 
 void fg_opt_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w,

@@ -51,9 +51,22 @@ void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_
 
 /* h (B*S, H) in/out: the attention block of one layer. Writes the step's k, v
  * (rounded to fp16) into the cache at positions [past, past+S).
- * kc, vc (B, Tmax, H) fp16. */
+ * kc, vc (B, Tmax, H) fp16. The three pieces below, in order. */
 void fg_opt_attn_block(float *h, fg_half *kc, fg_half *vc, int Tmax, const fg_step *st,
                        const fg_opt_config *c, const fg_layer_w *w, fg_opt_ws *ws);
+
+/* The attention block in pieces a scheduler can place apart: with
+ * cpu_cache_compute the GPU runs qkv and out, the CPU worker runs core over
+ * the cache it holds, and only q, k, v and ctx (B*S, H) cross between them.
+ *   qkv:  ws->q, ws->k, ws->v = round16(LN1?(h) Wq,k,v + b), q scaled
+ *   core: k, v stored into the cache at [past, past+S); ctx = round16(attention)
+ *   out:  h = round16(LN1?(h + ctx Wo + bo)) (the LayerNorm for post-LN) */
+void fg_opt_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step *st, const fg_opt_config *c,
+                     const fg_layer_w *w, fg_opt_ws *ws);
+void fg_opt_attn_core(float *ctx, const float *q, const float *k, const float *v, fg_half *kc, fg_half *vc, int Tmax,
+                      const fg_step *st, const fg_opt_config *c);
+void fg_opt_attn_out(float *h, const float *ctx, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w,
+                     fg_opt_ws *ws);
 
 /* h (B*S, H) in/out: the MLP block of one layer. */
 void fg_opt_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w,
