@@ -8,7 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 reps=${1:-3}
 py=/usr/bin/python3
-flexgen=$root/build/coordinator/flexgen
+flexgen=$root/build/bin/flexgen
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$py" -c '

@@ -16,7 +16,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 runs=${RUNS:-5}
 py=${FG_PYTHON:-/usr/bin/python3}
-bench="$build/tokenizer/flexgen-tok-bench"
+bench="$build/bin/flexgen-tok-bench"
 if [ ! -x "$bench" ]; then
   echo "bench_tokenizer: error: $bench not built (scripts/build.sh, or give the build dir)" >&2
   exit 2

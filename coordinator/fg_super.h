@@ -1,0 +1,147 @@
+/* fg_super.h - worker supervision: the coordinator's side of the runtime.
+ *
+ * One fg_super per run. It sweeps what dead runs left behind, makes a private
+ * run directory (0700), binds a ROUTER (ipc://<rundir>/ctl by default), starts
+ * the three workers (or waits for ones started by hand with --connect),
+ * creates the run's shm segments and tells every worker to map them, and then
+ * carries commands: submit assigns a sequence number and sends (or queues),
+ * poll/wait deliver completions.
+ *
+ * Supervision (Paranoid Pirate): heartbeats both ways every FG_HB_INTERVAL_MS;
+ * a worker silent for FG_HB_LIVENESS intervals, or a spawned one that exits,
+ * is declared dead. A spawned worker is restarted; a hand-started one is
+ * waited for. When the new one says READY it gets the segment maps, then the
+ * restore hook runs (the engine re-sends state, e.g. GPU-resident weights),
+ * then every command it had in flight is re-issued. Commands are idempotent,
+ * so a re-issued one is harmless. The worker's epoch travels in the top 16
+ * bits of each command's flags and is echoed back, so a late reply from a dead
+ * incarnation never completes a command re-issued to its successor.
+ *
+ * Threading: one thread drives a fg_super (submit/poll/wait from the same
+ * thread, and not from inside a completion callback's poll). Call poll or wait
+ * at least every FG_HB_INTERVAL_MS while work is in flight, or workers will
+ * think the coordinator is gone after FG_HB_WORKER_LIVENESS intervals.
+ * Spawned workers die with the thread that created the fg_super
+ * (PR_SET_PDEATHSIG), so create it on a thread that lives as long as the run.
+ *
+ * Cleanup: destroy shuts the workers down, unlinks the segments and removes
+ * the run directory; so does exit() while one is alive, and SIGINT/SIGTERM
+ * where the program has no handler of its own for them (a program that has
+ * one calls fg_super_destroy or exit() from its shutdown path). What a
+ * SIGKILLed coordinator leaves is swept by the next run's fg_super_new.
+ *
+ * Errors: functions return fg_status with a message in fg_err_msg(); none
+ * exits. */
+#ifndef FG_SUPER_H
+#define FG_SUPER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fg_common.h"
+#include "fg_msg.h"
+#include "fg_shm.h"
+
+typedef struct fg_super fg_super;
+
+/* One finished command, as poll and wait hand it over. */
+typedef struct {
+    uint64_t seq;
+    fg_role role;
+    int type;                       /* the command's fg_msg_type */
+    int32_t status;                 /* 0 ok; else FG_MSG_E* from the worker's ERROR,
+                                       or FG_SUPER_EGAVEUP */
+    char error[FG_MSG_TEXT_MAX + 1];/* "" when status is 0 */
+    uint64_t start_ns, end_ns;      /* on the worker, CLOCK_MONOTONIC */
+    uint64_t busy_ns;               /* the worker's busy time so far */
+    uint64_t submit_ns, complete_ns;/* on the coordinator, CLOCK_MONOTONIC */
+    uint32_t reissues;              /* times it was sent again to a new worker */
+    void *user;                     /* as given to submit */
+} fg_super_done;
+
+#define FG_SUPER_EGAVEUP 100        /* the role's worker could not be kept alive */
+
+typedef void (*fg_super_done_fn)(void *ctx, const fg_super_done *d);
+
+/* Called when a restarted worker of `role` is ready and has its segment maps,
+ * before its in-flight commands are re-issued. Submit what it needs (e.g.
+ * COPYs that reload GPU-resident weights); do not poll or wait here. An error
+ * gives up on the role. */
+typedef fg_status (*fg_super_restore_fn)(fg_super *sup, fg_role role, void *ctx);
+
+/* All zero is a good default. */
+typedef struct {
+    unsigned roles;              /* bitmask of 1u << FG_ROLE_*; 0 = all three */
+    int manual;                  /* 1: start nothing, wait for workers run by hand */
+    const char *endpoint;        /* NULL: ipc://<rundir>/ctl. Or e.g.
+                                    "tcp://127.0.0.1:*" (port chosen by the OS) */
+    const char *worker_dir;      /* where flexgen-*-worker live. NULL:
+                                    $FLEXGEN_WORKER_DIR, else the directory of
+                                    this executable */
+    const char *worker_path[FG_NROLES]; /* full path per role; beats worker_dir */
+    const char *offload_dir;     /* passed to the disk worker as --offload-dir */
+    int ready_timeout_ms;        /* spawned worker: exec to READY. 0: 30000 */
+    int max_restarts;            /* deaths in a row with no command done before
+                                    giving up on a role. 0: 5 */
+    int no_signal_handlers;      /* 1: leave SIGINT/SIGTERM alone even where
+                                    they have no handler */
+    fg_super_restore_fn restore;
+    void *restore_ctx;
+} fg_super_opts;
+
+typedef struct {
+    uint64_t submitted, completed, failed, reissued;
+    uint32_t deaths[FG_NROLES], restarts[FG_NROLES];
+    uint32_t refused;            /* workers turned away (version, role) */
+} fg_super_stats;
+
+/* Sweep dead runs, make the run dir, bind, spawn and wait until every
+ * spawned worker is READY (manual: return at once; see wait_ready). */
+fg_status fg_super_new(const fg_super_opts *opts, fg_super **out);
+
+/* Shut workers down (SHUTDOWN, then SIGKILL after a grace period), unlink
+ * the segments, remove the run dir, restore signal handlers. NULLs *sup. */
+void fg_super_destroy(fg_super **sup);
+
+/* Wait until every managed role has a READY worker. timeout_ms < 0: forever. */
+fg_status fg_super_wait_ready(fg_super *sup, int timeout_ms);
+
+const char *fg_super_endpoint(const fg_super *sup);  /* what workers --connect to */
+const char *fg_super_run_id(const fg_super *sup);
+const char *fg_super_run_dir(const fg_super *sup);
+pid_t fg_super_worker_pid(const fg_super *sup, fg_role role);  /* 0 if none ready */
+void fg_super_get_stats(const fg_super *sup, fg_super_stats *st);
+size_t fg_super_inflight(const fg_super *sup);  /* submitted, not yet delivered */
+
+/* Create shm segment "/flexgen-<runid>-<segname>" with data_bytes after its
+ * header; every worker maps it (now, and again after a restart). *index is
+ * the segment number for handles. */
+fg_status fg_super_segment_new(fg_super *sup, const char *segname, uint64_t data_bytes,
+                               uint32_t *index);
+
+/* The coordinator's pointer to a handle's bytes (NULL if out of range). */
+void *fg_super_ptr(fg_super *sup, fg_shm_handle h);
+
+/* Queue a command (COPY, DISK_*, COMPUTE, CPU_ATTN; type and body filled in,
+ * seq and flags other than FG_MSG_F_BARRIER are set here) for `role`. Sent at
+ * once if that worker is ready, else when it is. *seq (may be NULL) gets the
+ * number its completion will carry. */
+fg_status fg_super_submit(fg_super *sup, fg_role role, const fg_msg *cmd, void *user,
+                          uint64_t *seq);
+
+/* Run the supervisor for up to timeout_ms (0: just what is ready; < 0: until
+ * something completes), then hand every finished command not already taken
+ * by wait to cb (may be NULL: dropped). Returns how many were handed over,
+ * or -1 on a socket failure. cb may submit. */
+int fg_super_poll(fg_super *sup, int timeout_ms, fg_super_done_fn cb, void *ctx);
+
+/* Run the supervisor until command `seq` finishes (timeout_ms < 0: no limit)
+ * and take its completion (it is then not handed to poll). FG_OK if it
+ * succeeded; FG_ERUNTIME if it failed (out->status, out->error) or timed
+ * out; FG_EINPUT if seq is unknown or already taken. out may be NULL. */
+fg_status fg_super_wait(fg_super *sup, uint64_t seq, int timeout_ms, fg_super_done *out);
+
+/* Wait for every submitted command; FG_ERUNTIME names the first failure. */
+fg_status fg_super_wait_all(fg_super *sup, int timeout_ms);
+
+#endif

@@ -1,0 +1,27 @@
+/* worker_main.c - flexgen-cpu-worker: owns the CPU tier (staging copies and,
+ * with cpu_cache_compute, attention over a CPU-resident KV cache). This file
+ * only says what the worker can do; the loop is proto/fg_worker_loop.c.
+ * CPU_ATTN runs only the runtime's test ops until the engine's attention
+ * op is registered here; any other op is answered "unknown op N". */
+#include "fg_worker.h"
+
+static const fg_worker_op attn_ops[] = {
+    {FG_OP_NOP, "nop", fg_worker_op_nop},
+    {FG_OP_AXPY, "axpy", fg_worker_op_axpy},
+};
+
+int main(int argc, char **argv) {
+    static fg_worker_def def = {
+        .role = FG_ROLE_CPU,
+        .program = "flexgen-cpu-worker",
+        .summary = "FlexGen's CPU worker: owns the CPU tier and runs attention over a "
+                   "CPU-resident KV cache.",
+        .info = "cpu (runtime test ops)",
+        .caps = FG_CAP_COPY | FG_CAP_CPU_ATTN,
+        .threads = 1,
+        .attn_ops = attn_ops,
+        .n_attn_ops = sizeof attn_ops / sizeof attn_ops[0],
+    };
+    def.handlers[FG_MSG_COPY] = fg_worker_copy;
+    return fg_worker_main(&def, argc, argv);
+}

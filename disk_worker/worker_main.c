@@ -1,0 +1,20 @@
+/* worker_main.c - flexgen-disk-worker: owns the offload directory and moves
+ * bytes between its files and shm buffers (disk_io.h). This file only says
+ * what the worker can do; the loop is proto/fg_worker_loop.c. Several
+ * executor threads keep several requests in flight. */
+#include "disk_io.h"
+
+int main(int argc, char **argv) {
+    static fg_worker_def def = {
+        .role = FG_ROLE_DISK,
+        .program = "flexgen-disk-worker",
+        .summary = "FlexGen's disk worker: reads and writes the offload directory's files "
+                   "into and out of shared memory.",
+        .info = "pread/pwrite",
+        .caps = FG_CAP_DISK,
+        .threads = 4,
+    };
+    def.handlers[FG_MSG_DISK_READ] = fg_disk_read;
+    def.handlers[FG_MSG_DISK_WRITE] = fg_disk_write;
+    return fg_worker_main(&def, argc, argv);
+}

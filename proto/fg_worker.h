@@ -1,0 +1,71 @@
+/* fg_worker.h - the loop every worker runs, so that each worker's main.c
+ * only lists what it can do.
+ *
+ * A worker is a DEALER (identity = role name) connected to the coordinator's
+ * ROUTER. The loop's I/O thread owns the socket: it sends READY, answers
+ * heartbeats, queues commands and sends one DONE or ERROR per command. Commands
+ * run on `threads` executor threads, so heartbeats flow while a long command
+ * runs. SHM_MAP is built in; commands flagged FG_MSG_F_BARRIER and SHM_MAP run
+ * alone (after every earlier command ended, before any later one starts).
+ *
+ * Error policy: setup problems (bad flags, no socket) exit with a message;
+ * anything a command does wrong comes back as an ERROR reply and the worker
+ * carries on. Handlers return fg_status and leave the reason in fg_err_msg()
+ * (per thread): FG_EINPUT -> ERROR code FG_MSG_EBADCMD, FG_ERUNTIME ->
+ * FG_MSG_EIO. A type or op with no handler -> FG_MSG_EUNSUPPORTED,
+ * "unknown op N". */
+#ifndef FG_WORKER_H
+#define FG_WORKER_H
+
+#include "fg_common.h"
+#include "fg_msg.h"
+#include "fg_shm.h"
+
+typedef struct fg_worker fg_worker;
+
+/* Runs one command on an executor thread. */
+typedef fg_status (*fg_worker_fn)(fg_worker *w, const fg_msg *cmd);
+
+/* One op of COMPUTE or CPU_ATTN. */
+typedef struct {
+    uint32_t op;       /* FG_OP_* */
+    const char *name;  /* for logs */
+    fg_worker_fn fn;
+} fg_worker_op;
+
+/* What a worker program is. */
+typedef struct {
+    fg_role role;
+    const char *program;   /* "flexgen-gpu-worker" */
+    const char *summary;   /* one line for --help */
+    const char *info;      /* READY info, e.g. "host backend" */
+    uint64_t caps;         /* FG_CAP_* */
+    int threads;           /* executor threads, >= 1; 1 keeps commands in order */
+    fg_worker_fn handlers[FG_MSG_NTYPES];  /* COPY, DISK_READ, ...; NULL: unsupported */
+    const fg_worker_op *compute_ops;       /* COMPUTE, by op */
+    size_t n_compute_ops;
+    const fg_worker_op *attn_ops;          /* CPU_ATTN, by op */
+    size_t n_attn_ops;
+    /* Optional: after flags are parsed, before READY (a backend opens its
+     * device here) and after the loop ends. A failing init is a setup
+     * failure: the worker exits 1 with the message. */
+    fg_status (*init)(fg_worker *w);
+    void (*fini)(fg_worker *w);
+} fg_worker_def;
+
+/* Parse argv (--connect ENDPOINT, --offload-dir DIR, --help, --profile,
+ * hidden --protocol-version N), run the loop, return the exit status. */
+int fg_worker_main(const fg_worker_def *def, int argc, char **argv);
+
+/* For handlers. */
+void *fg_worker_ptr(fg_worker *w, fg_shm_handle h); /* NULL + fg_err_set if out of range */
+const char *fg_worker_offload_dir(const fg_worker *w); /* "." unless --offload-dir */
+void fg_worker_set_ctx(fg_worker *w, void *ctx);    /* backend state, from init */
+void *fg_worker_ctx(const fg_worker *w);
+
+/* Handlers more than one worker uses (fg_worker_ops.c). */
+fg_status fg_worker_copy(fg_worker *w, const fg_msg *cmd);      /* COPY via memmove */
+fg_status fg_worker_op_nop(fg_worker *w, const fg_msg *cmd);    /* FG_OP_NOP */
+fg_status fg_worker_op_axpy(fg_worker *w, const fg_msg *cmd);   /* FG_OP_AXPY, fp32 */
+
+#endif

@@ -1,0 +1,439 @@
+/* fg_worker_loop.c - the worker side of the protocol, shared by the three
+ * worker programs: flag parsing, the DEALER socket, READY, heartbeats both
+ * ways, the command queue with its executor threads, and DONE/ERROR replies.
+ *
+ * Threads: the I/O thread (the caller of fg_worker_main) is the only one
+ * that touches the socket. Executors take jobs from a FIFO under one mutex
+ * and put finished jobs on a done list, then poke an eventfd that the I/O
+ * thread polls beside the socket. The shm table is written only by an
+ * exclusive job (SHM_MAP), during which no other job runs, so executors read
+ * it without a lock. */
+#include "fg_worker.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+typedef struct job {
+    struct job *next;
+    fg_msg cmd;
+    fg_worker_fn fn;     /* NULL: SHM_MAP */
+    int exclusive;
+    /* results */
+    int32_t code;        /* 0 or FG_MSG_E* */
+    char err[FG_MSG_TEXT_MAX + 1];
+    uint64_t start_ns, end_ns;
+} job;
+
+struct fg_worker {
+    const fg_worker_def *def;
+    const char *endpoint;
+    const char *offload_dir;
+    void *ctx;
+    fg_shm_table *shm;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    job *qhead, *qtail;  /* waiting to run */
+    job *dhead, *dtail;  /* finished, not yet replied */
+    int running, exclusive_running, stopping;
+    int evfd;
+    _Atomic uint64_t busy_ns;
+    pthread_t *threads;
+    int nthreads;
+};
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- handler helpers -------------------------------------------------- */
+
+void *fg_worker_ptr(fg_worker *w, fg_shm_handle h) { return fg_shm_resolve(w->shm, h); }
+const char *fg_worker_offload_dir(const fg_worker *w) { return w->offload_dir; }
+void fg_worker_set_ctx(fg_worker *w, void *ctx) { w->ctx = ctx; }
+void *fg_worker_ctx(const fg_worker *w) { return w->ctx; }
+
+/* ---- executors -------------------------------------------------------- */
+
+static fg_status run_shm_map(fg_worker *w, const fg_msg *cmd) {
+    const fg_msg_shm_map *m = &cmd->u.map;
+    fg_shm_seg *cur = fg_shm_table_get(w->shm, m->segment);
+    if (cur && !strcmp(fg_shm_name(cur), m->name) && fg_shm_size(cur) == m->size)
+        return FG_OK;  /* already mapped: a re-sent map is a no-op */
+    fg_shm_seg *seg = NULL;
+    fg_status st = fg_shm_attach(m->name, m->segment, &seg);
+    if (st != FG_OK) return st;
+    if (fg_shm_size(seg) != m->size) {
+        fg_shm_destroy(&seg);
+        return fg_err_set(FG_EINPUT, "segment %s has %llu bytes, the coordinator says %llu",
+                          m->name, (unsigned long long)fg_shm_size(seg),
+                          (unsigned long long)m->size);
+    }
+    fg_debug("mapped segment %u: %s", m->segment, m->name);
+    return fg_shm_table_add(w->shm, seg);
+}
+
+static void run_job(fg_worker *w, job *j) {
+    fg_err_set(FG_OK, "%s", "");
+    j->start_ns = now_ns();
+    fg_status st = j->fn ? j->fn(w, &j->cmd) : run_shm_map(w, &j->cmd);
+    j->end_ns = now_ns();
+    atomic_fetch_add(&w->busy_ns, j->end_ns - j->start_ns);
+    if (st != FG_OK) {
+        j->code = st == FG_EINPUT ? FG_MSG_EBADCMD : FG_MSG_EIO;
+        snprintf(j->err, sizeof j->err, "%s", fg_err_msg());
+    }
+}
+
+static int can_pop(const fg_worker *w) {
+    return w->qhead && !w->exclusive_running && (!w->qhead->exclusive || w->running == 0);
+}
+
+static void *executor(void *arg) {
+    fg_worker *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->stopping && !can_pop(w)) pthread_cond_wait(&w->cv, &w->mu);
+        if (w->stopping) break;
+        job *j = w->qhead;
+        w->qhead = j->next;
+        if (!w->qhead) w->qtail = NULL;
+        j->next = NULL;
+        w->running++;
+        if (j->exclusive) w->exclusive_running = 1;
+        pthread_mutex_unlock(&w->mu);
+
+        run_job(w, j);
+
+        pthread_mutex_lock(&w->mu);
+        w->running--;
+        if (j->exclusive) w->exclusive_running = 0;
+        if (w->dtail) w->dtail->next = j;
+        else w->dhead = j;
+        w->dtail = j;
+        if (w->qhead) pthread_cond_broadcast(&w->cv);
+        uint64_t one = 1;
+        ssize_t rc = write(w->evfd, &one, sizeof one);  /* wakes the I/O thread */
+        (void)rc;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static void enqueue(fg_worker *w, job *j) {
+    pthread_mutex_lock(&w->mu);
+    if (w->qtail) w->qtail->next = j;
+    else w->qhead = j;
+    w->qtail = j;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* ---- replies ---------------------------------------------------------- */
+
+static void send_error(void *sock, uint64_t seq, uint32_t flags, int32_t code, const char *text) {
+    fg_msg r;
+    fg_msg_init(&r, FG_MSG_ERROR);
+    r.seq = seq;
+    r.flags = flags;  /* echo: carries the epoch back */
+    r.u.error.code = code;
+    snprintf(r.u.error.text, sizeof r.u.error.text, "%s", text);
+    if (fg_msg_send(sock, NULL, &r, 0) != 0)
+        fg_warn("sending ERROR for seq %llu failed: %s", (unsigned long long)seq,
+                zmq_strerror(zmq_errno()));
+}
+
+static void send_finished(fg_worker *w, void *sock) {
+    pthread_mutex_lock(&w->mu);
+    job *j = w->dhead;
+    w->dhead = w->dtail = NULL;
+    pthread_mutex_unlock(&w->mu);
+    while (j) {
+        job *next = j->next;
+        if (j->code) {
+            char what[160];
+            fg_msg_describe(&j->cmd, what, sizeof what);
+            fg_debug("%s failed: %s", what, j->err);
+            send_error(sock, j->cmd.seq, j->cmd.flags, j->code, j->err);
+        } else {
+            fg_msg r;
+            fg_msg_init(&r, FG_MSG_DONE);
+            r.seq = j->cmd.seq;
+            r.flags = j->cmd.flags;
+            r.u.done.start_ns = j->start_ns;
+            r.u.done.end_ns = j->end_ns;
+            r.u.done.busy_ns = atomic_load(&w->busy_ns);
+            if (fg_msg_send(sock, NULL, &r, 0) != 0)
+                fg_warn("sending DONE for seq %llu failed: %s", (unsigned long long)r.seq,
+                        zmq_strerror(zmq_errno()));
+        }
+        free(j);
+        j = next;
+    }
+}
+
+/* ---- commands in ------------------------------------------------------ */
+
+static const fg_worker_op *find_op(const fg_worker_op *ops, size_t n, uint32_t op) {
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].op == op) return &ops[i];
+    return NULL;
+}
+
+/* Queue a command, or answer ERROR at once if nobody here can run it. */
+static void accept_command(fg_worker *w, void *sock, const fg_msg *m) {
+    const fg_worker_def *d = w->def;
+    fg_worker_fn fn = NULL;
+    char why[128] = "";
+    if (m->type == FG_MSG_COMPUTE || m->type == FG_MSG_CPU_ATTN) {
+        const fg_worker_op *op = m->type == FG_MSG_COMPUTE
+                                     ? find_op(d->compute_ops, d->n_compute_ops, m->u.compute.op)
+                                     : find_op(d->attn_ops, d->n_attn_ops, m->u.compute.op);
+        if (op) fn = op->fn;
+        else snprintf(why, sizeof why, "unknown op %u for %s on the %s worker", m->u.compute.op,
+                      fg_msg_type_name(m->type), fg_role_name(d->role));
+    } else if (m->type != FG_MSG_SHM_MAP) {
+        fn = d->handlers[m->type];
+        if (!fn) snprintf(why, sizeof why, "the %s worker does not handle %s",
+                          fg_role_name(d->role), fg_msg_type_name(m->type));
+    }
+    if (why[0]) {
+        fg_debug("seq %llu: %s", (unsigned long long)m->seq, why);
+        send_error(sock, m->seq, m->flags, FG_MSG_EUNSUPPORTED, why);
+        return;
+    }
+    job *j = fg_xcalloc(1, sizeof *j);
+    j->cmd = *m;
+    j->fn = fn;
+    j->exclusive = m->type == FG_MSG_SHM_MAP || (m->flags & FG_MSG_F_BARRIER);
+    enqueue(w, j);
+}
+
+/* ---- the loop --------------------------------------------------------- */
+
+static void usage(const fg_worker_def *d, FILE *f) {
+    fprintf(f,
+            "usage: %s --connect ENDPOINT [--offload-dir DIR]\n"
+            "       %s --profile [--json]\n\n"
+            "%s\n\n"
+            "The coordinator (flexgen) normally starts this program. To attach one by hand,\n"
+            "e.g. under a debugger, give the endpoint the coordinator printed:\n"
+            "  %s --connect ipc:///tmp/flexgen-UID/run-ID/ctl\n\n"
+            "options:\n"
+            "  --connect ENDPOINT  the coordinator's control socket (ipc:// or tcp://)\n"
+            "  --offload-dir DIR   base directory for files named by a relative path or id\n"
+            "  --profile           measure this tier and print a JSON profile (not yet)\n"
+            "  --help              this text\n\n"
+            "environment: FLEXGEN_LOG=debug|info|warn|error\n",
+            d->program, d->program, d->summary, d->program);
+}
+
+static int parse_args(fg_worker *w, int argc, char **argv) {
+    const fg_worker_def *d = w->def;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(d, stdout);
+            exit(0);
+        } else if (!strcmp(a, "--profile") || !strcmp(a, "--json")) {
+            fprintf(stderr, "%s: --profile is not implemented yet\n", d->program);
+            return 2;
+        } else if (!strcmp(a, "--connect") && val) {
+            w->endpoint = val;
+            i++;
+        } else if (!strcmp(a, "--offload-dir") && val) {
+            w->offload_dir = val;
+            i++;
+        } else if (!strcmp(a, "--protocol-version") && val) {
+            /* hidden: speak another protocol version, to test the refusal */
+            char *end;
+            long v = strtol(val, &end, 10);
+            if (*end || v < 0 || v > 65535) {
+                fprintf(stderr, "%s: bad --protocol-version '%s'\n", d->program, val);
+                return 2;
+            }
+            fg_msg_version = (uint16_t)v;
+            i++;
+        } else {
+            fprintf(stderr, "%s: unknown or incomplete option '%s'\n\n", d->program, a);
+            usage(d, stderr);
+            return 2;
+        }
+    }
+    if (!w->endpoint) {
+        fprintf(stderr, "%s: --connect ENDPOINT is required\n"
+                        "HINT: the coordinator starts workers itself; to attach one by hand, "
+                        "pass the endpoint it printed\n", d->program);
+        return 2;
+    }
+    return 0;
+}
+
+static void send_ready(fg_worker *w, void *sock) {
+    fg_msg r;
+    fg_msg_init(&r, FG_MSG_READY);
+    r.u.ready.role = (uint32_t)w->def->role;
+    r.u.ready.proto_version = fg_msg_version;
+    r.u.ready.pid = (uint32_t)getpid();
+    r.u.ready.threads = (uint32_t)w->nthreads;
+    r.u.ready.caps = w->def->caps;
+    snprintf(r.u.ready.info, sizeof r.u.ready.info, "%s", w->def->info ? w->def->info : "");
+    fg_msg_send(sock, NULL, &r, 0);
+}
+
+/* Returns the exit status. */
+static int serve(fg_worker *w, void *sock) {
+    const uint64_t interval = (uint64_t)FG_HB_INTERVAL_MS * 1000000ull;
+    const uint64_t give_up = (uint64_t)FG_HB_WORKER_LIVENESS * interval;
+    uint64_t last_heard = now_ns(), next_hb = last_heard + interval;
+    int heard_once = 0;
+    send_ready(w, sock);
+    for (;;) {
+        uint64_t t = now_ns();
+        long timeout_ms = next_hb > t ? (long)((next_hb - t) / 1000000ull) + 1 : 0;
+        zmq_pollitem_t items[2] = {{sock, 0, ZMQ_POLLIN, 0}, {NULL, w->evfd, ZMQ_POLLIN, 0}};
+        int rc = zmq_poll(items, 2, timeout_ms);
+        if (rc < 0 && zmq_errno() != EINTR) {
+            fg_log(FG_LOG_ERROR, "zmq_poll: %s", zmq_strerror(zmq_errno()));
+            return 1;
+        }
+        if (items[1].revents & ZMQ_POLLIN) {
+            uint64_t cnt;
+            ssize_t n = read(w->evfd, &cnt, sizeof cnt);
+            (void)n;
+            send_finished(w, sock);
+        }
+        while (items[0].revents & ZMQ_POLLIN) {
+            fg_msg m;
+            rc = fg_msg_recv(sock, NULL, 0, &m, ZMQ_DONTWAIT);
+            if (rc == -1) break;
+            if (rc == -2) {
+                if (m.version && m.version != fg_msg_version) {
+                    fg_log(FG_LOG_ERROR, "refused: the coordinator at %s speaks protocol version "
+                           "%u, this worker speaks %u (HINT: run the workers built with this "
+                           "flexgen)", w->endpoint, m.version, fg_msg_version);
+                    return 2;
+                }
+                fg_warn("dropped a malformed message from the coordinator");
+                continue;
+            }
+            last_heard = now_ns();
+            if (!heard_once) {
+                heard_once = 1;
+                fg_info("attached to the coordinator at %s", w->endpoint);
+            }
+            if (fg_msg_is_command(m.type)) {
+                accept_command(w, sock, &m);
+            } else if (m.type == FG_MSG_SHUTDOWN) {
+                fg_info("shutdown requested");
+                return 0;
+            } else if (m.type == FG_MSG_ERROR) {
+                fg_log(FG_LOG_ERROR, "refused by the coordinator: %s", m.u.error.text);
+                if (m.u.error.code == FG_MSG_EVERSION || m.u.error.code == FG_MSG_EROLE) return 2;
+            } else if (m.type != FG_MSG_HEARTBEAT) {
+                fg_warn("ignored unexpected %s from the coordinator", fg_msg_type_name(m.type));
+            }
+        }
+        t = now_ns();
+        if (t >= next_hb) {
+            fg_msg hb;
+            fg_msg_init(&hb, FG_MSG_HEARTBEAT);
+            fg_msg_send(sock, NULL, &hb, 0);
+            next_hb = t + interval;
+        }
+        if (t - last_heard > give_up) {
+            fg_warn("%s from the coordinator at %s for %d s: exiting",
+                    heard_once ? "silence" : "no answer", w->endpoint,
+                    FG_HB_WORKER_LIVENESS * FG_HB_INTERVAL_MS / 1000);
+            return 0;
+        }
+    }
+}
+
+int fg_worker_main(const fg_worker_def *def, int argc, char **argv) {
+    static char role_tag[32];
+    snprintf(role_tag, sizeof role_tag, "%s-worker", fg_role_name(def->role));
+    fg_log_init(role_tag);
+    signal(SIGPIPE, SIG_IGN);
+
+    fg_worker *w = fg_xcalloc(1, sizeof *w);
+    w->def = def;
+    w->offload_dir = ".";
+    int rc = parse_args(w, argc, argv);
+    if (rc) {
+        free(w);
+        return rc;
+    }
+    w->shm = fg_shm_table_new();
+    w->nthreads = def->threads > 0 ? def->threads : 1;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (w->evfd < 0) {
+        fg_log(FG_LOG_ERROR, "eventfd: %s", strerror(errno));
+        return 1;
+    }
+    if (def->init && def->init(w) != FG_OK) {
+        fg_log(FG_LOG_ERROR, "%s", fg_err_msg());
+        return 1;
+    }
+
+    void *zctx = zmq_ctx_new();
+    void *sock = zmq_socket(zctx, ZMQ_DEALER);
+    int zero = 0;
+    const char *id = fg_role_name(def->role);
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(sock, ZMQ_SNDHWM, &zero, sizeof zero);
+    zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof zero);
+    zmq_setsockopt(sock, ZMQ_ROUTING_ID, id, strlen(id));
+    if (zmq_connect(sock, w->endpoint) != 0) {
+        fg_log(FG_LOG_ERROR, "cannot connect to '%s': %s (HINT: expected ipc://PATH or "
+               "tcp://HOST:PORT as printed by the coordinator)", w->endpoint,
+               zmq_strerror(zmq_errno()));
+        zmq_close(sock);
+        zmq_ctx_term(zctx);
+        return 2;
+    }
+
+    w->threads = fg_xcalloc((size_t)w->nthreads, sizeof *w->threads);
+    for (int i = 0; i < w->nthreads; i++) pthread_create(&w->threads[i], NULL, executor, w);
+    fg_debug("connecting to %s with %d executor thread(s)", w->endpoint, w->nthreads);
+
+    rc = serve(w, sock);
+
+    pthread_mutex_lock(&w->mu);
+    w->stopping = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    for (int i = 0; i < w->nthreads; i++) pthread_join(w->threads[i], NULL);
+    for (job *j = w->qhead, *n; j; j = n) {
+        n = j->next;
+        free(j);
+    }
+    for (job *j = w->dhead, *n; j; j = n) {
+        n = j->next;
+        free(j);
+    }
+    zmq_close(sock);
+    zmq_ctx_term(zctx);
+    if (def->fini) def->fini(w);
+    fg_shm_table_destroy(&w->shm);
+    close(w->evfd);
+    free(w->threads);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+    return rc;
+}

@@ -1,0 +1,51 @@
+/* rt_test.h - the runtime test driver (fg-rt-test): a coordinator of its own
+ * that exercises shm, the protocol, the workers and the supervisor. Each
+ * test is one subcommand; ctest runs them (CMakeLists.txt). */
+#ifndef RT_TEST_H
+#define RT_TEST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fg_super.h"
+
+#define RT_PATH_MAX 512
+
+extern int rt_failures;
+
+#define RT_CHECK(cond, ...)                                                    \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "fg-rt-test: FAIL %s:%d: ", __FILE__, __LINE__);   \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, "\n");                                             \
+            rt_failures++;                                                     \
+        }                                                                      \
+    } while (0)
+
+/* A setup step that must work for the test to mean anything. */
+#define RT_MUST(st)                                                            \
+    do {                                                                       \
+        if ((st) != FG_OK) {                                                   \
+            fprintf(stderr, "fg-rt-test: FAIL %s:%d: %s\n", __FILE__, __LINE__, fg_err_msg()); \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+/* Worker programs, from --workers GPU CPU DISK. */
+extern const char *rt_worker[FG_NROLES];
+
+/* Leftovers of a run: shm objects named for it, and its run dir. */
+int rt_count_shm(const char *run_id);
+int rt_dir_exists(const char *dir);
+
+/* Wait (without sleeping blind) until process pid is gone; 0 ok, -1 timeout. */
+int rt_wait_gone(pid_t pid, int timeout_ms);
+
+int rt_test_shm(void);
+int rt_test_kill(void);
+int rt_test_coordkill(const char *self);
+int rt_test_victim(void);
+int rt_test_manual(void);
+
+#endif
