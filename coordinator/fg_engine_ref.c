@@ -1,7 +1,7 @@
 /* fg_engine_ref.c - the single-process reference engine (see fg_engine_ref.h).
  * Weights: every tensor read once and kept as fp16, as the tiers hold them. Prompts are
  * run in batches of opt->batch, left-padded to the longest prompt of the batch
- * as Hugging Face pads; the KV cache is fp16, (B, Tmax, H) per layer. */
+ * as Hugging Face pads; the KV cache is fp16, (Tmax, B, H) per layer. */
 #include "fg_engine_ref.h"
 
 #include <string.h>
@@ -67,7 +67,7 @@ static fg_status run_batch(const fg_opt_config *c, const ref_weights *rw, const 
     }
     fg_half **kc = fg_xcalloc((size_t)L, sizeof *kc), **vc = fg_xcalloc((size_t)L, sizeof *vc);
     for (int l = 0; l < L; l++) {
-        kc[l] = fg_alloc_tensor(sizeof(fg_half) * (size_t)B * Tmax * H);   /* (B, Tmax, H) */
+        kc[l] = fg_alloc_tensor(sizeof(fg_half) * (size_t)B * Tmax * H);   /* (Tmax, B, H) */
         vc[l] = fg_alloc_tensor(sizeof(fg_half) * (size_t)B * Tmax * H);
     }
     float *h = fg_alloc_tensor(sizeof(float) * (size_t)B * S * H);          /* (B, S, H) */

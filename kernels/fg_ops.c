@@ -92,7 +92,7 @@ typedef struct {
     const float *q;
     const fg_half *kc, *vc;
     const uint8_t *mask;
-    int Tmax, mask_stride, S, past, H, n_heads;
+    int Tmax, mask_stride, B, S, past, H, n_heads;
 } attn_job;
 
 /* One (sequence, head) pair. */
@@ -110,11 +110,13 @@ static void attn_task(void *p, int task) {
     }
     float *kf = buf, *vf = kf + (size_t)T * d, *sc = vf + (size_t)T * d;   /* (T,d) (T,d) (S,T) */
     const uint8_t *mb = j->mask + (size_t)b * j->mask_stride;
-    const fg_half *kb = j->kc + (size_t)b * j->Tmax * H + (size_t)h * d;
-    const fg_half *vb = j->vc + (size_t)b * j->Tmax * H + (size_t)h * d;
+    /* time-major cache: position t of sequence b at row t * B + b */
+    size_t row = (size_t)j->B * H;
+    const fg_half *kb = j->kc + (size_t)b * H + (size_t)h * d;
+    const fg_half *vb = j->vc + (size_t)b * H + (size_t)h * d;
     for (int t = 0; t < T; t++) {
-        fg_half_to_float_n(kb + (size_t)t * H, kf + (size_t)t * d, (size_t)d);
-        fg_half_to_float_n(vb + (size_t)t * H, vf + (size_t)t * d, (size_t)d);
+        fg_half_to_float_n(kb + (size_t)t * row, kf + (size_t)t * d, (size_t)d);
+        fg_half_to_float_n(vb + (size_t)t * row, vf + (size_t)t * d, (size_t)d);
     }
     const float *qb = j->q + (size_t)b * S * H + (size_t)h * d;   /* (S, d), row stride H */
     float *cb = j->ctx + (size_t)b * S * H + (size_t)h * d;       /* (S, d), row stride H */
@@ -129,7 +131,7 @@ void fg_attention(float *ctx, const float *q, const fg_half *kc, const fg_half *
                   const uint8_t *mask, int mask_stride, int B, int S, int past, int H, int n_heads) {
     double t0 = fg_now();
     attn_job j = {.ctx = ctx, .q = q, .kc = kc, .vc = vc, .mask = mask, .Tmax = Tmax, .mask_stride = mask_stride,
-                  .S = S, .past = past, .H = H, .n_heads = n_heads};
+                  .B = B, .S = S, .past = past, .H = H, .n_heads = n_heads};
     fg_pool_run(B * n_heads, attn_task, &j);
     gemm_s += fg_now() - t0;
 }

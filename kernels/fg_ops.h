@@ -25,7 +25,10 @@ void fg_add(float *y, const float *x, size_t n);           /* y += x */
  * already holds their keys and values.
  *   ctx  [B, S, H]  out: softmax(q k^T) v per head (q already scaled)
  *   q    [B, S, H]
- *   kc,vc [B, Tmax, H] fp16 cache; positions [0, past + S) are valid
+ *   kc,vc [Tmax, B, H] fp16 cache, time-major (as FlexGen lays it out: the
+ *         rows of one position for the whole batch are contiguous, so a
+ *         step's new entries and a prefix of the cache are single ranges to
+ *         move between tiers); positions [0, past + S) are valid
  *   mask [B, mask_stride]: 1 = real token, 0 = padding, for positions < past+S
  * Query i of sequence b sits at position past+i and sees keys t <= past+i with
  * mask[b, t] = 1; other scores are set to the most negative finite float, so

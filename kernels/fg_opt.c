@@ -59,11 +59,11 @@ void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_
     free(pos);
 }
 
-/* Copy (B*S, H) rows into the fp16 cache (B, Tmax, H) at [past, past+S). */
-static void cache_store(fg_half *cache, const float *x, int Tmax, const fg_step *st, int H) {
+/* Copy (B*S, H) rows into the fp16 cache (Tmax, B, H) at [past, past+S). */
+static void cache_store(fg_half *cache, const float *x, const fg_step *st, int H) {
     for (int b = 0; b < st->B; b++)
         for (int i = 0; i < st->S; i++)
-            fg_float_to_half_n(x + ((size_t)b * st->S + i) * H, cache + ((size_t)b * Tmax + st->past + i) * H,
+            fg_float_to_half_n(x + ((size_t)b * st->S + i) * H, cache + ((size_t)(st->past + i) * st->B + b) * H,
                                (size_t)H);
 }
 
@@ -92,8 +92,8 @@ void fg_opt_attn_core(float *ctx, const float *q, const float *k, const float *v
                       const fg_step *st, const fg_opt_config *c) {
     int H = c->hidden;
     FG_ASSERT(st->past + st->S <= Tmax);
-    cache_store(kc, k, Tmax, st, H);
-    cache_store(vc, v, Tmax, st, H);
+    cache_store(kc, k, st, H);
+    cache_store(vc, v, st, H);
     fg_attention(ctx, q, kc, vc, Tmax, st->mask, st->mask_stride, st->B, st->S, st->past, H, c->n_heads);
     fg_round_fp16_n(ctx, (size_t)st->B * st->S * H);
 }

@@ -51,7 +51,7 @@ void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_
 
 /* h (B*S, H) in/out: the attention block of one layer. Writes the step's k, v
  * (rounded to fp16) into the cache at positions [past, past+S).
- * kc, vc (B, Tmax, H) fp16. The three pieces below, in order. */
+ * kc, vc (Tmax, B, H) fp16, time-major. The three pieces below, in order. */
 void fg_opt_attn_block(float *h, fg_half *kc, fg_half *vc, int Tmax, const fg_step *st,
                        const fg_opt_config *c, const fg_layer_w *w, fg_opt_ws *ws);
 

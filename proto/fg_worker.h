@@ -59,6 +59,10 @@ int fg_worker_main(const fg_worker_def *def, int argc, char **argv);
 
 /* For handlers. */
 void *fg_worker_ptr(fg_worker *w, fg_shm_handle h); /* NULL + fg_err_set if out of range */
+/* Device arena that FG_SEG_DEVICE handles resolve into (fg_engine_ops.h);
+ * set by a backend once it has allocated it. Memory a host process can
+ * address: the host backend's heap. */
+void fg_worker_set_device(fg_worker *w, void *base, uint64_t size);
 const char *fg_worker_offload_dir(const fg_worker *w); /* "." unless --offload-dir */
 void fg_worker_set_ctx(fg_worker *w, void *ctx);    /* backend state, from init */
 void *fg_worker_ctx(const fg_worker *w);

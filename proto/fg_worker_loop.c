@@ -9,6 +9,7 @@
  * exclusive job (SHM_MAP), during which no other job runs, so executors read
  * it without a lock. */
 #include "fg_worker.h"
+#include "fg_engine_ops.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -39,6 +40,8 @@ struct fg_worker {
     const char *offload_dir;
     void *ctx;
     fg_shm_table *shm;
+    uint8_t *dev_base;   /* device arena, when the worker has one (FG_SEG_DEVICE) */
+    uint64_t dev_size;
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -59,7 +62,26 @@ static uint64_t now_ns(void) {
 
 /* ---- handler helpers -------------------------------------------------- */
 
-void *fg_worker_ptr(fg_worker *w, fg_shm_handle h) { return fg_shm_resolve(w->shm, h); }
+void *fg_worker_ptr(fg_worker *w, fg_shm_handle h) {
+    if (h.segment == FG_SEG_DEVICE) {
+        if (!w->dev_base) {
+            fg_err_set(FG_EINPUT, "device handle but this worker has no device arena (DEVICE_INIT first)");
+            return NULL;
+        }
+        if (h.offset > w->dev_size || h.nbytes > w->dev_size - h.offset) {
+            fg_err_set(FG_EINPUT, "device handle [%llu, +%llu) leaves the %llu-byte arena",
+                       (unsigned long long)h.offset, (unsigned long long)h.nbytes, (unsigned long long)w->dev_size);
+            return NULL;
+        }
+        return w->dev_base + h.offset;
+    }
+    return fg_shm_resolve(w->shm, h);
+}
+
+void fg_worker_set_device(fg_worker *w, void *base, uint64_t size) {
+    w->dev_base = base;
+    w->dev_size = size;
+}
 const char *fg_worker_offload_dir(const fg_worker *w) { return w->offload_dir; }
 void fg_worker_set_ctx(fg_worker *w, void *ctx) { w->ctx = ctx; }
 void *fg_worker_ctx(const fg_worker *w) { return w->ctx; }

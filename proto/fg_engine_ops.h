@@ -1,0 +1,74 @@
+/* fg_engine_ops.h - the engine's COMPUTE and CPU_ATTN ops: op codes, which
+ * handle goes in which slot, and the parameter structs (little-endian, packed
+ * as written). The coordinator builds these; the gpu_worker's backends and
+ * the cpu_worker run them. Every op is idempotent: it reads fixed inputs and
+ * writes fixed outputs (the cache writes of an attention op rewrite the same
+ * positions with the same values), so a restarted worker can be given it again.
+ *
+ * Device memory: a handle whose segment is FG_SEG_DEVICE names bytes of the
+ * gpu_worker's device arena (GPU memory; the host backend's budget-limited
+ * heap), offset from the arena's start. COPY between a shm handle and a
+ * device handle is a host-to-device or device-to-host transfer.
+ *
+ * Tensors: hidden states, q, k, v, ctx and the KV cache are fp16; weights are
+ * fp16 in the shapes fg_specs_new() gives; ids int32; masks uint8 (1 = real
+ * token); logits fp32. B = sequences, S = new tokens per sequence.
+ *
+ *   FG_OP_DEVICE_INIT  gpu  params fg_op_init. Allocates the arena (and the
+ *                      compute workspace), both within budget, or refuses.
+ *                      Again with the same params: no-op.
+ *   FG_OP_EMBED        gpu  in: ids (B*S), mask (B, mask_stride), embed_tokens,
+ *                      embed_pos, project_in (nbytes 0 if none); out: h (B*S, H)
+ *   FG_OP_ATTN         gpu  in: h, mask, kc, vc (Tmax, B, H) time-major, then the layer's
+ *                      q_w q_b k_w k_b v_w v_b o_w o_b ln1_w ln1_b; out: h
+ *                      (in place allowed: out[0] may equal in[0]); writes k, v
+ *                      of the step into kc, vc at [past, past+S)
+ *   FG_OP_ATTN_QKV     gpu  in: h, q_w q_b k_w k_b v_w v_b ln1_w ln1_b;
+ *                      out: q, k, v (B*S, H)
+ *   FG_OP_ATTN_OUT     gpu  in: h, ctx, o_w o_b ln1_w ln1_b; out: h
+ *   FG_OP_MLP          gpu  in: h, fc1_w fc1_b fc2_w fc2_b ln2_w ln2_b; out: h
+ *   FG_OP_LM_HEAD      gpu  in: h, final_ln_w, final_ln_b (0 bytes for
+ *                      post-LN models), project_out (0 if none), embed_tokens;
+ *                      out: logits (B, V) of each sequence's last new token
+ *   FG_OP_ATTN_CORE    cpu (CPU_ATTN) in: q, k, v, kc, vc, mask; out: ctx.
+ *                      cpu_cache_compute: attention where the cache lives
+ *
+ * Every op but DEVICE_INIT takes params fg_op_step. */
+#ifndef FG_ENGINE_OPS_H
+#define FG_ENGINE_OPS_H
+
+#include <stdint.h>
+
+#include "fg_msg.h"
+
+#define FG_SEG_DEVICE (FG_SHM_MAX_SEGMENTS - 1)   /* handle segment of device memory */
+
+enum {
+    FG_OP_DEVICE_INIT = FG_OP_ENGINE_FIRST,
+    FG_OP_EMBED,
+    FG_OP_ATTN,
+    FG_OP_ATTN_QKV,
+    FG_OP_ATTN_OUT,
+    FG_OP_MLP,
+    FG_OP_LM_HEAD,
+    FG_OP_ATTN_CORE,
+};
+
+/* The model shape every op needs (a subset of fg_opt_config). */
+typedef struct {
+    uint32_t vocab_size, hidden, n_heads, ffn_dim, max_pos, word_embed_proj_dim, pre_ln;
+} fg_op_model;
+
+typedef struct {
+    fg_op_model model;
+    uint64_t arena_bytes;      /* device arena */
+    uint64_t budget_bytes;     /* --gpu-mem: arena + workspace must fit */
+    uint32_t max_rows;         /* workspace rows: gbs * prompt length */
+} fg_op_init;
+
+typedef struct {
+    fg_op_model model;
+    uint32_t B, S, past, Tmax, mask_stride;
+} fg_op_step;
+
+#endif
