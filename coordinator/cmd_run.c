@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "fg_cmds.h"
+#include "fg_engine_flex.h"
+#include "fg_msg.h"
 #include "fg_engine_ref.h"
 #include "fg_prompts.h"
 #include "fg_tokenizer.h"
@@ -21,6 +23,8 @@ typedef struct {
     const char *stop[FG_MAX_STOPS];
     int n_stop;
     int gen_len, batch, ignore_eos, truncate;
+    int have_percent, num_gpu_batches, cpu_cache_compute, schedule_row;
+    fg_flex_opts flex;
     uint64_t seed;
     float temperature, top_p;
 } run_args;
@@ -53,8 +57,20 @@ static void run_usage(FILE *f) {
         "  --seed S              sampling seed (default 0); also seeds --dummy weights\n"
         "  --ignore-eos          do not stop at the end-of-sequence token\n"
         "  --stop STR            end a sequence when its text contains STR (up to 8 times)\n"
-        "  --engine reference    single-process, all-in-memory engine (the oracle; the only\n"
-        "                        engine until the offloading engine lands)\n");
+        "  --engine NAME         flexgen (default): the coordinator and its gpu, cpu and disk workers;\n"
+        "                        reference: single process, all in memory (the oracle)\n"
+        "placement (engine flexgen):\n"
+        "  --percent WG WC CG CC HG HC   percent of weights, KV cache and activations on GPU and\n"
+        "                        CPU (the rest on disk). Default: everything on the GPU when it fits\n"
+        "                        --gpu-mem, else weights filled into the GPU 5%% at a time, cache and\n"
+        "                        activations on the CPU (the chosen policy is logged)\n"
+        "  --num-gpu-batches N   GPU batches per block (default 1); --gpu-batch-size is per GPU batch\n"
+        "  --cpu-cache-compute   decode attention on the CPU worker, where a CPU-tier cache lives\n"
+        "  --schedule block|row  zig-zag block schedule (default), or one GPU batch through all layers\n"
+        "  --gpu-mem SIZE        GPU memory budget (the gpu worker's arena and workspace), e.g. 2G\n"
+        "  --cpu-mem SIZE        CPU memory budget for shared memory (weights, cache, activations)\n"
+        "  --disk-mem SIZE       disk budget in --offload-dir\n"
+        "  --offload-dir DIR     where the disk tier lives (default: ./flexgen-offload)\n");
 }
 
 static fg_status parse_int(const char *flag, const char *v, int lo, int hi, int *out) {
@@ -78,7 +94,8 @@ static fg_status parse_float(const char *flag, const char *v, float lo, float hi
 }
 
 static fg_status parse_args(int argc, char **argv, run_args *a) {
-    enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE, O_REPORT, O_PROMPTS, O_STOP, O_TRUNC };
+    enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE, O_REPORT, O_PROMPTS, O_STOP, O_TRUNC,
+          O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM, O_OFFDIR };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},      {"dummy", required_argument, 0, O_DUMMY},
         {"prompt-ids", required_argument, 0, O_PIDS},  {"out", required_argument, 0, O_OUT},
@@ -87,9 +104,14 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         {"top-p", required_argument, 0, O_TOPP},       {"seed", required_argument, 0, O_SEED},
         {"ignore-eos", no_argument, 0, O_NOEOS},       {"engine", required_argument, 0, O_ENGINE},
         {"report", required_argument, 0, O_REPORT},    {"prompts", required_argument, 0, O_PROMPTS},
-        {"stop", required_argument, 0, O_STOP},        {"truncate", no_argument, 0, O_TRUNC},        {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0},
+        {"stop", required_argument, 0, O_STOP},        {"truncate", no_argument, 0, O_TRUNC},
+        {"percent", required_argument, 0, O_PERCENT},  {"num-gpu-batches", required_argument, 0, O_NGB},
+        {"cpu-cache-compute", no_argument, 0, O_CPUATTN}, {"schedule", required_argument, 0, O_SCHED},
+        {"gpu-mem", required_argument, 0, O_GPUMEM},   {"cpu-mem", required_argument, 0, O_CPUMEM},
+        {"disk-mem", required_argument, 0, O_DISKMEM}, {"offload-dir", required_argument, 0, O_OFFDIR},        {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0},
     };
-    *a = (run_args){.gen_len = 32, .top_p = 1.0f, .engine = "reference"};
+    *a = (run_args){.gen_len = 32, .top_p = 1.0f, .engine = "flexgen", .num_gpu_batches = 1};
+    a->flex.offload_dir = "flexgen-offload";
     opterr = 0;
     optind = 1;
     int o;
@@ -116,6 +138,30 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         case O_ENGINE: a->engine = optarg; break;
         case O_REPORT: a->report = optarg; break;
         case O_PROMPTS: a->prompts = optarg; break;
+        case O_PERCENT: {
+            /* six values: optarg and the five arguments after it */
+            if (optind + 5 > argc) {
+                st = fg_err_set(FG_EINPUT, "--percent takes six numbers: WG WC CG CC HG HC");
+                break;
+            }
+            char *vals[6] = {optarg, argv[optind], argv[optind + 1], argv[optind + 2], argv[optind + 3],
+                             argv[optind + 4]};
+            st = fg_policy_parse_percent(&a->flex.policy, vals);
+            optind += 5;
+            a->have_percent = 1;
+            break;
+        }
+        case O_NGB: st = parse_int("--num-gpu-batches", optarg, 1, 64, &a->num_gpu_batches); break;
+        case O_CPUATTN: a->cpu_cache_compute = 1; break;
+        case O_SCHED:
+            if (!strcmp(optarg, "row")) a->schedule_row = 1;
+            else if (!strcmp(optarg, "block")) a->schedule_row = 0;
+            else st = fg_err_set(FG_EINPUT, "--schedule: expected block or row, got '%s'", optarg);
+            break;
+        case O_GPUMEM: st = fg_parse_size(optarg, &a->flex.gpu_mem); break;
+        case O_CPUMEM: st = fg_parse_size(optarg, &a->flex.cpu_mem); break;
+        case O_DISKMEM: st = fg_parse_size(optarg, &a->flex.disk_mem); break;
+        case O_OFFDIR: a->flex.offload_dir = optarg; break;
         case O_TRUNC: a->truncate = 1; break;
         case O_STOP:
             if (a->n_stop == FG_MAX_STOPS) st = fg_err_set(FG_EINPUT, "--stop: at most %d stop strings", FG_MAX_STOPS);
@@ -134,8 +180,8 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
     if (!!a->prompts == !!a->prompt_ids)
         return fg_err_set(FG_EINPUT, "run: give exactly one of --prompts FILE or --prompt-ids FILE.json");
     if (!a->out) return fg_err_set(FG_EINPUT, "run: --out FILE.jsonl is required");
-    if (strcmp(a->engine, "reference"))
-        return fg_err_set(FG_EINPUT, "run: --engine '%s' is not available; this build has: reference", a->engine);
+    if (strcmp(a->engine, "reference") && strcmp(a->engine, "flexgen"))
+        return fg_err_set(FG_EINPUT, "run: --engine '%s' is unknown: flexgen or reference", a->engine);
     if (a->top_p <= 0) return fg_err_set(FG_EINPUT, "--top-p must be > 0");
     return FG_OK;
 }
@@ -351,7 +397,7 @@ static fg_status write_jsonl(const char *path, const run_io *io, const fg_seq_in
 }
 
 static fg_status write_report(const char *path, const run_args *a, const fg_opt_config *c, int n,
-                              const fg_gen_stats *s) {
+                              const fg_gen_stats *s, const fg_flex_stats *fs) {
     double gen_s = s->prefill_s + s->decode_s;
     json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:I}", "engine", a->engine,
                           "model", c->name, "prompts", n, "gen_len", a->gen_len, "batch", a->batch ? a->batch : n,
@@ -359,6 +405,21 @@ static fg_status write_report(const char *path, const run_args *a, const fg_opt_
                           "prefill_s", s->prefill_s, "decode_s", s->decode_s, "gemm_s", s->gemm_s,
                           "gemm_share", gen_s > 0 ? s->gemm_s / gen_s : 0.0, "load_s", s->load_s,
                           "generated_tokens", (json_int_t)s->generated);
+    if (!strcmp(a->engine, "flexgen")) {
+        char d[256];
+        fg_policy_describe(&a->flex.policy, d, sizeof d);
+        json_object_set_new(o, "policy", json_string(d));
+        json_object_set_new(o, "schedule", json_string(a->flex.schedule_row ? "row" : "block"));
+        json_object_set_new(o, "peak_gpu_bytes", json_integer((json_int_t)fs->gpu_bytes));
+        json_object_set_new(o, "shm_bytes", json_integer((json_int_t)fs->shm_bytes));
+        json_object_set_new(o, "h2d_bytes", json_integer((json_int_t)fs->h2d_bytes));
+        json_object_set_new(o, "d2h_bytes", json_integer((json_int_t)fs->d2h_bytes));
+        json_object_set_new(o, "commands", json_integer(fs->commands));
+        json_t *busy = json_object();
+        for (int r = 0; r < 3; r++) json_object_set_new(busy, fg_role_name(r), json_real(fs->busy_s[r]));
+        json_object_set_new(o, "worker_busy_s", busy);
+        json_object_set_new(o, "gpu_restarts", json_integer(fs->gpu_restarts));
+    }
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s.partial", path);
     int rc = json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -406,14 +467,35 @@ int fg_cmd_run(int argc, char **argv) {
     }
     fg_seq_out *out = fg_xcalloc((size_t)n, sizeof *out);
     fg_gen_stats stats;
-    fg_status st = fg_engine_ref_run(ws, in, n, &go, out, &stats);
+    fg_status st;
+    fg_flex_stats fs = {0};
+    if (!strcmp(a.engine, "reference")) {
+        st = fg_engine_ref_run(ws, in, n, &go, out, &stats);
+    } else {
+        fg_policy *p = &a.flex.policy;
+        p->gbs = a.batch ? a.batch : (n < 8 ? n : 8);
+        p->num_gpu_batches = a.num_gpu_batches;
+        p->cpu_cache_compute = a.cpu_cache_compute;
+        a.flex.schedule_row = a.schedule_row;
+        int S = 1;
+        for (int i = 0; i < n; i++) S = in[i].len > S ? in[i].len : S;
+        if (!a.have_percent) {
+            p->c_gpu = 100;   /* ask the rule to try all-on-GPU first */
+            fg_exit_on(fg_flex_default_policy(ws, &a.flex, S, a.gen_len));
+            char d[256];
+            fg_policy_describe(p, d, sizeof d);
+            fg_info("no --percent: the default rule chose %s", d);
+        }
+        go.batch = p->gbs;
+        st = fg_engine_flex_run(ws, in, n, &go, &a.flex, out, &stats, &fs);
+    }
     if (st) {
         fg_npy_abort(&go.logits);
         fg_exit_on(st);
     }
     if (go.logits) fg_exit_on(fg_npy_commit(&go.logits));
     fg_exit_on(write_jsonl(a.out, &io, in, out, n));
-    if (a.report) fg_exit_on(write_report(a.report, &a, c, n, &stats));
+    if (a.report) fg_exit_on(write_report(a.report, &a, c, n, &stats, &fs));
 
     double gen_s = stats.prefill_s + stats.decode_s;
     fg_info("generated %ld tokens for %d prompts in %.3f s: %.2f tokens/s (prefill %.3f s, decode %.3f s, "

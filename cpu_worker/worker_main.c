@@ -1,13 +1,15 @@
 /* worker_main.c - flexgen-cpu-worker: owns the CPU tier (staging copies and,
  * with cpu_cache_compute, attention over a CPU-resident KV cache). This file
- * only says what the worker can do; the loop is proto/fg_worker_loop.c.
- * CPU_ATTN runs only the runtime's test ops until the engine's attention
- * op is registered here; any other op is answered "unknown op N". */
+ * only says what the worker can do; the loop is proto/fg_worker_loop.c and
+ * the attention op is attn_core.c. Any other op is answered "unknown op N". */
+#include "attn_core.h"
+#include "fg_engine_ops.h"
 #include "fg_worker.h"
 
 static const fg_worker_op attn_ops[] = {
     {FG_OP_NOP, "nop", fg_worker_op_nop},
     {FG_OP_AXPY, "axpy", fg_worker_op_axpy},
+    {FG_OP_ATTN_CORE, "attn_core", fg_cpu_attn_core},
 };
 
 int main(int argc, char **argv) {
@@ -16,7 +18,7 @@ int main(int argc, char **argv) {
         .program = "flexgen-cpu-worker",
         .summary = "FlexGen's CPU worker: owns the CPU tier and runs attention over a "
                    "CPU-resident KV cache.",
-        .info = "cpu (runtime test ops)",
+        .info = "cpu",
         .caps = FG_CAP_COPY | FG_CAP_CPU_ATTN,
         .threads = 1,
         .attn_ops = attn_ops,

@@ -20,6 +20,11 @@ void fg_opt_ws_init(fg_opt_ws *ws, const fg_opt_config *c, int max_rows) {
     ws->e = fg_alloc_tensor(sizeof(float) * r * (size_t)c->word_embed_proj_dim);
 }
 
+uint64_t fg_opt_ws_bytes(const fg_opt_config *c, int max_rows) {
+    return sizeof(float) * (uint64_t)max_rows * (5u * (uint64_t)c->hidden + (uint64_t)c->ffn_dim +
+                                                  (uint64_t)c->word_embed_proj_dim);
+}
+
 void fg_opt_ws_free(fg_opt_ws *ws) {
     free(ws->a); free(ws->q); free(ws->k); free(ws->v); free(ws->ctx); free(ws->ff); free(ws->e);
     memset(ws, 0, sizeof *ws);

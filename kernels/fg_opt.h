@@ -37,6 +37,9 @@ typedef struct {
 } fg_opt_ws;
 
 void fg_opt_ws_init(fg_opt_ws *ws, const fg_opt_config *c, int max_rows);
+/* Bytes fg_opt_ws_init allocates: what a backend's workspace costs against
+ * its memory budget. */
+uint64_t fg_opt_ws_bytes(const fg_opt_config *c, int max_rows);
 void fg_opt_ws_free(fg_opt_ws *ws);
 
 /* Learned positions as Hugging Face computes them from the attention mask:

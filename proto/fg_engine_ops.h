@@ -16,7 +16,8 @@
  *
  *   FG_OP_DEVICE_INIT  gpu  params fg_op_init. Allocates the arena (and the
  *                      compute workspace), both within budget, or refuses.
- *                      Again with the same params: no-op.
+ *                      Again with the same params: no-op. Other params:
+ *                      a fresh arena (contents lost). No handles.
  *   FG_OP_EMBED        gpu  in: ids (B*S), mask (B, mask_stride), embed_tokens,
  *                      embed_pos, project_in (nbytes 0 if none); out: h (B*S, H)
  *   FG_OP_ATTN         gpu  in: h, mask, kc, vc (Tmax, B, H) time-major, then the layer's
@@ -31,9 +32,15 @@
  *                      post-LN models), project_out (0 if none), embed_tokens;
  *                      out: logits (B, V) of each sequence's last new token
  *   FG_OP_ATTN_CORE    cpu (CPU_ATTN) in: q, k, v, kc, vc, mask; out: ctx.
- *                      cpu_cache_compute: attention where the cache lives
+ *                      cpu_cache_compute: attention where the cache lives;
+ *                      writes k, v into kc, vc at [past, past+S) like ATTN
  *
- * Every op but DEVICE_INIT takes params fg_op_step. */
+ * Every op but DEVICE_INIT takes params fg_op_step; on the gpu its model must
+ * be DEVICE_INIT's and B*S <= max_rows. Tmax is read only by the cache ops
+ * (ATTN, ATTN_CORE: Tmax >= past+S), mask_stride only by the ops with a mask
+ * (>= past+S); EMBED needs past+S <= max_pos and ids in [0, V). Each handle
+ * must have exactly the bytes its shape implies (an absent weight: 0) and be
+ * aligned to its element size, or the op is refused naming the slot. */
 #ifndef FG_ENGINE_OPS_H
 #define FG_ENGINE_OPS_H
 
@@ -61,14 +68,20 @@ typedef struct {
 
 typedef struct {
     fg_op_model model;
+    uint32_t pad0;             /* 0: the padding made explicit */
     uint64_t arena_bytes;      /* device arena */
-    uint64_t budget_bytes;     /* --gpu-mem: arena + workspace must fit */
+    uint64_t budget_bytes;     /* --gpu-mem: arena + workspace must fit; 0 = no limit */
     uint32_t max_rows;         /* workspace rows: gbs * prompt length */
+    uint32_t pad1;             /* 0 */
 } fg_op_init;
 
 typedef struct {
     fg_op_model model;
     uint32_t B, S, past, Tmax, mask_stride;
 } fg_op_step;
+
+_Static_assert(sizeof(fg_op_model) == 28, "fg_op_model: 7 x u32");
+_Static_assert(sizeof(fg_op_init) == 56, "fg_op_init: no hidden padding");
+_Static_assert(sizeof(fg_op_step) == 48, "fg_op_step: no hidden padding");
 
 #endif

@@ -1,0 +1,37 @@
+/* fg_engine_flex.h - the offloading engine: the coordinator drives the gpu,
+ * cpu and disk workers through FlexGen's block schedule, with weights, KV
+ * cache and activations placed over GPU memory (the gpu_worker's arena), CPU
+ * DRAM (shared memory) and disk by a policy (DESIGN.md §5-§6). */
+#ifndef FG_ENGINE_FLEX_H
+#define FG_ENGINE_FLEX_H
+
+#include "fg_gen.h"
+#include "fg_policy.h"
+
+typedef struct {
+    fg_policy policy;
+    uint64_t gpu_mem, cpu_mem, disk_mem;  /* budgets, bytes; 0 = unlimited */
+    int schedule_row;                      /* 1: one GPU batch through all layers per token */
+    const char *offload_dir;
+    const char *worker_dir;                /* NULL: beside the flexgen binary */
+} fg_flex_opts;
+
+/* Extra figures the offloading engine reports beside fg_gen_stats. */
+typedef struct {
+    uint64_t gpu_bytes, shm_bytes;        /* device arena + workspace; shared memory */
+    uint64_t h2d_bytes, d2h_bytes;        /* moved between tiers */
+    double busy_s[3];                     /* per worker role, from DONE timings */
+    long commands;
+    int gpu_restarts;
+} fg_flex_stats;
+
+/* The documented default when no --percent is given: everything on the GPU
+ * if it fits --gpu-mem, else weights filled into the GPU 5 % at a time (the
+ * rest on the CPU) with cache and activations on the CPU. Sets fo->policy's
+ * percentages; gbs and batches must be set. */
+fg_status fg_flex_default_policy(const fg_wsrc *ws, fg_flex_opts *fo, int S, int G);
+
+fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_gen_opts *opt,
+                             const fg_flex_opts *fo, fg_seq_out *out, fg_gen_stats *stats, fg_flex_stats *fs);
+
+#endif

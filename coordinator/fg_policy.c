@@ -1,0 +1,88 @@
+/* fg_policy.c - placement rules (see fg_policy.h). */
+#include "fg_policy.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+const char *fg_tier_name(fg_tier t) {
+    static const char *n[] = {"gpu", "cpu", "disk"};
+    return t >= 0 && t < FG_NTIERS ? n[t] : "?";
+}
+
+/* FlexGen's get_choice: the first band whose cumulative percentage exceeds cur. */
+static fg_tier choose(double cur, double gpu, double cpu) {
+    if (cur < gpu) return FG_TIER_GPU;
+    if (cur < gpu + cpu) return FG_TIER_CPU;
+    return FG_TIER_DISK;
+}
+
+fg_status fg_policy_validate(const fg_policy *p) {
+    const double v[6] = {p->w_gpu, p->w_cpu, p->c_gpu, p->c_cpu, p->h_gpu, p->h_cpu};
+    static const char *what[3] = {"weight", "cache", "activation"};
+    for (int i = 0; i < 6; i++)
+        if (!(v[i] >= 0 && v[i] <= 100))
+            return fg_err_set(FG_EINPUT, "--percent: value %d is %g, expected a percentage in [0, 100]", i + 1, v[i]);
+    for (int i = 0; i < 3; i++)
+        if (v[2 * i] + v[2 * i + 1] > 100 + 1e-9)
+            return fg_err_set(FG_EINPUT, "--percent: %s GPU %g + CPU %g is over 100 (the rest goes to disk)", what[i],
+                              v[2 * i], v[2 * i + 1]);
+    if (p->gbs < 1) return fg_err_set(FG_EINPUT, "--gpu-batch-size must be >= 1");
+    if (p->num_gpu_batches < 1) return fg_err_set(FG_EINPUT, "--num-gpu-batches must be >= 1");
+    if (p->compress_weight || p->compress_cache)
+        return fg_err_set(FG_EINPUT, "--compress-weight / --compress-cache are not implemented yet");
+    return FG_OK;
+}
+
+fg_tier fg_policy_weight_tier(const fg_policy *p, const fg_opt_config *c, const fg_spec *specs, int layer, int idx) {
+    int first, count;
+    if (layer < 0) {
+        first = 0;
+        count = FG_GW_COUNT;
+    } else {
+        first = fg_spec_layer(layer, 0);
+        count = FG_LW_COUNT;
+    }
+    (void)c;
+    double total = 0, before = 0, mine = 0;
+    for (int i = first; i < first + count; i++) {
+        if (!specs[i].present) continue;
+        double sz = (double)fg_spec_numel(&specs[i]);
+        if (i < idx) before += sz;
+        if (i == idx) mine = sz;
+        total += sz;
+    }
+    double mid = total > 0 ? 100.0 * (before + mine / 2) / total : 0;
+    return choose(mid, p->w_gpu, p->w_cpu);
+}
+
+fg_tier fg_policy_cache_tier(const fg_policy *p, const fg_opt_config *c, int layer) {
+    return choose(100.0 * (layer + 0.5) / c->n_layers, p->c_gpu, p->c_cpu);
+}
+
+fg_tier fg_policy_act_tier(const fg_policy *p, const fg_opt_config *c, int layer) {
+    return choose(100.0 * (layer + 0.5) / c->n_layers, p->h_gpu, p->h_cpu);
+}
+
+fg_status fg_policy_parse_percent(fg_policy *p, char *const vals[6]) {
+    double v[6];
+    for (int i = 0; i < 6; i++) {
+        char *end;
+        errno = 0;
+        v[i] = strtod(vals[i], &end);
+        if (end == vals[i] || *end || errno)
+            return fg_err_set(FG_EINPUT, "--percent: value %d '%s' is not a number (want WG WC CG CC HG HC)", i + 1,
+                              vals[i]);
+    }
+    p->w_gpu = v[0], p->w_cpu = v[1], p->c_gpu = v[2], p->c_cpu = v[3], p->h_gpu = v[4], p->h_cpu = v[5];
+    return FG_OK;
+}
+
+void fg_policy_describe(const fg_policy *p, char *buf, size_t len) {
+    snprintf(buf, len,
+             "gbs %d x %d batches; weights gpu/cpu/disk %g/%g/%g, cache %g/%g/%g, activations %g/%g/%g%s%s%s",
+             p->gbs, p->num_gpu_batches, p->w_gpu, p->w_cpu, 100 - p->w_gpu - p->w_cpu, p->c_gpu, p->c_cpu,
+             100 - p->c_gpu - p->c_cpu, p->h_gpu, p->h_cpu, 100 - p->h_gpu - p->h_cpu,
+             p->cpu_cache_compute ? ", cpu attention" : "", p->overlap ? ", overlap" : ", no overlap",
+             p->sep_layer ? ", sep-layer" : "");
+}

@@ -1,0 +1,48 @@
+/* fg_policy.h - FlexGen's placement knobs and the rules that turn them into
+ * a tier for every weight tensor, every layer's KV cache and every layer's
+ * activations (DESIGN.md §6).
+ *
+ * Rules (FlexGen's get_choice over cumulative percentages GPU, CPU, disk):
+ *  - weights: within each layer, tensor i goes to the tier whose cumulative
+ *    percentage band holds the midpoint of its bytes in the layer's total;
+ *  - KV cache and activations: whole layers, layer j to the band holding
+ *    (j + 0.5) / L. (FlexGen splits one tensor across devices for mixed
+ *    cache percentages; whole layers keep every transfer contiguous.) */
+#ifndef FG_POLICY_H
+#define FG_POLICY_H
+
+#include "fg_config.h"
+
+typedef enum { FG_TIER_GPU = 0, FG_TIER_CPU = 1, FG_TIER_DISK = 2, FG_NTIERS = 3 } fg_tier;
+
+typedef struct {
+    int gbs;                 /* sequences per GPU batch */
+    int num_gpu_batches;     /* GPU batches per block */
+    double w_gpu, w_cpu;     /* weight percentages; the rest on disk */
+    double c_gpu, c_cpu;     /* KV cache percentages */
+    double h_gpu, h_cpu;     /* activation percentages */
+    int cpu_cache_compute;   /* decode attention on the CPU worker over a CPU cache */
+    int overlap;             /* prefetch and store behind compute */
+    int sep_layer;           /* attention and MLP as separate layers */
+    int compress_weight, compress_cache;   /* 4-bit group quantization (not yet) */
+} fg_policy;
+
+const char *fg_tier_name(fg_tier t);   /* "gpu", "cpu", "disk" */
+
+/* Check percentages (each in [0, 100], pairs summing to <= 100) and sizes. */
+fg_status fg_policy_validate(const fg_policy *p);
+
+/* Tier of spec index `idx` (which must be present) of layer `layer`, where
+ * layer -1 means the model-level tensors (embeddings, final LayerNorm,
+ * project_in/out), placed as one more layer. */
+fg_tier fg_policy_weight_tier(const fg_policy *p, const fg_opt_config *c, const fg_spec *specs, int layer, int idx);
+fg_tier fg_policy_cache_tier(const fg_policy *p, const fg_opt_config *c, int layer);
+fg_tier fg_policy_act_tier(const fg_policy *p, const fg_opt_config *c, int layer);
+
+/* "--percent WG WC CG CC HG HC" parsed from 6 strings. */
+fg_status fg_policy_parse_percent(fg_policy *p, char *const vals[6]);
+
+/* One line: "gbs 8 x 4 batches, weights 20/80/0, cache 0/100/0, act 100/0/0, ..." */
+void fg_policy_describe(const fg_policy *p, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,38 @@
+/* attn_core.c - the cpu_worker's CPU_ATTN op FG_OP_ATTN_CORE
+ * (cpu_cache_compute): the step's k, v into a CPU-resident KV cache, then
+ * attention of q over it, so only q, k, v and ctx (B*S, H) cross between the
+ * GPU and the CPU tier, never the cache.
+ *
+ * Numerics: q, k, v arrive fp16 (fg_opt_attn_qkv rounds them) and widen
+ * exactly; fg_opt_attn_core is the function the reference engine's attention
+ * block calls, and it rounds ctx to fp16, so narrowing it loses nothing. */
+#include "attn_core.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "fg_op_args.h"
+
+fg_status fg_cpu_attn_core(fg_worker *w, const fg_msg *cmd) {
+    fg_op_args a;
+    fg_status st = fg_op_args_parse(w, cmd, &a);
+    if (st) return st;
+    if (a.op != FG_OP_ATTN_CORE) return fg_err_set(FG_EINPUT, "%s does not run on the cpu worker", a.name);
+    const fg_half *q16 = a.in[0], *k16 = a.in[1], *v16 = a.in[2];  /* (B*S, H) each */
+    fg_half *kc = a.in[3], *vc = a.in[4];                          /* (Tmax, B, H), written at [past, past+S) */
+    fg_half *ctx16 = a.out[0];                                     /* (B*S, H) */
+    size_t n = (size_t)a.st.B * a.st.S * (size_t)a.cfg.hidden;
+    /* q, k, v, ctx fp32, one block: allocated per command (decode moves a
+     * few rows) and failing with an ERROR rather than exiting */
+    float *buf = NULL;
+    if (posix_memalign((void **)&buf, 64, 4 * n * sizeof(float)))
+        return fg_err_set(FG_ERUNTIME, "ATTN_CORE: cannot allocate %zu bytes of fp32 scratch", 4 * n * sizeof(float));
+    float *q = buf, *k = q + n, *v = k + n, *ctx = v + n;
+    fg_half_to_float_n(q16, q, n);
+    fg_half_to_float_n(k16, k, n);
+    fg_half_to_float_n(v16, v, n);
+    fg_opt_attn_core(ctx, q, k, v, kc, vc, a.Tmax, &a.st, &a.cfg);
+    fg_float_to_half_n(ctx, ctx16, n);
+    free(buf);
+    return FG_OK;
+}

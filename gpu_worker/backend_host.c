@@ -1,0 +1,193 @@
+/* backend_host.c - the host backend: "device memory" is a heap arena held to
+ * the --gpu-mem budget, and the ops are the CPU kernels of fg_opt.h. It runs
+ * where there is no GPU (CI included) and is the reference the cuda backend
+ * is compared with.
+ *
+ * Numerics: every tensor an op reads or writes is fp16 and every fg_opt
+ * function rounds its outputs to fp16, so an op widens its inputs to fp32,
+ * calls the same fg_opt function the single-process reference engine calls,
+ * and narrows the result: no rounding or reordering of its own. The results
+ * are the reference engine's bits for the same B and S. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "fg_backend.h"
+
+typedef struct {
+    fg_op_init p;        /* the current DEVICE_INIT, when arena != NULL */
+    uint8_t *arena;      /* (p.arena_bytes), FG_SHM_ALIGN-aligned */
+    fg_opt_ws ws;        /* fg_opt's scratch, p.max_rows rows */
+    float *h;            /* (max_rows, H) fp32: the op's hidden states */
+    uint64_t held, peak; /* arena + workspace bytes */
+} host_ctx;
+
+/* ---- memory ------------------------------------------------------------- */
+
+/* Workspace bytes for max_rows rows: fg_opt's scratch plus h. */
+static uint64_t ws_bytes(const fg_opt_config *c, uint32_t max_rows) {
+    return fg_opt_ws_bytes(c, (int)max_rows) + sizeof(float) * (uint64_t)max_rows * (uint64_t)c->hidden;
+}
+
+static float *alloc_f32(uint64_t n, int *failed) {
+    void *p = NULL;
+    if (*failed || n > SIZE_MAX / sizeof(float) || posix_memalign(&p, 64, (size_t)(n ? n : 1) * sizeof(float))) {
+        *failed = 1;
+        return NULL;
+    }
+    return p;
+}
+
+static void release(host_ctx *hc) {
+    free(hc->arena);
+    fg_opt_ws_free(&hc->ws);
+    free(hc->h);
+    hc->arena = NULL;
+    hc->h = NULL;
+    hc->held = 0;
+}
+
+/* The workspace is allocated here rather than by fg_opt_ws_init, which exits
+ * when memory runs out: a worker answers a command it cannot serve with an
+ * ERROR and carries on. Same fields, same sizes (fg_opt_ws_bytes). */
+static int alloc_ws(host_ctx *hc, const fg_opt_config *c, uint32_t rows) {
+    uint64_t r = rows, H = (uint64_t)c->hidden;
+    int failed = 0;
+    hc->ws.max_rows = (int)rows;
+    hc->ws.a = alloc_f32(r * H, &failed);
+    hc->ws.q = alloc_f32(r * H, &failed);
+    hc->ws.k = alloc_f32(r * H, &failed);
+    hc->ws.v = alloc_f32(r * H, &failed);
+    hc->ws.ctx = alloc_f32(r * H, &failed);
+    hc->ws.ff = alloc_f32(r * (uint64_t)c->ffn_dim, &failed);
+    hc->ws.e = alloc_f32(r * (uint64_t)c->word_embed_proj_dim, &failed);
+    hc->h = alloc_f32(r * H, &failed);
+    return failed ? -1 : 0;
+}
+
+static fg_status host_device_init(void *ctx, const fg_op_init *p, const fg_opt_config *c, void **base,
+                                  uint64_t *size) {
+    host_ctx *hc = ctx;
+    uint64_t ws = ws_bytes(c, p->max_rows);
+    fg_status st = FG_OK;
+    if (p->arena_bytes > UINT64_MAX - ws || (p->budget_bytes && p->arena_bytes + ws > p->budget_bytes)) {
+        st = fg_err_set(FG_EINPUT, "DEVICE_INIT: arena %" PRIu64 " + workspace %" PRIu64 " bytes (%" PRIu32
+                        " rows) exceed the device budget of %" PRIu64 " bytes (--gpu-mem)",
+                        p->arena_bytes, ws, p->max_rows, p->budget_bytes);
+        goto out;
+    }
+    release(hc);
+    void *arena = NULL;
+    if (p->arena_bytes > SIZE_MAX || posix_memalign(&arena, FG_SHM_ALIGN, (size_t)p->arena_bytes)) {
+        st = fg_err_set(FG_ERUNTIME, "DEVICE_INIT: cannot allocate a %" PRIu64 "-byte arena", p->arena_bytes);
+        goto out;
+    }
+    hc->arena = arena;
+    if (alloc_ws(hc, c, p->max_rows)) {
+        release(hc);
+        st = fg_err_set(FG_ERUNTIME, "DEVICE_INIT: cannot allocate a %" PRIu64 "-byte workspace", ws);
+        goto out;
+    }
+    hc->p = *p;
+    hc->held = p->arena_bytes + ws;
+    if (hc->held > hc->peak) hc->peak = hc->held;
+    fg_info("host backend: arena %" PRIu64 " + workspace %" PRIu64 " = %" PRIu64 " bytes (budget %" PRIu64
+            ", peak %" PRIu64 ")", p->arena_bytes, ws, hc->held, p->budget_bytes, hc->peak);
+out:
+    *base = hc->arena;
+    *size = hc->arena ? hc->p.arena_bytes : 0;
+    return st;
+}
+
+static uint64_t host_mem_bytes(const void *ctx, int peak) {
+    const host_ctx *hc = ctx;
+    return peak ? hc->peak : hc->held;
+}
+
+static fg_status host_open(void **ctx) {
+    *ctx = fg_xcalloc(1, sizeof(host_ctx));
+    return FG_OK;
+}
+
+static void host_close(void *ctx) {
+    host_ctx *hc = ctx;
+    if (!hc) return;
+    release(hc);
+    free(hc);
+}
+
+/* ---- ops ---------------------------------------------------------------- */
+
+static size_t rows_h(const fg_op_args *a) { return (size_t)a->st.B * a->st.S * (size_t)a->cfg.hidden; }
+
+static fg_status host_embed(void *ctx, const fg_op_args *a, const int32_t *ids, fg_half *h) {
+    host_ctx *hc = ctx;
+    size_t rows = (size_t)a->st.B * a->st.S;
+    for (size_t r = 0; r < rows; r++)
+        if (ids[r] < 0 || ids[r] >= a->cfg.vocab_size)
+            return fg_err_set(FG_EINPUT, "EMBED: ids[%zu] = %" PRId32 " is outside the vocabulary [0, %d)", r, ids[r],
+                              a->cfg.vocab_size);
+    fg_opt_embed(hc->h, ids, &a->st, &a->cfg, &a->gw, &hc->ws);
+    fg_float_to_half_n(hc->h, h, rows_h(a));
+    return FG_OK;
+}
+
+static fg_status host_attn(void *ctx, const fg_op_args *a, const fg_half *h_in, fg_half *kc, fg_half *vc,
+                           fg_half *h_out) {
+    host_ctx *hc = ctx;
+    fg_half_to_float_n(h_in, hc->h, rows_h(a));
+    fg_opt_attn_block(hc->h, kc, vc, a->Tmax, &a->st, &a->cfg, &a->lw, &hc->ws);
+    fg_float_to_half_n(hc->h, h_out, rows_h(a));
+    return FG_OK;
+}
+
+static fg_status host_attn_qkv(void *ctx, const fg_op_args *a, const fg_half *h, fg_half *q, fg_half *k,
+                               fg_half *v) {
+    host_ctx *hc = ctx;
+    size_t n = rows_h(a);
+    fg_half_to_float_n(h, hc->h, n);
+    fg_opt_attn_qkv(hc->ws.q, hc->ws.k, hc->ws.v, hc->h, &a->st, &a->cfg, &a->lw, &hc->ws);
+    fg_float_to_half_n(hc->ws.q, q, n);
+    fg_float_to_half_n(hc->ws.k, k, n);
+    fg_float_to_half_n(hc->ws.v, v, n);
+    return FG_OK;
+}
+
+static fg_status host_attn_out(void *ctx, const fg_op_args *a, const fg_half *h_in, const fg_half *ctx16,
+                               fg_half *h_out) {
+    host_ctx *hc = ctx;
+    size_t n = rows_h(a);
+    fg_half_to_float_n(h_in, hc->h, n);
+    fg_half_to_float_n(ctx16, hc->ws.ctx, n);
+    fg_opt_attn_out(hc->h, hc->ws.ctx, &a->st, &a->cfg, &a->lw, &hc->ws);
+    fg_float_to_half_n(hc->h, h_out, n);
+    return FG_OK;
+}
+
+static fg_status host_mlp(void *ctx, const fg_op_args *a, const fg_half *h_in, fg_half *h_out) {
+    host_ctx *hc = ctx;
+    fg_half_to_float_n(h_in, hc->h, rows_h(a));
+    fg_opt_mlp_block(hc->h, &a->st, &a->cfg, &a->lw, &hc->ws);
+    fg_float_to_half_n(hc->h, h_out, rows_h(a));
+    return FG_OK;
+}
+
+static fg_status host_lm_head(void *ctx, const fg_op_args *a, const fg_half *h, float *logits) {
+    host_ctx *hc = ctx;
+    fg_half_to_float_n(h, hc->h, rows_h(a));
+    fg_opt_lm_head(logits, hc->h, &a->st, &a->cfg, &a->gw, &hc->ws);
+    return FG_OK;
+}
+
+const fg_backend fg_backend_host = {
+    .name = "host",
+    .open = host_open,               /* a context; the arena waits for DEVICE_INIT */
+    .close = host_close,             /* frees arena and workspace */
+    .device_init = host_device_init, /* posix_memalign arena + fp32 workspace, budget-checked */
+    .mem_bytes = host_mem_bytes,     /* arena + workspace, now / peak */
+    .embed = host_embed,             /* ids checked against V, then fg_opt_embed */
+    .attn = host_attn,               /* fg_opt_attn_block on widened h */
+    .attn_qkv = host_attn_qkv,       /* fg_opt_attn_qkv */
+    .attn_out = host_attn_out,       /* fg_opt_attn_out */
+    .mlp = host_mlp,                 /* fg_opt_mlp_block */
+    .lm_head = host_lm_head,         /* fg_opt_lm_head straight into the fp32 logits */
+};

@@ -1,0 +1,42 @@
+/* fg_op_args.h - one engine op's command (fg_engine_ops.h), checked and
+ * resolved, for whichever worker runs it: the gpu_worker's backends and the
+ * cpu_worker's attention. It knows every op's handle slots, checks the
+ * counts, the params and each handle's size against the shape the params
+ * imply, and resolves the handles to pointers. What the tensors hold (ids in
+ * range, say) is the op's own business.
+ *
+ * Errors: FG_EINPUT with a message naming the op and the slot
+ * ("ATTN: in[2] kc has 1024 bytes, want 2688 (Tmax*B*H fp16)"). */
+#ifndef FG_OP_ARGS_H
+#define FG_OP_ARGS_H
+
+#include "fg_engine_ops.h"
+#include "fg_opt.h"
+#include "fg_worker.h"
+
+/* A checked op. Pointers index fg_worker_ptr's view of the handles: host
+ * memory for shm and for the host backend's arena. */
+typedef struct {
+    uint32_t op;                              /* FG_OP_* */
+    const char *name;                         /* "ATTN" */
+    fg_op_step p;                             /* the params as sent */
+    fg_opt_config cfg;                        /* p.model as a config: name "op", one layer */
+    fg_step st;                               /* B, S, past, mask (NULL if the op has none) */
+    int Tmax;                                 /* cache ops only */
+    fg_layer_w lw;                            /* the layer weights the op takes, others NULL */
+    fg_global_w gw;                           /* the model weights the op takes, NULL if absent */
+    void *in[FG_MSG_MAX_HANDLES];             /* by slot; NULL for a 0-byte (absent) tensor */
+    void *out[FG_MSG_MAX_HANDLES];
+} fg_op_args;
+
+/* "EMBED", ... or "op N". */
+const char *fg_op_name(uint32_t op);
+
+/* Check an fg_op_model and turn it into a config (FG_EINPUT names `who`). */
+fg_status fg_op_model_config(const fg_op_model *m, const char *who, fg_opt_config *c);
+
+/* Check and resolve cmd (COMPUTE or CPU_ATTN) as op cmd->u.compute.op, one of
+ * EMBED .. ATTN_CORE. */
+fg_status fg_op_args_parse(fg_worker *w, const fg_msg *cmd, fg_op_args *a);
+
+#endif

@@ -1,0 +1,635 @@
+/* eo_test.c - the engine ops through real workers, against the reference
+ * engine's path. This program is a coordinator of its own (fg_super): it
+ * spawns the gpu and cpu workers, puts random fp16 weights of a small OPT in
+ * shm, copies them into the gpu worker's device arena, and runs a prefill and
+ * two decode steps of a left-padded batch as the offloading engine will:
+ *
+ *   EMBED -> per layer (ATTN | ATTN_QKV, q k v to shm, ATTN_CORE on the cpu
+ *            worker, ctx back, ATTN_OUT) -> MLP -> LM_HEAD
+ *
+ * Beside it, in this process, the same step through the fg_opt functions on
+ * fp32 buffers, as coordinator/fg_engine_ref.c calls them. Hidden states
+ * after every layer, both KV caches and the logits must match BITWISE: every
+ * op only widens fp16 inputs, calls the same function and narrows outputs
+ * that function already rounded, so no tolerance is owed (DESIGN.md §6-§7).
+ * Both processes run the kernels with the same thread count
+ * (FLEXGEN_THREADS), which fixes how the Linear layers split their work.
+ *
+ *   fg-engine-ops-test bitwise --workers GPU CPU
+ *   fg-engine-ops-test errors  --workers GPU CPU
+ *
+ * errors: commands a coordinator can get wrong are answered with an ERROR
+ * naming the op and the slot, and the worker carries on: ops before
+ * DEVICE_INIT, DEVICE_INIT over budget (the old arena survives), a repeated
+ * DEVICE_INIT (a no-op that keeps the arena's contents), wrong handle sizes,
+ * counts and params, absent weights given bytes, ids outside the vocabulary,
+ * handles outside the arena. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fg_engine_ops.h"
+#include "fg_opt.h"
+#include "fg_super.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                        \
+    do {                                                                        \
+        if (!(cond)) {                                                          \
+            fprintf(stderr, "fg-engine-ops-test: FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                       \
+            fprintf(stderr, "\n");                                              \
+            failures++;                                                         \
+        }                                                                       \
+    } while (0)
+
+#define MUST(st)                                                                \
+    do {                                                                        \
+        if ((st) != FG_OK) {                                                    \
+            fprintf(stderr, "fg-engine-ops-test: FAIL %s:%d: %s\n", __FILE__, __LINE__, fg_err_msg()); \
+            exit(1);                                                            \
+        }                                                                       \
+    } while (0)
+
+#define WAIT_MS 60000
+
+/* ---- a model and its placement ------------------------------------------ */
+
+#define L 2       /* decoder layers */
+#define STEPS 3   /* prefill + 2 decode steps */
+#define NACT 12   /* activation regions */
+
+enum { A_IDS, A_MASK, A_H, A_Q, A_K, A_V, A_CTX, A_LOGITS, A_ZERO, A_KC0 }; /* then kc, vc per layer */
+
+typedef struct {
+    const char *label;
+    fg_opt_config c;
+    int B, S;                     /* batch and prompt length */
+} variant;
+
+typedef struct {
+    const variant *v;
+    fg_super *sup;
+    int B, S, Tmax, H, V;
+    fg_spec *sp;
+    int nsp;
+    /* weights: shm (w_shm) and device (w_dev), by spec index; nbytes 0 if absent */
+    fg_shm_handle *w_shm, *w_dev;
+    /* activations: shm and device regions, sized for the prefill */
+    fg_shm_handle a_shm[A_KC0 + 2 * L], a_dev[A_KC0 + 2 * L];
+    fg_op_init init;
+} bench;
+
+static uint64_t rng_state;
+static uint64_t rng_next(void) {
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static float rng_uniform(void) { return (float)((rng_next() >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
+
+static void *P(bench *b, fg_shm_handle h) {
+    void *p = fg_super_ptr(b->sup, h);
+    FG_ASSERT(p);
+    return p;
+}
+
+static fg_shm_handle sized(fg_shm_handle h, uint64_t nbytes) {
+    FG_ASSERT(nbytes <= h.nbytes);
+    h.nbytes = nbytes;
+    return h;
+}
+
+static fg_op_model op_model(const fg_opt_config *c) {
+    return (fg_op_model){(uint32_t)c->vocab_size, (uint32_t)c->hidden, (uint32_t)c->n_heads, (uint32_t)c->ffn_dim,
+                         (uint32_t)c->max_pos, (uint32_t)c->word_embed_proj_dim, (uint32_t)c->pre_ln};
+}
+
+/* Random fp16 weights: Linear weights and embeddings small, LayerNorm scales
+ * near 1, so activations stay in a range where every bit still matters. */
+static void fill_weight(fg_half *w, const fg_spec *s) {
+    int64_t n = fg_spec_numel(s);
+    int ln = strstr(s->name, "layer_norm") != NULL, bias = strstr(s->name, "bias") != NULL;
+    for (int64_t i = 0; i < n; i++) {
+        float x = rng_uniform();
+        float val = ln && !bias ? 1.0f + 0.2f * x : bias ? 0.1f * x : 0.15f * x;
+        w[i] = fg_float_to_half(val);
+    }
+}
+
+static void bench_setup(bench *b, fg_super *sup, const variant *v, int seg_tag) {
+    memset(b, 0, sizeof *b);
+    b->v = v;
+    b->sup = sup;
+    b->B = v->B;
+    b->S = v->S;
+    b->Tmax = v->S + STEPS;   /* one position more than used: unwritten cache must stay as it was */
+    b->H = v->c.hidden;
+    b->V = v->c.vocab_size;
+    b->sp = fg_specs_new(&v->c);
+    b->nsp = fg_spec_count(&v->c);
+    b->w_shm = fg_xcalloc((size_t)b->nsp, sizeof *b->w_shm);
+    b->w_dev = fg_xcalloc((size_t)b->nsp, sizeof *b->w_dev);
+
+    /* regions: device = weights then activations; shm = the same two lists in two segments */
+    int nw = 0;
+    fg_shm_region *wr = fg_xcalloc((size_t)b->nsp, sizeof *wr);
+    for (int i = 0; i < b->nsp; i++)
+        if (b->sp[i].present) wr[nw++] = (fg_shm_region){b->sp[i].name, (uint64_t)fg_spec_numel(&b->sp[i]) * 2, 0};
+    uint64_t B = (uint64_t)b->B, S = (uint64_t)b->S, H = (uint64_t)b->H;
+    static char names[A_KC0 + 2 * L][16] = {"ids", "mask", "h", "q", "k", "v", "ctx", "logits", "zero"};
+    int na = A_KC0 + 2 * L;
+    fg_shm_region ar[A_KC0 + 2 * L];
+    uint64_t cache = (uint64_t)b->Tmax * B * H * 2;
+    uint64_t sizes[A_KC0] = {B * S * 4, B * (uint64_t)b->Tmax, B * S * H * 2, B * S * H * 2, B * S * H * 2,
+                             B * S * H * 2, B * S * H * 2, B * (uint64_t)b->V * 4, cache};
+    for (int i = 0; i < na; i++) {
+        if (i >= A_KC0) snprintf(names[i], sizeof names[i], "%s%d", (i - A_KC0) % 2 ? "vc" : "kc", (i - A_KC0) / 2);
+        ar[i] = (fg_shm_region){names[i], i < A_KC0 ? sizes[i] : cache, 0};
+    }
+    fg_shm_region *dr = fg_xcalloc((size_t)(nw + na), sizeof *dr);
+    memcpy(dr, wr, sizeof *wr * (size_t)nw);
+    memcpy(dr + nw, ar, sizeof ar);
+    uint64_t wbytes, abytes, dbytes;
+    MUST(fg_shm_layout(wr, (size_t)nw, &wbytes));
+    MUST(fg_shm_layout(ar, (size_t)na, &abytes));
+    MUST(fg_shm_layout(dr, (size_t)(nw + na), &dbytes));
+    char segname[32];
+    uint32_t seg_w, seg_a;
+    snprintf(segname, sizeof segname, "w%d", seg_tag);
+    MUST(fg_super_segment_new(sup, segname, wbytes, &seg_w));
+    snprintf(segname, sizeof segname, "a%d", seg_tag);
+    MUST(fg_super_segment_new(sup, segname, abytes, &seg_a));
+    for (int i = 0; i < b->nsp; i++) {
+        if (!b->sp[i].present) continue;
+        b->w_shm[i] = fg_shm_layout_handle(wr, (size_t)nw, seg_w, b->sp[i].name);
+        b->w_dev[i] = fg_shm_layout_handle(dr, (size_t)(nw + na), FG_SEG_DEVICE, b->sp[i].name);
+        fill_weight(P(b, b->w_shm[i]), &b->sp[i]);
+    }
+    for (int i = 0; i < na; i++) {
+        b->a_shm[i] = fg_shm_layout_handle(ar, (size_t)na, seg_a, names[i]);
+        b->a_dev[i] = fg_shm_layout_handle(dr, (size_t)(nw + na), FG_SEG_DEVICE, names[i]);
+    }
+    /* device offsets start after a header page as shm's do: the arena covers them */
+    b->init = (fg_op_init){.model = op_model(&v->c), .arena_bytes = FG_SHM_HEADER_BYTES + dbytes,
+                           .budget_bytes = 0, .max_rows = (uint32_t)(B * S)};
+    free(wr);
+    free(dr);
+}
+
+static void bench_free(bench *b) {
+    free(b->sp);
+    free(b->w_shm);
+    free(b->w_dev);
+}
+
+static const fg_half *wptr(bench *b, int spec) { return b->sp[spec].present ? P(b, b->w_shm[spec]) : NULL; }
+
+/* ---- commands ------------------------------------------------------------ */
+
+static fg_msg op_msg(int type, uint32_t op, const fg_shm_handle *in, int n_in, const fg_shm_handle *out, int n_out,
+                     const void *params, uint32_t params_len) {
+    fg_msg m;
+    fg_msg_init(&m, type);
+    m.u.compute.op = op;
+    for (int i = 0; i < n_in; i++) FG_ASSERT(fg_msg_compute_add_in(&m, in[i]) == 0);
+    for (int i = 0; i < n_out; i++) FG_ASSERT(fg_msg_compute_add_out(&m, out[i]) == 0);
+    FG_ASSERT(fg_msg_compute_set_params(&m, params, params_len) == 0);
+    return m;
+}
+
+/* Submit and wait; the completion in *d. */
+static fg_status run_msg(fg_super *sup, fg_role role, const fg_msg *m, fg_super_done *d) {
+    uint64_t seq;
+    memset(d, 0, sizeof *d);
+    MUST(fg_super_submit(sup, role, m, NULL, &seq));
+    return fg_super_wait(sup, seq, WAIT_MS, d);
+}
+
+static void run_ok(fg_super *sup, fg_role role, const fg_msg *m, const char *what) {
+    fg_super_done d;
+    if (run_msg(sup, role, m, &d) != FG_OK) {
+        fprintf(stderr, "fg-engine-ops-test: FAIL: %s: %s\n", what, d.error[0] ? d.error : fg_err_msg());
+        exit(1);
+    }
+}
+
+/* The command must fail with `code` and a message containing each of says[]. */
+static void run_err(fg_super *sup, fg_role role, const fg_msg *m, int32_t code, const char *what,
+                    const char *say1, const char *say2) {
+    fg_super_done d;
+    fg_status st = run_msg(sup, role, m, &d);
+    CHECK(st == FG_ERUNTIME && d.status == code && (!say1 || strstr(d.error, say1)) &&
+              (!say2 || strstr(d.error, say2)),
+          "%s: status %d (want ERROR %d with '%s' '%s'), error '%s'", what, st == FG_OK ? 0 : d.status, code,
+          say1 ? say1 : "", say2 ? say2 : "", d.error);
+    if (st != FG_OK) fprintf(stderr, "  %s -> ERROR %d: %s\n", what, d.status, d.error);
+}
+
+static void copy1(bench *b, fg_role role, fg_shm_handle src, fg_shm_handle dst, const char *what) {
+    fg_msg m;
+    fg_msg_init(&m, FG_MSG_COPY);
+    fg_msg_copy_add(&m, src, dst);
+    run_ok(b->sup, role, &m, what);
+}
+
+static void device_init(bench *b) {
+    fg_msg m = op_msg(FG_MSG_COMPUTE, FG_OP_DEVICE_INIT, NULL, 0, NULL, 0, &b->init, sizeof b->init);
+    run_ok(b->sup, FG_ROLE_GPU, &m, "DEVICE_INIT");
+}
+
+static void upload_weights(bench *b) {
+    fg_msg m;
+    fg_msg_init(&m, FG_MSG_COPY);
+    for (int i = 0; i < b->nsp; i++) {
+        if (!b->sp[i].present) continue;
+        if (m.u.copy.n == FG_MSG_MAX_HANDLES) {
+            run_ok(b->sup, FG_ROLE_GPU, &m, "weight COPY");
+            fg_msg_init(&m, FG_MSG_COPY);
+        }
+        fg_msg_copy_add(&m, b->w_shm[i], b->w_dev[i]);
+    }
+    if (m.u.copy.n) run_ok(b->sup, FG_ROLE_GPU, &m, "weight COPY");
+}
+
+/* ---- one generation, worker and reference side by side -------------------- */
+
+typedef struct {
+    fg_opt_ws ws;
+    float *h;              /* (B*S, H) */
+    fg_half *kc[L], *vc[L];/* (Tmax, B, H) */
+    float *logits;         /* (B, V) */
+    fg_global_w g;
+    fg_layer_w lw[L];
+} reference;
+
+static void ref_init(reference *r, bench *b) {
+    size_t rows = (size_t)b->B * b->S, cache = (size_t)b->Tmax * b->B * b->H;
+    fg_opt_ws_init(&r->ws, &b->v->c, (int)rows);
+    r->h = fg_alloc_tensor(sizeof(float) * rows * b->H);
+    r->logits = fg_alloc_tensor(sizeof(float) * (size_t)b->B * b->V);
+    for (int l = 0; l < L; l++) {
+        r->kc[l] = fg_xcalloc(cache, sizeof(fg_half));
+        r->vc[l] = fg_xcalloc(cache, sizeof(fg_half));
+        for (int w = 0; w < FG_LW_COUNT; w++) r->lw[l].w[w] = wptr(b, fg_spec_layer(l, w));
+    }
+    for (int g = 0; g < FG_GW_COUNT; g++) r->g.w[g] = wptr(b, fg_spec_global(g));
+}
+
+static void ref_free(reference *r) {
+    fg_opt_ws_free(&r->ws);
+    free(r->h);
+    free(r->logits);
+    for (int l = 0; l < L; l++) {
+        free(r->kc[l]);
+        free(r->vc[l]);
+    }
+}
+
+/* Worker's fp16 (B*S, H) against the reference's fp32: bit for bit. */
+static int same_h(const fg_half *got, const float *want, size_t n, const char *what) {
+    for (size_t i = 0; i < n; i++) {
+        float g = fg_half_to_float(got[i]);
+        if (fg_half_to_float(fg_float_to_half(want[i])) != want[i]) {
+            CHECK(0, "%s: reference value %zu (%.9g) is not fp16-exact", what, i, (double)want[i]);
+            return 0;
+        }
+        if (memcmp(&g, &want[i], sizeof g)) {
+            CHECK(0, "%s: element %zu is %.9g, reference %.9g", what, i, (double)g, (double)want[i]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int same_bytes(const void *got, const void *want, size_t n, const char *what) {
+    if (!memcmp(got, want, n)) return 1;
+    const uint8_t *g = got, *w = want;
+    size_t i = 0;
+    while (g[i] == w[i]) i++;
+    CHECK(0, "%s: first differing byte %zu of %zu", what, i, n);
+    return 0;
+}
+
+/* Run the variant's generation on the workers with one attention path
+ * (split: cpu_cache_compute) and compare with the reference at every layer. */
+static void generate(bench *b, int split) {
+    const fg_opt_config *c = &b->v->c;
+    int B = b->B, S = b->S, Tmax = b->Tmax, H = b->H, V = b->V;
+    size_t cache = (size_t)Tmax * B * H;
+    char what[160];
+    reference r;
+    ref_init(&r, b);
+
+    /* caches start zeroed on every side, so whole caches compare */
+    for (int l = 0; l < 2 * L; l++) {
+        memset(P(b, b->a_shm[A_KC0 + l]), 0, cache * 2);
+        copy1(b, FG_ROLE_GPU, b->a_shm[A_ZERO], b->a_dev[A_KC0 + l], "zero the device cache");
+    }
+    /* left-padded prompts: sequence i has S - i % S real tokens; mask (B, Tmax) */
+    uint8_t *mask = P(b, b->a_shm[A_MASK]);
+    int32_t *ids = P(b, b->a_shm[A_IDS]);
+    for (int i = 0; i < B; i++) {
+        int pad = i % S;
+        for (int t = 0; t < Tmax; t++) mask[i * Tmax + t] = t >= pad;
+        for (int t = 0; t < S; t++) ids[i * S + t] = t < pad ? 1 : 4 + (int32_t)(rng_next() % (uint64_t)(V - 4));
+    }
+    copy1(b, FG_ROLE_GPU, b->a_shm[A_MASK], b->a_dev[A_MASK], "mask to device");
+
+    for (int step = 0; step < STEPS; step++) {
+        int Sn = step == 0 ? S : 1, past = step == 0 ? 0 : S + step - 1;
+        uint64_t hb = (uint64_t)B * Sn * H * 2;
+        fg_step st = {.B = B, .S = Sn, .past = past, .mask = mask, .mask_stride = Tmax};
+        fg_op_step p = {.model = op_model(c), .B = (uint32_t)B, .S = (uint32_t)Sn, .past = (uint32_t)past,
+                        .Tmax = (uint32_t)Tmax, .mask_stride = (uint32_t)Tmax};
+        fg_shm_handle h_dev = sized(b->a_dev[A_H], hb), h_shm = sized(b->a_shm[A_H], hb);
+        fg_shm_handle mask_dev = b->a_dev[A_MASK];
+        fg_shm_handle ids_dev = sized(b->a_dev[A_IDS], (uint64_t)B * Sn * 4);
+
+        /* embedding */
+        copy1(b, FG_ROLE_GPU, sized(b->a_shm[A_IDS], (uint64_t)B * Sn * 4), ids_dev, "ids to device");
+        fg_opt_embed(r.h, ids, &st, c, &r.g, &r.ws);
+        {
+            fg_shm_handle in[] = {ids_dev, mask_dev, b->w_dev[FG_GW_EMBED_TOKENS], b->w_dev[FG_GW_EMBED_POS],
+                                  b->w_dev[FG_GW_PROJ_IN]};
+            fg_msg m = op_msg(FG_MSG_COMPUTE, FG_OP_EMBED, in, 5, &h_dev, 1, &p, sizeof p);
+            run_ok(b->sup, FG_ROLE_GPU, &m, "EMBED");
+        }
+        copy1(b, FG_ROLE_GPU, h_dev, h_shm, "h to shm");
+        snprintf(what, sizeof what, "%s %s step %d: embedding", b->v->label, split ? "split" : "fused", step);
+        same_h(P(b, h_shm), r.h, (size_t)B * Sn * H, what);
+
+        for (int l = 0; l < L; l++) {
+            const fg_shm_handle *W = &b->w_dev[fg_spec_layer(l, 0)];  /* the layer's weights by FG_LW_* */
+            fg_shm_handle kc_dev = b->a_dev[A_KC0 + 2 * l], vc_dev = b->a_dev[A_KC0 + 2 * l + 1];
+            fg_shm_handle kc_shm = b->a_shm[A_KC0 + 2 * l], vc_shm = b->a_shm[A_KC0 + 2 * l + 1];
+            fg_opt_attn_block(r.h, r.kc[l], r.vc[l], Tmax, &st, c, &r.lw[l], &r.ws);
+            if (!split) {
+                fg_shm_handle in[14] = {h_dev, mask_dev, kc_dev, vc_dev};
+                for (int w = FG_LW_Q_W; w <= FG_LW_LN1_B; w++) in[4 + w] = W[w];
+                fg_msg m = op_msg(FG_MSG_COMPUTE, FG_OP_ATTN, in, 14, &h_dev, 1, &p, sizeof p);
+                run_ok(b->sup, FG_ROLE_GPU, &m, "ATTN");
+            } else {
+                fg_shm_handle q_dev = sized(b->a_dev[A_Q], hb), k_dev = sized(b->a_dev[A_K], hb),
+                              v_dev = sized(b->a_dev[A_V], hb), ctx_dev = sized(b->a_dev[A_CTX], hb);
+                fg_shm_handle q_shm = sized(b->a_shm[A_Q], hb), k_shm = sized(b->a_shm[A_K], hb),
+                              v_shm = sized(b->a_shm[A_V], hb), ctx_shm = sized(b->a_shm[A_CTX], hb);
+                fg_shm_handle in_qkv[] = {h_dev, W[FG_LW_Q_W], W[FG_LW_Q_B], W[FG_LW_K_W], W[FG_LW_K_B],
+                                          W[FG_LW_V_W], W[FG_LW_V_B], W[FG_LW_LN1_W], W[FG_LW_LN1_B]};
+                fg_shm_handle out_qkv[] = {q_dev, k_dev, v_dev};
+                fg_msg m = op_msg(FG_MSG_COMPUTE, FG_OP_ATTN_QKV, in_qkv, 9, out_qkv, 3, &p, sizeof p);
+                run_ok(b->sup, FG_ROLE_GPU, &m, "ATTN_QKV");
+                fg_msg_init(&m, FG_MSG_COPY);
+                fg_msg_copy_add(&m, q_dev, q_shm);
+                fg_msg_copy_add(&m, k_dev, k_shm);
+                fg_msg_copy_add(&m, v_dev, v_shm);
+                run_ok(b->sup, FG_ROLE_GPU, &m, "q, k, v to shm");
+                fg_shm_handle in_core[] = {q_shm, k_shm, v_shm, kc_shm, vc_shm, b->a_shm[A_MASK]};
+                m = op_msg(FG_MSG_CPU_ATTN, FG_OP_ATTN_CORE, in_core, 6, &ctx_shm, 1, &p, sizeof p);
+                run_ok(b->sup, FG_ROLE_CPU, &m, "ATTN_CORE");
+                copy1(b, FG_ROLE_GPU, ctx_shm, ctx_dev, "ctx to device");
+                fg_shm_handle in_out[] = {h_dev, ctx_dev, W[FG_LW_O_W], W[FG_LW_O_B], W[FG_LW_LN1_W], W[FG_LW_LN1_B]};
+                m = op_msg(FG_MSG_COMPUTE, FG_OP_ATTN_OUT, in_out, 6, &h_dev, 1, &p, sizeof p);
+                run_ok(b->sup, FG_ROLE_GPU, &m, "ATTN_OUT");
+            }
+            copy1(b, FG_ROLE_GPU, h_dev, h_shm, "h to shm");
+            snprintf(what, sizeof what, "%s %s step %d layer %d: attention", b->v->label, split ? "split" : "fused",
+                     step, l);
+            same_h(P(b, h_shm), r.h, (size_t)B * Sn * H, what);
+
+            fg_opt_mlp_block(r.h, &st, c, &r.lw[l], &r.ws);
+            {
+                fg_shm_handle in[7] = {h_dev};
+                for (int w = FG_LW_FC1_W; w <= FG_LW_LN2_B; w++) in[1 + w - FG_LW_FC1_W] = W[w];
+                fg_msg m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, in, 7, &h_dev, 1, &p, sizeof p);
+                run_ok(b->sup, FG_ROLE_GPU, &m, "MLP");
+            }
+            copy1(b, FG_ROLE_GPU, h_dev, h_shm, "h to shm");
+            snprintf(what, sizeof what, "%s %s step %d layer %d: MLP", b->v->label, split ? "split" : "fused", step,
+                     l);
+            same_h(P(b, h_shm), r.h, (size_t)B * Sn * H, what);
+
+            /* the cache: where it lives (device for fused, shm for split) */
+            if (!split) {
+                copy1(b, FG_ROLE_GPU, kc_dev, kc_shm, "kc to shm");
+                copy1(b, FG_ROLE_GPU, vc_dev, vc_shm, "vc to shm");
+            }
+            snprintf(what, sizeof what, "%s %s step %d layer %d: k cache", b->v->label, split ? "split" : "fused",
+                     step, l);
+            same_bytes(P(b, kc_shm), r.kc[l], cache * 2, what);
+            what[strlen(what) - 7] = 'v';
+            same_bytes(P(b, vc_shm), r.vc[l], cache * 2, what);
+        }
+
+        fg_opt_lm_head(r.logits, r.h, &st, c, &r.g, &r.ws);
+        {
+            fg_shm_handle in[] = {h_dev, b->w_dev[FG_GW_FINAL_LN_W], b->w_dev[FG_GW_FINAL_LN_B],
+                                  b->w_dev[FG_GW_PROJ_OUT], b->w_dev[FG_GW_EMBED_TOKENS]};
+            fg_msg m = op_msg(FG_MSG_COMPUTE, FG_OP_LM_HEAD, in, 5, &b->a_dev[A_LOGITS], 1, &p, sizeof p);
+            run_ok(b->sup, FG_ROLE_GPU, &m, "LM_HEAD");
+        }
+        copy1(b, FG_ROLE_GPU, b->a_dev[A_LOGITS], b->a_shm[A_LOGITS], "logits to shm");
+        snprintf(what, sizeof what, "%s %s step %d: logits", b->v->label, split ? "split" : "fused", step);
+        same_bytes(P(b, b->a_shm[A_LOGITS]), r.logits, sizeof(float) * (size_t)B * V, what);
+
+        /* greedy next tokens from the reference (the same bits if the above held) */
+        for (int i = 0; i < B; i++) {
+            const float *lg = r.logits + (size_t)i * V;
+            int best = 0;
+            for (int t = 1; t < V; t++) best = lg[t] > lg[best] ? t : best;
+            ids[i] = best;
+        }
+    }
+    fprintf(stderr, "%s, %s attention: %d steps, B=%d S=%d, hidden states, caches and logits bitwise equal%s\n",
+            b->v->label, split ? "split (ATTN_QKV + cpu ATTN_CORE + ATTN_OUT)" : "fused (ATTN)", STEPS, B, S,
+            failures ? " (NOT: see above)" : "");
+    ref_free(&r);
+}
+
+/* ---- the tests ------------------------------------------------------------- */
+
+static fg_opt_config small_config(int V, int H, int A, int F, int D, int pre_ln) {
+    fg_opt_config c = {.vocab_size = V, .hidden = H, .n_heads = A, .n_layers = L, .ffn_dim = F, .max_pos = 64,
+                       .word_embed_proj_dim = D, .pre_ln = pre_ln, .pad_id = 1, .bos_id = 2, .eos_id = 2};
+    snprintf(c.name, sizeof c.name, "test-%d-%d", H, D);
+    MUST(fg_config_validate(&c, c.name));
+    return c;
+}
+
+static fg_super *start(const char *gpu, const char *cpu) {
+    fg_super_opts o = {0};
+    o.roles = 1u << FG_ROLE_GPU | 1u << FG_ROLE_CPU;
+    o.worker_path[FG_ROLE_GPU] = gpu;
+    o.worker_path[FG_ROLE_CPU] = cpu;
+    fg_super *sup;
+    MUST(fg_super_new(&o, &sup));
+    return sup;
+}
+
+static void check_no_deaths(fg_super *sup) {
+    fg_super_stats s;
+    fg_super_get_stats(sup, &s);
+    CHECK(s.deaths[FG_ROLE_GPU] == 0 && s.deaths[FG_ROLE_CPU] == 0, "worker deaths: gpu %u cpu %u",
+          s.deaths[FG_ROLE_GPU], s.deaths[FG_ROLE_CPU]);
+}
+
+static int test_bitwise(fg_super *sup) {
+    variant vs[] = {
+        {"pre-LN h64", small_config(300, 64, 4, 128, 64, 1), 3, 7},
+        {"post-LN + project_in/out h64 d32", small_config(300, 64, 4, 128, 32, 0), 3, 7},
+        /* odd sizes; 44 prompt rows take the Linear layers' sgemm path */
+        {"odd h90 heads5", small_config(301, 90, 5, 150, 90, 1), 4, 11},
+    };
+    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+        bench b;
+        bench_setup(&b, sup, &vs[i], (int)i);
+        device_init(&b);   /* a new model each time: a fresh arena */
+        upload_weights(&b);
+        generate(&b, 0);
+        generate(&b, 1);
+        bench_free(&b);
+    }
+    check_no_deaths(sup);
+    return failures;
+}
+
+static int test_errors(fg_super *sup) {
+    variant v = {"errors", small_config(300, 64, 4, 128, 64, 1), 3, 7};
+    bench b;
+    bench_setup(&b, sup, &v, 9);
+    fg_op_step p = {.model = op_model(&v.c), .B = 3, .S = 7, .past = 0, .Tmax = (uint32_t)b.Tmax,
+                    .mask_stride = (uint32_t)b.Tmax};
+    uint64_t hb = 3ull * 7 * 64 * 2;
+    fg_shm_handle h_dev = sized(b.a_dev[A_H], hb);
+    const fg_shm_handle *W = &b.w_dev[fg_spec_layer(0, 0)];
+    fg_shm_handle mlp_in[7] = {h_dev};
+    for (int w = FG_LW_FC1_W; w <= FG_LW_LN2_B; w++) mlp_in[1 + w - FG_LW_FC1_W] = W[w];
+    fg_msg m;
+
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p, sizeof p);
+    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP before DEVICE_INIT", "before DEVICE_INIT", NULL);
+
+    /* the host backend's workspace: fg_opt's scratch and fp32 h for max_rows
+     * rows. One byte over the budget is refused, an exact fit accepted. */
+    uint64_t ws = fg_opt_ws_bytes(&v.c, 21) + 4ull * 21 * 64;
+    fg_op_init big = b.init;
+    big.budget_bytes = b.init.arena_bytes + ws - 1;
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_DEVICE_INIT, NULL, 0, NULL, 0, &big, sizeof big);
+    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "DEVICE_INIT one byte over budget", "budget", "workspace");
+
+    b.init.budget_bytes = b.init.arena_bytes + ws;
+    device_init(&b);
+    upload_weights(&b);
+    /* the same DEVICE_INIT again: a no-op; then one over budget: refused;
+     * the weights must still be in the arena after both */
+    device_init(&b);
+    big.arena_bytes = 1ull << 40;
+    big.budget_bytes = 1ull << 30;
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_DEVICE_INIT, NULL, 0, NULL, 0, &big, sizeof big);
+    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "DEVICE_INIT of a 1 TiB arena in a 1 GiB budget", "1073741824",
+            "1099511627776");
+    int e = fg_spec_global(FG_GW_EMBED_TOKENS);
+    fg_shm_handle back = b.a_shm[A_LOGITS];   /* the first rows of embed_tokens fit */
+    copy1(&b, FG_ROLE_GPU, sized(b.w_dev[e], back.nbytes), back, "embed_tokens back from the device");
+    CHECK(!memcmp(P(&b, back), P(&b, b.w_shm[e]), back.nbytes),
+          "the arena lost its contents across a repeated or refused DEVICE_INIT");
+
+    /* sizes and counts */
+    fg_shm_handle bad_h = sized(b.a_dev[A_H], hb - 2);
+    mlp_in[0] = bad_h;
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p, sizeof p);
+    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP with a short h", "MLP: in[0] h", "B*S*H");
+    mlp_in[0] = h_dev;
+    mlp_in[1].nbytes += 2;
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p, sizeof p);
+    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP with a long fc1_w", "MLP: in[1] fc1_w", "[128, 64]");
+    mlp_in[1].nbytes -= 2;
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 6, &h_dev, 1, &p, sizeof p);
+    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP with 6 inputs", "MLP takes 7 inputs", NULL);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p, sizeof p - 4);
+    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP with short params", "params", NULL);
+    fg_op_step p2 = p;
+    p2.model.ffn_dim = 256;
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p2, sizeof p2);
+    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP of another model", "DEVICE_INIT", NULL);
+    p2 = p;
+    p2.S = 8;
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p2, sizeof p2);
+    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP of more rows than max_rows", "max_rows", NULL);
+    fg_shm_handle outside = h_dev;
+    outside.offset = b.init.arena_bytes - hb / 2;
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &outside, 1, &p, sizeof p);
+    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP writing past the arena", "out[0] h", "arena");
+
+    /* the model has no project_out: that slot must be empty */
+    fg_shm_handle lm_in[] = {h_dev, b.w_dev[FG_GW_FINAL_LN_W], b.w_dev[FG_GW_FINAL_LN_B], b.w_dev[FG_GW_FINAL_LN_B],
+                             b.w_dev[FG_GW_EMBED_TOKENS]};
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_LM_HEAD, lm_in, 5, &b.a_dev[A_LOGITS], 1, &p, sizeof p);
+    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "LM_HEAD with a project_out the model lacks", "project_out",
+            "absent");
+
+    /* data only the op can check, and the step's own numbers */
+    int32_t *ids = P(&b, b.a_shm[A_IDS]);
+    for (int i = 0; i < 21; i++) ids[i] = i == 20 ? 300 : 5;
+    copy1(&b, FG_ROLE_GPU, b.a_shm[A_IDS], b.a_dev[A_IDS], "ids to device");
+    fg_shm_handle em_in[] = {b.a_dev[A_IDS], b.a_dev[A_MASK], b.w_dev[FG_GW_EMBED_TOKENS], b.w_dev[FG_GW_EMBED_POS],
+                             b.w_dev[FG_GW_PROJ_IN]};
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_EMBED, em_in, 5, &h_dev, 1, &p, sizeof p);
+    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "EMBED of id 300 with V=300", "ids[20] = 300", "vocabulary");
+    p2 = p;
+    p2.mask_stride = 6;
+    em_in[1] = sized(b.a_dev[A_MASK], 18);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_EMBED, em_in, 5, &h_dev, 1, &p2, sizeof p2);
+    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "EMBED with mask_stride < past+S", "mask_stride", NULL);
+
+    /* the cpu worker's op */
+    fg_shm_handle q = sized(b.a_shm[A_Q], hb), k = sized(b.a_shm[A_K], hb), vv = sized(b.a_shm[A_V], hb);
+    fg_shm_handle core_in[] = {q, k, vv, sized(b.a_shm[A_KC0], b.a_shm[A_KC0].nbytes - 128), b.a_shm[A_KC0 + 1],
+                               b.a_shm[A_MASK]};
+    fg_shm_handle ctx = sized(b.a_shm[A_CTX], hb);
+    m = op_msg(FG_MSG_CPU_ATTN, FG_OP_ATTN_CORE, core_in, 6, &ctx, 1, &p, sizeof p);
+    run_err(sup, FG_ROLE_CPU, &m, FG_MSG_EBADCMD, "ATTN_CORE with a short kc", "ATTN_CORE: in[3] kc", "Tmax*B*H");
+    core_in[3] = b.a_shm[A_KC0];
+    p2 = p;
+    p2.model.hidden = 65;
+    m = op_msg(FG_MSG_CPU_ATTN, FG_OP_ATTN_CORE, core_in, 6, &ctx, 1, &p2, sizeof p2);
+    run_err(sup, FG_ROLE_CPU, &m, FG_MSG_EBADCMD, "ATTN_CORE with hidden 65, 4 heads", "multiple", NULL);
+    p2 = p;
+    p2.Tmax = 6;
+    m = op_msg(FG_MSG_CPU_ATTN, FG_OP_ATTN_CORE, core_in, 6, &ctx, 1, &p2, sizeof p2);
+    run_err(sup, FG_ROLE_CPU, &m, FG_MSG_EBADCMD, "ATTN_CORE with Tmax < past+S", "Tmax", NULL);
+    m = op_msg(FG_MSG_CPU_ATTN, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p, sizeof p);
+    run_err(sup, FG_ROLE_CPU, &m, FG_MSG_EUNSUPPORTED, "MLP on the cpu worker", "unknown op", NULL);
+
+    /* both workers still serve: a good ATTN_CORE and a good MLP */
+    m = op_msg(FG_MSG_CPU_ATTN, FG_OP_ATTN_CORE, core_in, 6, &ctx, 1, &p, sizeof p);
+    run_ok(sup, FG_ROLE_CPU, &m, "ATTN_CORE after the errors");
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p, sizeof p);
+    run_ok(sup, FG_ROLE_GPU, &m, "MLP after the errors");
+    check_no_deaths(sup);
+    bench_free(&b);
+    return failures;
+}
+
+static int usage(void) {
+    fprintf(stderr, "usage: fg-engine-ops-test bitwise|errors --workers GPU CPU\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    fg_log_init("engine-ops-test");
+    if (argc != 5 || strcmp(argv[2], "--workers")) return usage();
+    rng_state = 0x5eed;
+    fg_super *sup = start(argv[3], argv[4]);
+    int rc;
+    if (!strcmp(argv[1], "bitwise")) rc = test_bitwise(sup);
+    else if (!strcmp(argv[1], "errors")) rc = test_errors(sup);
+    else rc = -1;
+    fg_super_destroy(&sup);
+    if (rc < 0) return usage();
+    fprintf(stderr, "fg-engine-ops-test %s: %s\n", argv[1], rc ? "FAIL" : "ok");
+    return rc ? 1 : 0;
+}
