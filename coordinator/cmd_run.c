@@ -480,7 +480,6 @@ int fg_cmd_run(int argc, char **argv) {
         int S = 1;
         for (int i = 0; i < n; i++) S = in[i].len > S ? in[i].len : S;
         if (!a.have_percent) {
-            p->c_gpu = 100;   /* ask the rule to try all-on-GPU first */
             fg_exit_on(fg_flex_default_policy(ws, &a.flex, S, a.gen_len));
             char d[256];
             fg_policy_describe(p, d, sizeof d);

@@ -528,19 +528,20 @@ fg_status fg_flex_default_policy(const fg_wsrc *ws, fg_flex_opts *fo, int S, int
     fg_policy *p = &fo->policy;
     /* everything on the GPU; else weights 100, 95, ... 0 % on the GPU with
      * cache and activations on the CPU: the first that fits both budgets */
-    for (int w = 100; w >= 0; w -= 5) {
-        int all_gpu = w == 100 && p->c_gpu != 0;   /* first pass: all on GPU */
-        p->w_gpu = w, p->w_cpu = 100 - w;
+    fg_status st = FG_OK;
+    for (int w = 105; w >= 0; w -= 5) {
+        int all_gpu = w == 105;
+        p->w_gpu = all_gpu ? 100 : w, p->w_cpu = 100 - p->w_gpu;
         p->c_gpu = all_gpu ? 100 : 0, p->c_cpu = 100 - p->c_gpu;
         p->h_gpu = all_gpu ? 100 : 0, p->h_cpu = 100 - p->h_gpu;
         plan pl;
-        fg_status st = plan_build(&pl, c, fg_wsrc_specs(ws), fo, S, G);
+        st = plan_build(&pl, c, fg_wsrc_specs(ws), fo, S, G);
         plan_free(&pl);
         if (st == FG_OK) return FG_OK;
-        if (all_gpu) w += 5;   /* retry 100 % weights with the cache on the CPU */
     }
-    return fg_err_set(FG_EINPUT, "no placement fits --gpu-mem and --cpu-mem (even with all weights on the CPU): %s",
-                      fg_err_msg());
+    char why[1024];
+    snprintf(why, sizeof why, "%s", fg_err_msg());
+    return fg_err_set(FG_EINPUT, "no placement fits the budgets, even with all weights on the CPU: %s", why);
 }
 
 fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_gen_opts *opt,

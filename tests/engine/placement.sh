@@ -51,6 +51,15 @@ for p in "${policies[@]}"; do
   fi
   echo "ok   $name: tokens and logits bitwise equal to the reference"
 done
-echo "placement: $(( ${#policies[@]} - fails )) passed, $fails failed"
+# a policy over the GPU budget is refused before any work, with the numbers
+"$flexgen" run --engine flexgen "${common[@]}" --percent 100 0 100 0 100 0 --gpu-mem 64K --out "$work/b.jsonl" \
+  2>"$work/b.err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "GPU memory.*--gpu-mem is" "$work/b.err" || [ -e "$work/b.jsonl" ]; then
+  echo "FAIL over-budget: exit $rc: $(cat "$work/b.err")"; fails=$((fails + 1))
+else
+  echo "ok   over-budget: $(grep error: "$work/b.err" | cut -c1-160)"
+fi
+echo "placement: $(( ${#policies[@]} + 1 - fails )) passed, $fails failed"
 [ $fails -eq 0 ] && rm -rf "$work"
 [ $fails -eq 0 ]
