@@ -23,7 +23,7 @@ typedef struct {
     const char *stop[FG_MAX_STOPS];
     int n_stop;
     int gen_len, batch, ignore_eos, truncate;
-    int have_percent, num_gpu_batches, cpu_cache_compute, schedule_row;
+    int have_percent, num_gpu_batches, cpu_cache_compute, schedule_row, no_overlap;
     fg_flex_opts flex;
     uint64_t seed;
     float temperature, top_p;
@@ -67,6 +67,7 @@ static void run_usage(FILE *f) {
         "  --num-gpu-batches N   GPU batches per block (default 1); --gpu-batch-size is per GPU batch\n"
         "  --cpu-cache-compute   decode attention on the CPU worker, where a CPU-tier cache lives\n"
         "  --schedule block|row  zig-zag block schedule (default), or one GPU batch through all layers\n"
+        "  --no-overlap          wait for every load and store (default: overlap them with compute)\n"
         "  --gpu-mem SIZE        GPU memory budget (the gpu worker's arena and workspace), e.g. 2G\n"
         "  --cpu-mem SIZE        CPU memory budget for shared memory (weights, cache, activations)\n"
         "  --disk-mem SIZE       disk budget in --offload-dir\n"
@@ -95,7 +96,7 @@ static fg_status parse_float(const char *flag, const char *v, float lo, float hi
 
 static fg_status parse_args(int argc, char **argv, run_args *a) {
     enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE, O_REPORT, O_PROMPTS, O_STOP, O_TRUNC,
-          O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM, O_OFFDIR };
+          O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM, O_OFFDIR, O_NOOVERLAP };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},      {"dummy", required_argument, 0, O_DUMMY},
         {"prompt-ids", required_argument, 0, O_PIDS},  {"out", required_argument, 0, O_OUT},
@@ -108,7 +109,8 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         {"percent", required_argument, 0, O_PERCENT},  {"num-gpu-batches", required_argument, 0, O_NGB},
         {"cpu-cache-compute", no_argument, 0, O_CPUATTN}, {"schedule", required_argument, 0, O_SCHED},
         {"gpu-mem", required_argument, 0, O_GPUMEM},   {"cpu-mem", required_argument, 0, O_CPUMEM},
-        {"disk-mem", required_argument, 0, O_DISKMEM}, {"offload-dir", required_argument, 0, O_OFFDIR},        {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0},
+        {"disk-mem", required_argument, 0, O_DISKMEM}, {"offload-dir", required_argument, 0, O_OFFDIR},
+        {"no-overlap", no_argument, 0, O_NOOVERLAP},        {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0},
     };
     *a = (run_args){.gen_len = 32, .top_p = 1.0f, .engine = "flexgen", .num_gpu_batches = 1};
     a->flex.offload_dir = "flexgen-offload";
@@ -162,6 +164,7 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         case O_CPUMEM: st = fg_parse_size(optarg, &a->flex.cpu_mem); break;
         case O_DISKMEM: st = fg_parse_size(optarg, &a->flex.disk_mem); break;
         case O_OFFDIR: a->flex.offload_dir = optarg; break;
+        case O_NOOVERLAP: a->no_overlap = 1; break;
         case O_TRUNC: a->truncate = 1; break;
         case O_STOP:
             if (a->n_stop == FG_MAX_STOPS) st = fg_err_set(FG_EINPUT, "--stop: at most %d stop strings", FG_MAX_STOPS);
@@ -476,6 +479,7 @@ int fg_cmd_run(int argc, char **argv) {
         p->gbs = a.batch ? a.batch : (n < 8 ? n : 8);
         p->num_gpu_batches = a.num_gpu_batches;
         p->cpu_cache_compute = a.cpu_cache_compute;
+        p->overlap = !a.no_overlap;
         a.flex.schedule_row = a.schedule_row;
         int S = 1;
         for (int i = 0; i < n; i++) S = in[i].len > S ? in[i].len : S;

@@ -14,8 +14,13 @@
  * Commands are issued to the workers in schedule order; the workers report
  * each command's start, end and busy time.
  *
- * Not yet: the disk tier (policies with disk percentages are refused), and
- * overlapping loads and stores with compute (every command is waited for). */
+ * Overlap: the gpu worker runs three streams (compute, host-to-device and
+ * device-to-host copies); with overlap on, the next group's weights and the
+ * next batch's cache and hidden state are loaded while the current unit
+ * computes, and stores run behind the compute. The coordinator waits only
+ * where a command needs another's result or a slot is about to be reused.
+ *
+ * Not yet: the disk tier (policies with disk percentages are refused). */
 #include "fg_engine_flex.h"
 
 #include <stdio.h>
@@ -58,7 +63,7 @@ typedef struct {
     loc hslot[2];                 /* device slots when activations live on the CPU */
 
     loc *ids_dev, *mask_dev, *ids_io, *mask_io, *logits_io;   /* (K) */
-    loc logits_dev;
+    loc logits_dev[2];
     loc q_dev, k_dev, v_dev, ctx_dev, q_io, k_io, v_io, ctx_io;   /* CPU attention exchange */
     uint64_t ws_bytes;
 } plan;
@@ -159,7 +164,7 @@ static fg_status plan_build(plan *pl, const fg_opt_config *c, const fg_spec *sp,
         pl->mask_io[k] = place(pl, SEG_IO, (uint64_t)B * pl->Tmax);
         pl->logits_io[k] = place(pl, SEG_IO, 4ull * B * c->vocab_size);
     }
-    pl->logits_dev = place(pl, SEG_DEV, 4ull * B * c->vocab_size);
+    for (int q = 0; q < 2; q++) pl->logits_dev[q] = place(pl, SEG_DEV, 4ull * B * c->vocab_size);
     if (p->cpu_cache_compute && any_cpu_cache) {
         uint64_t x = 2ull * B * H;   /* decode: one new token per sequence */
         pl->q_dev = place(pl, SEG_DEV, x), pl->k_dev = place(pl, SEG_DEV, x);
@@ -187,13 +192,29 @@ static fg_status plan_build(plan *pl, const fg_opt_config *c, const fg_spec *sp,
 
 /* ---- running commands ------------------------------------------------------ */
 
+/* Streams of the gpu worker: commands of one run in order, the three side
+ * by side (fg_msg.h), as a GPU's compute stream and its two copy engines. */
+enum { ST_COMPUTE = 0, ST_H2D = 1, ST_D2H = 2 };
+
+typedef struct {
+    uint64_t seq;
+    fg_role role;
+} pending;
+
 typedef struct {
     plan pl;
     fg_super *sup;
     uint32_t seg_idx[NSEG];
     fg_wsrc *ws;
     fg_flex_stats *fs;
+    int overlap;
     int restarted;
+    pending *pend;                 /* submitted, not yet awaited */
+    size_t npend, cappend;
+    /* hazards on double-buffered device slots: the last command touching each */
+    int wgroup[2];                 /* weight group a slot holds (-2: none) */
+    uint64_t wload[2], wuse[2];    /* its load; the last compute reading it */
+    uint64_t kvbusy[2], hbusy[2], lgbusy[2];
 } engine;
 
 static fg_shm_handle H(const engine *e, loc l) {
@@ -210,34 +231,68 @@ static fg_shm_handle Hsub(const engine *e, loc l, uint64_t off, uint64_t n) {
 
 static void *P(engine *e, loc l) { return fg_super_ptr(e->sup, H(e, l)); }
 
-static fg_status run(engine *e, fg_role role, const fg_msg *m) {
-    uint64_t seq;
-    fg_status st = fg_super_submit(e->sup, role, m, NULL, &seq);
-    if (st) return st;
+/* Wait for command seq (0: nothing) and account for it. */
+static fg_status await(engine *e, uint64_t seq) {
+    if (!seq) return FG_OK;
+    size_t i = 0;
+    while (i < e->npend && e->pend[i].seq != seq) i++;
+    if (i == e->npend) return FG_OK;   /* awaited before */
+    fg_role role = e->pend[i].role;
+    e->pend[i] = e->pend[--e->npend];
     fg_super_done d;
-    st = fg_super_wait(e->sup, seq, -1, &d);
-    e->fs->commands++;
+    fg_status st = fg_super_wait(e->sup, seq, -1, &d);
     e->fs->busy_s[role] += (double)(d.end_ns - d.start_ns) * 1e-9;
+    if (st) return fg_err_set(FG_ERUNTIME, "%s worker: %s", fg_role_name(role), d.error[0] ? d.error : fg_err_msg());
+    return FG_OK;
+}
+
+static fg_status await_all(engine *e) {
+    fg_status st = FG_OK;
+    while (e->npend) {
+        fg_status s2 = await(e, e->pend[e->npend - 1].seq);
+        if (!st) st = s2;
+    }
+    return st;
+}
+
+/* Submit on a stream; without overlap, wait for it at once. *seq gets its
+ * number (0 if nothing was sent). */
+static fg_status submit(engine *e, fg_role role, fg_msg *m, int stream, uint64_t *seq) {
+    if (seq) *seq = 0;
+    m->flags |= (uint32_t)stream << FG_MSG_STREAM_SHIFT;
+    uint64_t s;
+    fg_status st = fg_super_submit(e->sup, role, m, NULL, &s);
+    if (st) return st;
+    if (e->npend == e->cappend) {
+        e->cappend = e->cappend ? 2 * e->cappend : 64;
+        e->pend = realloc(e->pend, e->cappend * sizeof *e->pend);
+        FG_ASSERT(e->pend);
+    }
+    e->pend[e->npend++] = (pending){s, role};
+    e->fs->commands++;
     if (m->type == FG_MSG_COPY)
         for (uint32_t i = 0; i < m->u.copy.n; i++) {
             if (m->u.copy.dst[i].segment == FG_SEG_DEVICE) e->fs->h2d_bytes += m->u.copy.dst[i].nbytes;
             else e->fs->d2h_bytes += m->u.copy.dst[i].nbytes;
         }
-    if (st) {
-        char what[160];
-        fg_msg_describe(m, what, sizeof what);
-        return fg_err_set(FG_ERUNTIME, "%s worker failed %s: %s", fg_role_name(role), what,
-                          d.error[0] ? d.error : fg_err_msg());
-    }
-    return FG_OK;
+    if (seq) *seq = s;
+    return e->overlap ? FG_OK : await(e, s);
 }
 
-static fg_status copy1(engine *e, fg_shm_handle src, fg_shm_handle dst) {
+static fg_status copy1(engine *e, fg_shm_handle src, fg_shm_handle dst, uint64_t *seq) {
+    if (seq) *seq = 0;
     if (!src.nbytes) return FG_OK;
     fg_msg m;
     fg_msg_init(&m, FG_MSG_COPY);
     fg_msg_copy_add(&m, src, dst);
-    return run(e, FG_ROLE_GPU, &m);
+    return submit(e, FG_ROLE_GPU, &m, dst.segment == FG_SEG_DEVICE ? ST_H2D : ST_D2H, seq);
+}
+
+/* Copy and wait. */
+static fg_status copy_sync(engine *e, fg_shm_handle src, fg_shm_handle dst) {
+    uint64_t s;
+    fg_status st = copy1(e, src, dst, &s);
+    return st ? st : await(e, s);
 }
 
 static fg_op_model op_model(const fg_opt_config *c) {
@@ -251,12 +306,17 @@ static fg_status gpu_setup(engine *e) {
     fg_msg m;
     fg_msg_init(&m, FG_MSG_COMPUTE);
     m.u.compute.op = FG_OP_DEVICE_INIT;
+    m.flags = FG_MSG_F_BARRIER;   /* the arena changes under every stream */
     fg_op_init init = {.model = op_model(pl->c), .arena_bytes = pl->used[SEG_DEV],
                        .budget_bytes = pl->used[SEG_DEV] + pl->ws_bytes, .max_rows = (uint32_t)(pl->gbs * pl->S)};
     fg_msg_compute_set_params(&m, &init, sizeof init);
-    fg_status st = run(e, FG_ROLE_GPU, &m);
+    uint64_t seq;
+    fg_status st = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, &seq);
+    if (!st) st = await(e, seq);
     for (int i = 0; !st && i < fg_spec_count(pl->c); i++)
-        if (pl->sp[i].present && pl->wtier[i] == FG_TIER_GPU) st = copy1(e, H(e, pl->wsrc[i]), H(e, pl->whome[i]));
+        if (pl->sp[i].present && pl->wtier[i] == FG_TIER_GPU) st = copy1(e, H(e, pl->wsrc[i]), H(e, pl->whome[i]), NULL);
+    if (!st) st = await_all(e);
+    for (int q = 0; q < 2; q++) e->wgroup[q] = -2;
     return st;
 }
 
@@ -271,7 +331,7 @@ static fg_status on_restore(fg_super *sup, fg_role role, void *ctx) {
     return FG_OK;
 }
 
-/* Handle of weight idx for a compute on group g whose weights sit in slot s. */
+/* Handle of weight idx when its group sits in weight slot s. */
 static fg_shm_handle W(const engine *e, int idx, int s) {
     const plan *pl = &e->pl;
     if (!pl->sp[idx].present) return (fg_shm_handle){.segment = FG_SEG_DEVICE, .offset = 0, .nbytes = 0};
@@ -279,157 +339,208 @@ static fg_shm_handle W(const engine *e, int idx, int s) {
     return Hsub(e, pl->wslot[s], pl->wslot_off[idx], pl->whome[idx].n);
 }
 
-/* Load group g's (-1: model-level) non-GPU weights into slot s. */
+/* Weight group of schedule layer j: -1 (model-level) for the embedding and the head. */
+static int group_of(const plan *pl, int j) { return j == 0 || j == pl->L + 1 ? -1 : j - 1; }
+
+/* Make weight slot s hold group g: after every compute reading the slot,
+ * one COPY of the group's non-GPU tensors on the host-to-device stream. */
 static fg_status load_weights(engine *e, int g, int s) {
     const plan *pl = &e->pl;
+    if (e->wgroup[s] == g) return FG_OK;
     int first = g < 0 ? 0 : fg_spec_layer(g, 0), count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
     fg_msg m;
     fg_msg_init(&m, FG_MSG_COPY);
     for (int i = first; i < first + count; i++)
-        if (pl->sp[i].present && pl->wtier[i] != FG_TIER_GPU)
-            fg_msg_copy_add(&m, H(e, pl->whome[i]), W(e, i, s));
-    return m.u.copy.n ? run(e, FG_ROLE_GPU, &m) : FG_OK;
+        if (pl->sp[i].present && pl->wtier[i] != FG_TIER_GPU) fg_msg_copy_add(&m, H(e, pl->whome[i]), W(e, i, s));
+    fg_status st = await(e, e->wuse[s]);
+    e->wuse[s] = 0;
+    e->wload[s] = 0;
+    if (!st && m.u.copy.n) st = submit(e, FG_ROLE_GPU, &m, ST_H2D, &e->wload[s]);
+    e->wgroup[s] = st ? -2 : g;
+    return st;
 }
 
 typedef struct {
-    int i, k, S_k;      /* token, batch, the batch's prompt length */
-} step_ctx;
+    int i, j, k, S_k;   /* token, schedule layer, batch, the batch's prompt length */
+} unit;
 
-static fg_op_step op_step(const engine *e, const step_ctx *sc) {
+static fg_op_step op_step(const engine *e, const unit *u) {
     fg_op_step s = {.model = op_model(e->pl.c), .B = (uint32_t)e->pl.gbs, .Tmax = (uint32_t)e->pl.Tmax,
                     .mask_stride = (uint32_t)e->pl.Tmax};
-    s.S = sc->i == 0 ? (uint32_t)sc->S_k : 1;
-    s.past = sc->i == 0 ? 0 : (uint32_t)(sc->S_k + sc->i - 1);
+    s.S = u->i == 0 ? (uint32_t)u->S_k : 1;
+    s.past = u->i == 0 ? 0 : (uint32_t)(u->S_k + u->i - 1);
     return s;
 }
 
-static void compute_msg(fg_msg *m, int op, int layer, int batch, const fg_op_step *st) {
+static void compute_msg(fg_msg *m, int op, const unit *u, const fg_op_step *st) {
     fg_msg_init(m, FG_MSG_COMPUTE);
     m->u.compute.op = (uint32_t)op;
-    m->u.compute.layer = (uint32_t)layer;
-    m->u.compute.gpu_batch = (uint32_t)batch;
+    m->u.compute.layer = (uint32_t)u->j;
+    m->u.compute.gpu_batch = (uint32_t)u->k;
     fg_msg_compute_set_params(m, st, sizeof *st);
 }
 
-/* Rows [t0, t1) of a time-major (Tmax, gbs, H) cache block. */
+/* Bytes of positions [0, t) of a time-major (Tmax, gbs, H) cache block. */
 static uint64_t cache_rows(const plan *pl, int t) { return 2ull * t * pl->gbs * pl->c->hidden; }
 
-/* Layer j of the schedule (0 embedding, 1..L decoder layers, L+1 LM head)
- * for batch k at token i; weights of j are in slot s. */
-static fg_status compute(engine *e, int j, int s, const step_ctx *sc) {
+static int cpu_cache(const plan *pl, int j) { return j >= 1 && j <= pl->L && pl->ctier[j - 1] != FG_TIER_GPU; }
+static int cpu_attn(const plan *pl, const unit *u) { return cpu_cache(pl, u->j) && pl->p.cpu_cache_compute && u->i > 0; }
+static uint64_t hbytes(const engine *e, const unit *u) {
+    fg_op_step st = op_step(e, u);
+    return 2ull * st.B * st.S * e->pl.c->hidden;
+}
+static fg_shm_handle hdev(const engine *e, const unit *u) {
     const plan *pl = &e->pl;
-    int k = sc->k, L = pl->L, K = pl->K;
-    fg_op_step st = op_step(e, sc);
-    uint64_t hb = 2ull * st.B * st.S * pl->c->hidden;
+    loc l = pl->atier == FG_TIER_GPU ? pl->hhome[u->k] : pl->hslot[u->k % 2];
+    return Hsub(e, l, 0, hbytes(e, u));
+}
+
+/* The unit's inputs that live off the GPU, onto the device: its hidden state
+ * (activations on the CPU) and its KV cache prefix (CPU cache, GPU
+ * attention), into the slots of its batch's parity once they are free.
+ * Sequence numbers of the copies go to *seqs (up to 3). */
+static fg_status unit_loads(engine *e, const unit *u, uint64_t seqs[3]) {
+    const plan *pl = &e->pl;
+    int p = u->k % 2;
+    fg_status st = FG_OK;
+    seqs[0] = seqs[1] = seqs[2] = 0;
+    if (pl->atier != FG_TIER_GPU) {   /* the slot is free once its last store ended */
+        if ((st = await(e, e->hbusy[p]))) return st;
+        e->hbusy[p] = 0;
+        if (u->j > 0) {
+            st = copy1(e, Hsub(e, pl->hhome[u->k], 0, hbytes(e, u)), hdev(e, u), &seqs[0]);
+            e->hbusy[p] = seqs[0];
+        }
+    }
+    if (!st && cpu_cache(pl, u->j) && !cpu_attn(pl, u)) {
+        fg_op_step s = op_step(e, u);
+        if ((st = await(e, e->kvbusy[p]))) return st;
+        e->kvbusy[p] = 0;
+        if (s.past > 0) {
+            int l = u->j - 1;
+            uint64_t nb = cache_rows(pl, (int)s.past);
+            fg_msg c;
+            fg_msg_init(&c, FG_MSG_COPY);
+            fg_msg_copy_add(&c, Hsub(e, pl->kc[l * pl->K + u->k], 0, nb), Hsub(e, pl->kslot[p], 0, nb));
+            fg_msg_copy_add(&c, Hsub(e, pl->vc[l * pl->K + u->k], 0, nb), Hsub(e, pl->vslot[p], 0, nb));
+            st = submit(e, FG_ROLE_GPU, &c, ST_H2D, &seqs[1]);
+            e->kvbusy[p] = seqs[1];
+        }
+    }
+    return st;
+}
+
+/* Compute unit u (its loads awaited), with its weights in slot s; stores
+ * its outputs that live off the GPU behind it. */
+static fg_status unit_compute(engine *e, const unit *u, int s) {
+    const plan *pl = &e->pl;
+    int k = u->k, p = k % 2, L = pl->L, K = pl->K, j = u->j;
+    fg_op_step st = op_step(e, u);
     int act_gpu = pl->atier == FG_TIER_GPU;
-    fg_shm_handle h = act_gpu ? Hsub(e, pl->hhome[k], 0, hb) : Hsub(e, pl->hslot[k % 2], 0, hb);
-    fg_shm_handle mask = H(e, pl->mask_dev[k]);
+    fg_shm_handle h = hdev(e, u), mask = H(e, pl->mask_dev[k]);
     fg_msg m;
     fg_status rc;
+    uint64_t last = 0, attn = 0;
     if (j == 0) {
-        compute_msg(&m, FG_OP_EMBED, j, k, &st);
+        compute_msg(&m, FG_OP_EMBED, u, &st);
         fg_msg_compute_add_in(&m, Hsub(e, pl->ids_dev[k], 0, 4ull * st.B * st.S));
         fg_msg_compute_add_in(&m, mask);
         fg_msg_compute_add_in(&m, W(e, FG_GW_EMBED_TOKENS, s));
         fg_msg_compute_add_in(&m, W(e, FG_GW_EMBED_POS, s));
         fg_msg_compute_add_in(&m, W(e, FG_GW_PROJ_IN, s));
         fg_msg_compute_add_out(&m, h);
-        if ((rc = run(e, FG_ROLE_GPU, &m))) return rc;
-        return act_gpu ? FG_OK : copy1(e, h, Hsub(e, pl->hhome[k], 0, hb));
-    }
-    if (!act_gpu && (rc = copy1(e, Hsub(e, pl->hhome[k], 0, hb), h))) return rc;
-    if (j == L + 1) {
-        compute_msg(&m, FG_OP_LM_HEAD, j, k, &st);
+        if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, &last))) return rc;
+    } else if (j == L + 1) {
+        if ((rc = await(e, e->lgbusy[p]))) return rc;
+        compute_msg(&m, FG_OP_LM_HEAD, u, &st);
         fg_msg_compute_add_in(&m, h);
         fg_msg_compute_add_in(&m, W(e, FG_GW_FINAL_LN_W, s));
         fg_msg_compute_add_in(&m, W(e, FG_GW_FINAL_LN_B, s));
         fg_msg_compute_add_in(&m, W(e, FG_GW_PROJ_OUT, s));
         fg_msg_compute_add_in(&m, W(e, FG_GW_EMBED_TOKENS, s));
-        fg_msg_compute_add_out(&m, H(e, pl->logits_dev));
-        if ((rc = run(e, FG_ROLE_GPU, &m))) return rc;
-        return copy1(e, H(e, pl->logits_dev), H(e, pl->logits_io[k]));
-    }
-    int l = j - 1;
-    int cache_gpu = pl->ctier[l] == FG_TIER_GPU, cpu_attn = !cache_gpu && pl->p.cpu_cache_compute && sc->i > 0;
-    loc kh = pl->kc[l * K + k], vh = pl->vc[l * K + k];
-    if (cpu_attn) {
-        /* q, k, v on the GPU; attention on the CPU worker where the cache is */
-        uint64_t xb = 2ull * st.B * pl->c->hidden;
-        compute_msg(&m, FG_OP_ATTN_QKV, j, k, &st);
-        fg_msg_compute_add_in(&m, h);
-        static const int qkv_w[] = {FG_LW_Q_W, FG_LW_Q_B, FG_LW_K_W, FG_LW_K_B, FG_LW_V_W, FG_LW_V_B,
-                                    FG_LW_LN1_W, FG_LW_LN1_B};
-        for (size_t t = 0; t < sizeof qkv_w / sizeof qkv_w[0]; t++)
-            fg_msg_compute_add_in(&m, W(e, fg_spec_layer(l, qkv_w[t]), s));
-        fg_msg_compute_add_out(&m, H(e, pl->q_dev));
-        fg_msg_compute_add_out(&m, H(e, pl->k_dev));
-        fg_msg_compute_add_out(&m, H(e, pl->v_dev));
-        if ((rc = run(e, FG_ROLE_GPU, &m))) return rc;
-        fg_msg c;
-        fg_msg_init(&c, FG_MSG_COPY);
-        fg_msg_copy_add(&c, Hsub(e, pl->q_dev, 0, xb), Hsub(e, pl->q_io, 0, xb));
-        fg_msg_copy_add(&c, Hsub(e, pl->k_dev, 0, xb), Hsub(e, pl->k_io, 0, xb));
-        fg_msg_copy_add(&c, Hsub(e, pl->v_dev, 0, xb), Hsub(e, pl->v_io, 0, xb));
-        if ((rc = run(e, FG_ROLE_GPU, &c))) return rc;
-        fg_msg a;
-        fg_msg_init(&a, FG_MSG_CPU_ATTN);
-        a.u.compute.op = FG_OP_ATTN_CORE;
-        a.u.compute.layer = (uint32_t)j;
-        a.u.compute.gpu_batch = (uint32_t)k;
-        fg_msg_compute_set_params(&a, &st, sizeof st);
-        fg_msg_compute_add_in(&a, H(e, pl->q_io));
-        fg_msg_compute_add_in(&a, H(e, pl->k_io));
-        fg_msg_compute_add_in(&a, H(e, pl->v_io));
-        fg_msg_compute_add_in(&a, H(e, kh));
-        fg_msg_compute_add_in(&a, H(e, vh));
-        fg_msg_compute_add_in(&a, H(e, pl->mask_io[k]));
-        fg_msg_compute_add_out(&a, H(e, pl->ctx_io));
-        if ((rc = run(e, FG_ROLE_CPU, &a))) return rc;
-        if ((rc = copy1(e, H(e, pl->ctx_io), H(e, pl->ctx_dev)))) return rc;
-        compute_msg(&m, FG_OP_ATTN_OUT, j, k, &st);
-        fg_msg_compute_add_in(&m, h);
-        fg_msg_compute_add_in(&m, H(e, pl->ctx_dev));
-        static const int out_w[] = {FG_LW_O_W, FG_LW_O_B, FG_LW_LN1_W, FG_LW_LN1_B};
-        for (size_t t = 0; t < 4; t++) fg_msg_compute_add_in(&m, W(e, fg_spec_layer(l, out_w[t]), s));
-        fg_msg_compute_add_out(&m, h);
-        if ((rc = run(e, FG_ROLE_GPU, &m))) return rc;
+        fg_msg_compute_add_out(&m, H(e, pl->logits_dev[p]));
+        if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, &last))) return rc;
+        e->wuse[s] = last;
+        if ((rc = await(e, last))) return rc;
+        return copy1(e, H(e, pl->logits_dev[p]), H(e, pl->logits_io[k]), &e->lgbusy[p]);
     } else {
-        fg_shm_handle kd = cache_gpu ? H(e, kh) : H(e, pl->kslot[k % 2]);
-        fg_shm_handle vd = cache_gpu ? H(e, vh) : H(e, pl->vslot[k % 2]);
-        if (!cache_gpu && st.past > 0) {   /* load the cache prefix [0, past) */
+        int l = j - 1;
+        loc kh = pl->kc[l * K + k], vh = pl->vc[l * K + k];
+        if (cpu_attn(pl, u)) {
+            /* q, k, v on the GPU; attention on the cpu worker, where the cache is */
+            uint64_t xb = 2ull * st.B * pl->c->hidden, q1;
+            compute_msg(&m, FG_OP_ATTN_QKV, u, &st);
+            fg_msg_compute_add_in(&m, h);
+            static const int qkv_w[] = {FG_LW_Q_W, FG_LW_Q_B, FG_LW_K_W, FG_LW_K_B, FG_LW_V_W, FG_LW_V_B,
+                                        FG_LW_LN1_W, FG_LW_LN1_B};
+            for (size_t t = 0; t < 8; t++) fg_msg_compute_add_in(&m, W(e, fg_spec_layer(l, qkv_w[t]), s));
+            fg_msg_compute_add_out(&m, H(e, pl->q_dev));
+            fg_msg_compute_add_out(&m, H(e, pl->k_dev));
+            fg_msg_compute_add_out(&m, H(e, pl->v_dev));
+            if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, &q1)) || (rc = await(e, q1))) return rc;
             fg_msg c;
             fg_msg_init(&c, FG_MSG_COPY);
-            fg_msg_copy_add(&c, Hsub(e, kh, 0, cache_rows(pl, (int)st.past)), Hsub(e, pl->kslot[k % 2], 0, cache_rows(pl, (int)st.past)));
-            fg_msg_copy_add(&c, Hsub(e, vh, 0, cache_rows(pl, (int)st.past)), Hsub(e, pl->vslot[k % 2], 0, cache_rows(pl, (int)st.past)));
-            if ((rc = run(e, FG_ROLE_GPU, &c))) return rc;
+            fg_msg_copy_add(&c, Hsub(e, pl->q_dev, 0, xb), Hsub(e, pl->q_io, 0, xb));
+            fg_msg_copy_add(&c, Hsub(e, pl->k_dev, 0, xb), Hsub(e, pl->k_io, 0, xb));
+            fg_msg_copy_add(&c, Hsub(e, pl->v_dev, 0, xb), Hsub(e, pl->v_io, 0, xb));
+            if ((rc = submit(e, FG_ROLE_GPU, &c, ST_D2H, &q1)) || (rc = await(e, q1))) return rc;
+            fg_msg a;
+            fg_msg_init(&a, FG_MSG_CPU_ATTN);
+            a.u.compute.op = FG_OP_ATTN_CORE;
+            a.u.compute.layer = (uint32_t)j;
+            a.u.compute.gpu_batch = (uint32_t)k;
+            fg_msg_compute_set_params(&a, &st, sizeof st);
+            fg_msg_compute_add_in(&a, H(e, pl->q_io));
+            fg_msg_compute_add_in(&a, H(e, pl->k_io));
+            fg_msg_compute_add_in(&a, H(e, pl->v_io));
+            fg_msg_compute_add_in(&a, H(e, kh));
+            fg_msg_compute_add_in(&a, H(e, vh));
+            fg_msg_compute_add_in(&a, H(e, pl->mask_io[k]));
+            fg_msg_compute_add_out(&a, H(e, pl->ctx_io));
+            if ((rc = submit(e, FG_ROLE_CPU, &a, 0, &q1)) || (rc = await(e, q1))) return rc;
+            if ((rc = copy_sync(e, H(e, pl->ctx_io), H(e, pl->ctx_dev)))) return rc;
+            compute_msg(&m, FG_OP_ATTN_OUT, u, &st);
+            fg_msg_compute_add_in(&m, h);
+            fg_msg_compute_add_in(&m, H(e, pl->ctx_dev));
+            static const int out_w[] = {FG_LW_O_W, FG_LW_O_B, FG_LW_LN1_W, FG_LW_LN1_B};
+            for (size_t t = 0; t < 4; t++) fg_msg_compute_add_in(&m, W(e, fg_spec_layer(l, out_w[t]), s));
+            fg_msg_compute_add_out(&m, h);
+            if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, NULL))) return rc;
+        } else {
+            int cg = !cpu_cache(pl, j);
+            compute_msg(&m, FG_OP_ATTN, u, &st);
+            fg_msg_compute_add_in(&m, h);
+            fg_msg_compute_add_in(&m, mask);
+            fg_msg_compute_add_in(&m, cg ? H(e, kh) : H(e, pl->kslot[p]));
+            fg_msg_compute_add_in(&m, cg ? H(e, vh) : H(e, pl->vslot[p]));
+            static const int attn_w[] = {FG_LW_Q_W, FG_LW_Q_B, FG_LW_K_W, FG_LW_K_B, FG_LW_V_W, FG_LW_V_B,
+                                         FG_LW_O_W, FG_LW_O_B, FG_LW_LN1_W, FG_LW_LN1_B};
+            for (size_t t = 0; t < 10; t++) fg_msg_compute_add_in(&m, W(e, fg_spec_layer(l, attn_w[t]), s));
+            fg_msg_compute_add_out(&m, h);
+            if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, &attn))) return rc;
         }
-        compute_msg(&m, FG_OP_ATTN, j, k, &st);
+        compute_msg(&m, FG_OP_MLP, u, &st);
         fg_msg_compute_add_in(&m, h);
-        fg_msg_compute_add_in(&m, mask);
-        fg_msg_compute_add_in(&m, kd);
-        fg_msg_compute_add_in(&m, vd);
-        static const int attn_w[] = {FG_LW_Q_W, FG_LW_Q_B, FG_LW_K_W, FG_LW_K_B, FG_LW_V_W, FG_LW_V_B,
-                                     FG_LW_O_W, FG_LW_O_B, FG_LW_LN1_W, FG_LW_LN1_B};
-        for (size_t t = 0; t < sizeof attn_w / sizeof attn_w[0]; t++)
-            fg_msg_compute_add_in(&m, W(e, fg_spec_layer(l, attn_w[t]), s));
+        static const int mlp_w[] = {FG_LW_FC1_W, FG_LW_FC1_B, FG_LW_FC2_W, FG_LW_FC2_B, FG_LW_LN2_W, FG_LW_LN2_B};
+        for (size_t t = 0; t < 6; t++) fg_msg_compute_add_in(&m, W(e, fg_spec_layer(l, mlp_w[t]), s));
         fg_msg_compute_add_out(&m, h);
-        if ((rc = run(e, FG_ROLE_GPU, &m))) return rc;
-        if (!cache_gpu) {   /* store the step's new rows [past, past+S) */
+        if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, &last))) return rc;
+        if (attn && cpu_cache(pl, j)) {   /* store the step's new cache rows [past, past+S) behind the MLP */
+            if ((rc = await(e, attn))) return rc;
             uint64_t o = cache_rows(pl, (int)st.past), nb = cache_rows(pl, (int)st.S);
             fg_msg c;
             fg_msg_init(&c, FG_MSG_COPY);
-            fg_msg_copy_add(&c, Hsub(e, pl->kslot[k % 2], o, nb), Hsub(e, kh, o, nb));
-            fg_msg_copy_add(&c, Hsub(e, pl->vslot[k % 2], o, nb), Hsub(e, vh, o, nb));
-            if ((rc = run(e, FG_ROLE_GPU, &c))) return rc;
+            fg_msg_copy_add(&c, Hsub(e, pl->kslot[p], o, nb), Hsub(e, kh, o, nb));
+            fg_msg_copy_add(&c, Hsub(e, pl->vslot[p], o, nb), Hsub(e, vh, o, nb));
+            if ((rc = submit(e, FG_ROLE_GPU, &c, ST_D2H, &e->kvbusy[p]))) return rc;
         }
     }
-    compute_msg(&m, FG_OP_MLP, j, k, &st);
-    fg_msg_compute_add_in(&m, h);
-    static const int mlp_w[] = {FG_LW_FC1_W, FG_LW_FC1_B, FG_LW_FC2_W, FG_LW_FC2_B, FG_LW_LN2_W, FG_LW_LN2_B};
-    for (size_t t = 0; t < 6; t++) fg_msg_compute_add_in(&m, W(e, fg_spec_layer(l, mlp_w[t]), s));
-    fg_msg_compute_add_out(&m, h);
-    if ((rc = run(e, FG_ROLE_GPU, &m))) return rc;
-    return act_gpu ? FG_OK : copy1(e, h, Hsub(e, pl->hhome[k], 0, hb));
+    e->wuse[s] = last;
+    if (!act_gpu) {   /* the hidden state back to the CPU behind the compute */
+        if ((rc = await(e, last))) return rc;
+        if ((rc = copy1(e, h, Hsub(e, pl->hhome[k], 0, h.nbytes), &e->hbusy[p]))) return rc;
+    }
+    return FG_OK;
 }
 
 /* ---- a block of K GPU batches ----------------------------------------------- */
@@ -458,40 +569,62 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
             for (int t = 0; t < S_k[k]; t++) ids[b * S_k[k] + t] = t < pad || q >= n ? c->pad_id : in[q].ids[t - pad];
             for (int t = pad; t < Tm; t++) mask[(size_t)b * Tm + t] = 1;
             if (q < n) {
+                free(out[q].ids);
                 out[q].ids = fg_xcalloc((size_t)(G ? G : 1), sizeof(int32_t));
                 out[q].n = 0;
                 out[q].finish = FG_FINISH_LENGTH;
             }
         }
-        if ((st = copy1(e, Hsub(e, pl->ids_io[k], 0, 4ull * B * S_k[k]), Hsub(e, pl->ids_dev[k], 0, 4ull * B * S_k[k]))) ||
-            (st = copy1(e, H(e, pl->mask_io[k]), H(e, pl->mask_dev[k]))))
+        if ((st = copy_sync(e, Hsub(e, pl->ids_io[k], 0, 4ull * B * S_k[k]), Hsub(e, pl->ids_dev[k], 0, 4ull * B * S_k[k]))) ||
+            (st = copy_sync(e, H(e, pl->mask_io[k]), H(e, pl->mask_dev[k]))))
             return st;
     }
-    fg_rng rng[64 * 64];
-    uint8_t done[64 * 64] = {0};
-    FG_ASSERT(K * B <= 64 * 64);
+    fg_rng *rng = fg_xcalloc((size_t)K * B, sizeof *rng);
+    uint8_t *done = fg_xcalloc((size_t)K * B, 1);
     for (int r = 0; r < K * B; r++) fg_rng_init(&rng[r], opt->samp.seed, (uint64_t)(first + r));
     void *scratch = fg_alloc_tensor(sizeof(float) * 2 * (size_t)V);
+    int nu = (L + 2) * K;
+    unit *order = fg_xcalloc((size_t)nu, sizeof *order);
 
     for (int i = 0; i < G && !st; i++) {
         double t0 = fg_now();
-        if (fo->schedule_row) {
-            for (int k = 0; k < K && !st; k++)
-                for (int j = 0; j <= L + 1 && !st; j++) {
-                    step_ctx sc = {i, k, S_k[k]};
-                    if (!(st = load_weights(e, j == 0 || j == L + 1 ? -1 : j - 1, j % 2))) st = compute(e, j, j % 2, &sc);
-                }
-        } else {
-            for (int j = 0; j <= L + 1 && !st; j++) {
-                if ((st = load_weights(e, j == 0 || j == L + 1 ? -1 : j - 1, j % 2))) break;
-                for (int k = 0; k < K && !st; k++) {
-                    step_ctx sc = {i, k, S_k[k]};
-                    st = compute(e, j, j % 2, &sc);
-                }
+        /* the token's units in schedule order */
+        int x = 0;
+        for (int a = 0; a < (fo->schedule_row ? K : L + 2); a++)
+            for (int b = 0; b < (fo->schedule_row ? L + 2 : K); b++) {
+                int j = fo->schedule_row ? b : a, k = fo->schedule_row ? a : b;
+                order[x++] = (unit){i, j, k, S_k[k]};
             }
-        }
+        /* weight slots alternate whenever the group changes; the next
+         * group is prefetched while the current one computes */
+        int slot = 0, gcur = -3;
+        uint64_t lseq[3] = {0, 0, 0};
+        if (!(st = unit_loads(e, &order[0], lseq)))
+            for (int u = 0; u < nu && !st; u++) {
+                int g = group_of(pl, order[u].j);
+                if (g != gcur) {
+                    if (gcur != -3) slot ^= 1;
+                    gcur = g;
+                    if ((st = load_weights(e, g, slot))) break;
+                }
+                for (int q = 0; q < 3 && !st; q++) st = await(e, lseq[q]);
+                if (!st) st = await(e, e->wload[slot]);
+                if (st) break;
+                /* prefetch: the next unit's weights (if another group) and inputs */
+                if (u + 1 < nu) {
+                    int g2 = group_of(pl, order[u + 1].j);
+                    if (g2 != g && fo->policy.overlap && (st = load_weights(e, g2, slot ^ 1))) break;
+                }
+                if (u + 1 < nu && order[u + 1].k != order[u].k && (st = unit_loads(e, &order[u + 1], lseq))) break;
+                if ((st = unit_compute(e, &order[u], slot))) break;
+                if (u + 1 < nu && order[u + 1].k == order[u].k && (st = unit_loads(e, &order[u + 1], lseq))) break;
+            }
+        if (!st) st = await_all(e);
         if (st) break;
-        if (e->restarted) return fg_err_set(FG_ERUNTIME, "gpu worker restarted mid-block");
+        if (e->restarted) {
+            st = fg_err_set(FG_ERUNTIME, "gpu worker restarted mid-block");
+            break;
+        }
         /* sample, record, and feed the next ids back */
         for (int k = 0; k < K && !st; k++) {
             const float *lg = P(e, pl->logits_io[k]);
@@ -509,15 +642,20 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
                 if (!opt->ignore_eos && tok == c->eos_id) o->finish = FG_FINISH_EOS, done[r] = 1;
                 else if (opt->stop && opt->stop(opt->stop_ctx, q, o->ids, o->n)) o->finish = FG_FINISH_STOP, done[r] = 1;
             }
-            if (!st && i + 1 < G) st = copy1(e, Hsub(e, pl->ids_io[k], 0, 4ull * B), Hsub(e, pl->ids_dev[k], 0, 4ull * B));
+            if (!st && i + 1 < G) st = copy_sync(e, Hsub(e, pl->ids_io[k], 0, 4ull * B), Hsub(e, pl->ids_dev[k], 0, 4ull * B));
         }
         double dt = fg_now() - t0;
         if (i == 0) stats->prefill_s += dt;
         else stats->decode_s += dt;
     }
+    fg_status s2 = await_all(e);
+    if (!st) st = s2;
     int real = n - first < K * B ? n - first : K * B;
-    stats->generated += (long)real * G;
+    if (!st) stats->generated += (long)real * G;
     free(scratch);
+    free(order);
+    free(rng);
+    free(done);
     return st;
 }
 
@@ -551,7 +689,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     const fg_opt_config *c = fg_wsrc_config(ws);
     int S = 1;
     for (int q = 0; q < n; q++) S = in[q].len > S ? in[q].len : S;
-    engine e = {.ws = ws, .fs = fs};
+    engine e = {.ws = ws, .fs = fs, .overlap = fo->policy.overlap, .wgroup = {-2, -2}};
     fg_status st = fg_policy_validate(&fo->policy);
     if (!st) st = plan_build(&e.pl, c, fg_wsrc_specs(ws), fo, S, opt->gen_len);
     if (st) {
@@ -588,12 +726,12 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
             st = run_block(&e, in, n, first, opt, fo, out, stats);
             if (!e.restarted || ++tries > 3) break;
             fg_warn("gpu worker restarted: redoing the block of prompts %d..%d", first, first + block - 1);
-            for (int q = first; q < n && q < first + block; q++) free(out[q].ids), out[q].ids = NULL;
             if ((st = gpu_setup(&e))) break;
         }
     }
 out:
     fg_super_destroy(&e.sup);
+    free(e.pend);
     plan_free(&e.pl);
     return st;
 }

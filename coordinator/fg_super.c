@@ -33,7 +33,7 @@
 typedef enum { C_PENDING, C_SENT, C_DONE } cmd_state;
 
 typedef struct {
-    fg_msg msg;          /* seq set; flags: the caller's BARRIER only */
+    fg_msg msg;          /* seq set; flags: the caller's BARRIER and stream only */
     fg_role role;
     cmd_state state;
     int internal;        /* an SHM_MAP of the supervisor's: never delivered */
@@ -148,7 +148,7 @@ static void send_plain(fg_super *s, int role, fg_msg_type type) {
 
 static void send_cmd(fg_super *s, cmd *c, int extra_flags) {
     worker *w = &s->w[c->role];
-    uint32_t user = c->msg.flags & FG_MSG_F_BARRIER;
+    uint32_t user = c->msg.flags & (FG_MSG_F_BARRIER | FG_MSG_STREAM_MASK);
     c->msg.flags = user | (uint32_t)extra_flags | (c->sends ? FG_MSG_F_REISSUE : 0) |
                    (uint32_t)w->epoch << FG_MSG_EPOCH_SHIFT;
     int rc = fg_msg_send(s->router, fg_role_name(c->role), &c->msg, ZMQ_DONTWAIT);
@@ -800,7 +800,7 @@ fg_status fg_super_submit(fg_super *s, fg_role role, const fg_msg *m, void *user
     cmd *c = fg_xmalloc(sizeof *c);
     memset(&c->done, 0, sizeof c->done);
     c->msg = *m;
-    c->msg.flags &= FG_MSG_F_BARRIER;
+    c->msg.flags &= FG_MSG_F_BARRIER | FG_MSG_STREAM_MASK;
     c->role = role;
     c->state = C_PENDING;
     c->internal = 0;

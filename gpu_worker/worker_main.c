@@ -1,8 +1,10 @@
 /* worker_main.c - flexgen-gpu-worker: owns the accelerator. This file only
  * says what the worker can do; the loop (heartbeats, queue, replies) is
  * proto/fg_worker_loop.c, the engine ops are gpu_ops.c and the compute
- * backends are backend_*.c here (fg_backend.h). Commands run on one executor
- * thread, in order, like one compute stream. */
+ * backends are backend_*.c here (fg_backend.h). Three executor threads run
+ * three streams as a GPU does: compute, host-to-device copies and
+ * device-to-host copies (the engine tags each command with its stream);
+ * within a stream, in order. */
 #include "fg_engine_ops.h"
 #include "fg_worker.h"
 #include "gpu_ops.h"
@@ -26,7 +28,8 @@ int main(int argc, char **argv) {
         .summary = "FlexGen's GPU worker: owns the accelerator's memory and compute.",
         .info = "host backend",
         .caps = FG_CAP_COPY | FG_CAP_COMPUTE,
-        .threads = 1,
+        .threads = 3,
+        .ordered_streams = 1,
         .compute_ops = compute_ops,
         .n_compute_ops = sizeof compute_ops / sizeof compute_ops[0],
         .init = fg_gpu_open,

@@ -15,7 +15,8 @@
  *    6   2   type       fg_msg_type
  *    8   8   seq        command sequence number (0 for READY, HEARTBEAT,
  *                       SHUTDOWN); a DONE or ERROR carries its command's seq
- *   16   4   flags      FG_MSG_F_*; bits 16..31 the worker's epoch, echoed
+ *   16   4   flags      FG_MSG_F_*; bits 8..15 the stream (commands of one
+ *                       stream run in order); bits 16..31 the worker's epoch, echoed
  *                       in the DONE/ERROR that answers a command
  *   20   4   body_len   bytes after the header; must be exactly what is left
  *
@@ -109,6 +110,12 @@ typedef enum {
 #define FG_MSG_F_REISSUE 0x1u  /* a command sent again to a restarted worker */
 #define FG_MSG_F_BARRIER 0x2u  /* run alone: after every earlier command ended,
                                   before any later one starts */
+/* Bits 8..15: the command's stream. A worker with several executor threads
+ * runs the commands of one stream in order and those of different streams
+ * concurrently, as a GPU runs its compute stream beside its copy engines. */
+#define FG_MSG_STREAM_SHIFT 8
+#define FG_MSG_STREAM_MASK 0xff00u
+#define FG_MSG_STREAM(flags) ((int)(((flags) & FG_MSG_STREAM_MASK) >> FG_MSG_STREAM_SHIFT))
 #define FG_MSG_EPOCH_SHIFT 16
 #define FG_MSG_EPOCH(flags) ((uint16_t)((flags) >> FG_MSG_EPOCH_SHIFT))
 

@@ -41,6 +41,9 @@ typedef struct {
     const char *info;      /* READY info, e.g. "host backend" */
     uint64_t caps;         /* FG_CAP_* */
     int threads;           /* executor threads, >= 1; 1 keeps commands in order */
+    int ordered_streams;   /* 1: commands of one stream (FG_MSG_STREAM) run in
+                              order, different streams concurrently; 0: any
+                              queued command may start on an idle executor */
     fg_worker_fn handlers[FG_MSG_NTYPES];  /* COPY, DISK_READ, ...; NULL: unsupported */
     const fg_worker_op *compute_ops;       /* COMPUTE, by op */
     size_t n_compute_ops;

@@ -28,6 +28,7 @@ typedef struct job {
     fg_msg cmd;
     fg_worker_fn fn;     /* NULL: SHM_MAP */
     int exclusive;
+    int stream;          /* FG_MSG_STREAM(flags): in order within a stream */
     /* results */
     int32_t code;        /* 0 or FG_MSG_E* */
     char err[FG_MSG_TEXT_MAX + 1];
@@ -48,6 +49,7 @@ struct fg_worker {
     job *qhead, *qtail;  /* waiting to run */
     job *dhead, *dtail;  /* finished, not yet replied */
     int running, exclusive_running, stopping;
+    uint8_t stream_busy[256];  /* executors inside a job of each stream */
     int evfd;
     _Atomic uint64_t busy_ns;
     pthread_t *threads;
@@ -118,21 +120,44 @@ static void run_job(fg_worker *w, job *j) {
     }
 }
 
-static int can_pop(const fg_worker *w) {
-    return w->qhead && !w->exclusive_running && (!w->qhead->exclusive || w->running == 0);
+/* The job an idle executor may take, with the one before it in the queue
+ * (NULL: it is the head), or NULL: the first queued job of a stream whose
+ * earlier jobs have all ended; nothing past an exclusive job, which itself
+ * runs only when nothing else does. */
+static job *pick(const fg_worker *w, job **prev_out) {
+    if (w->exclusive_running) return NULL;
+    uint8_t skipped[256] = {0};
+    job *prev = NULL;
+    for (job *j = w->qhead; j; prev = j, j = j->next) {
+        if (j->exclusive) {
+            if (j == w->qhead && w->running == 0) {
+                *prev_out = NULL;
+                return j;
+            }
+            return NULL;
+        }
+        if (!w->def->ordered_streams || (!w->stream_busy[j->stream] && !skipped[j->stream])) {
+            *prev_out = prev;
+            return j;
+        }
+        skipped[j->stream] = 1;
+    }
+    return NULL;
 }
 
 static void *executor(void *arg) {
     fg_worker *w = arg;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (!w->stopping && !can_pop(w)) pthread_cond_wait(&w->cv, &w->mu);
+        job *j = NULL, *prev = NULL;
+        while (!w->stopping && !(j = pick(w, &prev))) pthread_cond_wait(&w->cv, &w->mu);
         if (w->stopping) break;
-        job *j = w->qhead;
-        w->qhead = j->next;
-        if (!w->qhead) w->qtail = NULL;
+        if (prev) prev->next = j->next;
+        else w->qhead = j->next;
+        if (w->qtail == j) w->qtail = prev;
         j->next = NULL;
         w->running++;
+        w->stream_busy[j->stream]++;
         if (j->exclusive) w->exclusive_running = 1;
         pthread_mutex_unlock(&w->mu);
 
@@ -140,6 +165,7 @@ static void *executor(void *arg) {
 
         pthread_mutex_lock(&w->mu);
         w->running--;
+        w->stream_busy[j->stream]--;
         if (j->exclusive) w->exclusive_running = 0;
         if (w->dtail) w->dtail->next = j;
         else w->dhead = j;
@@ -239,6 +265,7 @@ static void accept_command(fg_worker *w, void *sock, const fg_msg *m) {
     j->cmd = *m;
     j->fn = fn;
     j->exclusive = m->type == FG_MSG_SHM_MAP || (m->flags & FG_MSG_F_BARRIER);
+    j->stream = FG_MSG_STREAM(m->flags);
     enqueue(w, j);
 }
 

@@ -2,7 +2,8 @@
 # Placement invariance: with a fixed --gpu-batch-size, the offloading engine's
 # tokens and dumped logits are bitwise identical across policies (weights,
 # cache, activations on GPU or CPU, mixed percentages, CPU attention, 1 to 4
-# GPU batches per block, the row schedule) and bitwise equal to the reference
+# GPU batches per block, the row schedule, overlap on and off) and bitwise
+# equal to the reference
 # engine's: every process rounds at the same points (DESIGN.md §6), and the
 # reference engine is itself checked against the numpy oracle (tests/model).
 # Usage: placement.sh FLEXGEN WORKDIR [MAKE_CHECKPOINT ARGS]
@@ -33,6 +34,8 @@ policies=(
   "4-batches-cpu-attention|--percent 60 40 30 70 100 0 --num-gpu-batches 4 --cpu-cache-compute"
   "row-schedule-3-batches|--percent 20 80 0 100 0 100 --num-gpu-batches 3 --schedule row"
   "default-rule|"
+  "no-overlap-mixed|--percent 30 70 50 50 0 100 --num-gpu-batches 2 --no-overlap"
+  "overlap-row-cpu-attention|--percent 0 100 0 100 0 100 --num-gpu-batches 2 --schedule row --cpu-cache-compute"
 )
 fails=0
 for p in "${policies[@]}"; do
