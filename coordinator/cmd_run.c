@@ -47,6 +47,8 @@ static void run_usage(FILE *f) {
         "                        the left, keeping BOS, instead of refusing them; reported in the log\n"
         "  --out FILE.jsonl      one object per prompt, in input order\n"
         "  --dump-logits FILE    float32 .npy (prompts, gen_len, vocab): the logits each token came from\n"
+        "  --trace FILE.json     Chrome trace events of every command on every worker and stream\n"
+        "                        (open in Perfetto); engine flexgen\n"
         "  --report FILE.json    throughput (generated tokens / (prefill + decode time)), the split,\n"
         "                        time inside BLAS, the run's settings\n"
         "generation:\n"
@@ -96,7 +98,7 @@ static fg_status parse_float(const char *flag, const char *v, float lo, float hi
 
 static fg_status parse_args(int argc, char **argv, run_args *a) {
     enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE, O_REPORT, O_PROMPTS, O_STOP, O_TRUNC,
-          O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM, O_OFFDIR, O_NOOVERLAP };
+          O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM, O_OFFDIR, O_NOOVERLAP, O_TRACE };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},      {"dummy", required_argument, 0, O_DUMMY},
         {"prompt-ids", required_argument, 0, O_PIDS},  {"out", required_argument, 0, O_OUT},
@@ -110,7 +112,7 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         {"cpu-cache-compute", no_argument, 0, O_CPUATTN}, {"schedule", required_argument, 0, O_SCHED},
         {"gpu-mem", required_argument, 0, O_GPUMEM},   {"cpu-mem", required_argument, 0, O_CPUMEM},
         {"disk-mem", required_argument, 0, O_DISKMEM}, {"offload-dir", required_argument, 0, O_OFFDIR},
-        {"no-overlap", no_argument, 0, O_NOOVERLAP},        {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0},
+        {"no-overlap", no_argument, 0, O_NOOVERLAP},    {"trace", required_argument, 0, O_TRACE},        {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0},
     };
     *a = (run_args){.gen_len = 32, .top_p = 1.0f, .engine = "flexgen", .num_gpu_batches = 1};
     a->flex.offload_dir = "flexgen-offload";
@@ -165,6 +167,7 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         case O_DISKMEM: st = fg_parse_size(optarg, &a->flex.disk_mem); break;
         case O_OFFDIR: a->flex.offload_dir = optarg; break;
         case O_NOOVERLAP: a->no_overlap = 1; break;
+        case O_TRACE: a->flex.trace = optarg; break;
         case O_TRUNC: a->truncate = 1; break;
         case O_STOP:
             if (a->n_stop == FG_MAX_STOPS) st = fg_err_set(FG_EINPUT, "--stop: at most %d stop strings", FG_MAX_STOPS);

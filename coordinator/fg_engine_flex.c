@@ -25,6 +25,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fg_engine_ops.h"
 #include "fg_opt.h"
@@ -199,7 +200,14 @@ enum { ST_COMPUTE = 0, ST_H2D = 1, ST_D2H = 2 };
 typedef struct {
     uint64_t seq;
     fg_role role;
+    int type, op, stream, layer, batch;
 } pending;
+
+/* One finished command, for --trace. */
+typedef struct {
+    uint64_t start_ns, end_ns;
+    int role, stream, type, op, layer, batch;
+} trace_ev;
 
 typedef struct {
     plan pl;
@@ -211,6 +219,10 @@ typedef struct {
     int restarted;
     pending *pend;                 /* submitted, not yet awaited */
     size_t npend, cappend;
+    trace_ev *ev;                  /* --trace: every finished command */
+    size_t nev, capev;
+    int tracing;
+    int progress;                  /* stderr is a terminal */
     /* hazards on double-buffered device slots: the last command touching each */
     int wgroup[2];                 /* weight group a slot holds (-2: none) */
     uint64_t wload[2], wuse[2];    /* its load; the last compute reading it */
@@ -237,11 +249,20 @@ static fg_status await(engine *e, uint64_t seq) {
     size_t i = 0;
     while (i < e->npend && e->pend[i].seq != seq) i++;
     if (i == e->npend) return FG_OK;   /* awaited before */
-    fg_role role = e->pend[i].role;
+    pending pd = e->pend[i];
+    fg_role role = pd.role;
     e->pend[i] = e->pend[--e->npend];
     fg_super_done d;
     fg_status st = fg_super_wait(e->sup, seq, -1, &d);
     e->fs->busy_s[role] += (double)(d.end_ns - d.start_ns) * 1e-9;
+    if (e->tracing && !st) {
+        if (e->nev == e->capev) {
+            e->capev = e->capev ? 2 * e->capev : 1024;
+            e->ev = realloc(e->ev, e->capev * sizeof *e->ev);
+            FG_ASSERT(e->ev);
+        }
+        e->ev[e->nev++] = (trace_ev){d.start_ns, d.end_ns, role, pd.stream, pd.type, pd.op, pd.layer, pd.batch};
+    }
     if (st) return fg_err_set(FG_ERUNTIME, "%s worker: %s", fg_role_name(role), d.error[0] ? d.error : fg_err_msg());
     return FG_OK;
 }
@@ -268,7 +289,9 @@ static fg_status submit(engine *e, fg_role role, fg_msg *m, int stream, uint64_t
         e->pend = realloc(e->pend, e->cappend * sizeof *e->pend);
         FG_ASSERT(e->pend);
     }
-    e->pend[e->npend++] = (pending){s, role};
+    int is_cmp = m->type == FG_MSG_COMPUTE || m->type == FG_MSG_CPU_ATTN;
+    e->pend[e->npend++] = (pending){s, role, m->type, is_cmp ? (int)m->u.compute.op : -1, stream,
+                                    is_cmp ? (int)m->u.compute.layer : -1, is_cmp ? (int)m->u.compute.gpu_batch : -1};
     e->fs->commands++;
     if (m->type == FG_MSG_COPY)
         for (uint32_t i = 0; i < m->u.copy.n; i++) {
@@ -647,6 +670,15 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
         double dt = fg_now() - t0;
         if (i == 0) stats->prefill_s += dt;
         else stats->decode_s += dt;
+        if (e->progress) {   /* a terminal: one self-overwriting line */
+            double spent = stats->prefill_s + stats->decode_s;
+            long made = stats->generated + (long)(n - first < K * B ? n - first : K * B) * (i + 1);
+            long total = (long)n * G;
+            double rate = spent > 0 ? made / spent : 0;
+            fprintf(stderr, "\rblock %d/%d  token %d/%d  %.1f tokens/s  ETA %.0f s   ", first / (K * B) + 1,
+                    (n + K * B - 1) / (K * B), i + 1, G, rate, rate > 0 ? (total - made) / rate : 0.0);
+            if (i + 1 == G && first + K * B >= n) fputc('\n', stderr);
+        }
     }
     fg_status s2 = await_all(e);
     if (!st) st = s2;
@@ -657,6 +689,51 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
     free(rng);
     free(done);
     return st;
+}
+
+/* ---- trace ------------------------------------------------------------------ */
+
+static const char *op_name(int op) {
+    static const char *n[] = {"device_init", "embed", "attn", "attn_qkv", "attn_out", "mlp", "lm_head", "attn_core"};
+    int i = op - FG_OP_DEVICE_INIT;
+    return i >= 0 && i < (int)(sizeof n / sizeof n[0]) ? n[i] : "op";
+}
+
+/* Chrome trace-event JSON (Perfetto opens it): one process per worker, one
+ * thread per stream, one complete event per command. */
+static fg_status write_trace(const engine *e, const char *path) {
+    static const char *stream_name[] = {"compute", "copy h2d", "copy d2h"};
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.partial", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return fg_err_set(FG_EINPUT, "%s: cannot create the trace", tmp);
+    uint64_t t0 = e->nev ? e->ev[0].start_ns : 0;
+    for (size_t i = 0; i < e->nev; i++) t0 = e->ev[i].start_ns < t0 ? e->ev[i].start_ns : t0;
+    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+    for (int r = 0; r < FG_NROLES; r++) {
+        fprintf(f, "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"args\": {\"name\": \"%s worker\"}},\n", r,
+                fg_role_name(r));
+        for (int t = 0; t < 3; t++)
+            fprintf(f, "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"%s\"}},\n",
+                    r, t, r == FG_ROLE_GPU ? stream_name[t] : (t ? "other" : "commands"));
+    }
+    for (size_t i = 0; i < e->nev; i++) {
+        const trace_ev *v = &e->ev[i];
+        const char *name = v->type == FG_MSG_COPY ? (v->stream == 1 ? "load" : "store")
+                           : v->op >= 0       ? op_name(v->op)
+                                              : fg_msg_type_name(v->type);
+        fprintf(f, "{\"ph\": \"X\", \"name\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
+                   "\"args\": {\"layer\": %d, \"batch\": %d}}%s\n",
+                name, v->role, v->stream, (double)(v->start_ns - t0) / 1e3, (double)(v->end_ns - v->start_ns) / 1e3,
+                v->layer, v->batch, i + 1 < e->nev ? "," : "");
+    }
+    fprintf(f, "]}\n");
+    int bad = ferror(f);
+    if (fclose(f) || bad || rename(tmp, path)) {
+        unlink(tmp);
+        return fg_err_set(FG_ERUNTIME, "%s: cannot write the trace", path);
+    }
+    return FG_OK;
 }
 
 /* ---- entry ------------------------------------------------------------------ */
@@ -689,7 +766,8 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     const fg_opt_config *c = fg_wsrc_config(ws);
     int S = 1;
     for (int q = 0; q < n; q++) S = in[q].len > S ? in[q].len : S;
-    engine e = {.ws = ws, .fs = fs, .overlap = fo->policy.overlap, .wgroup = {-2, -2}};
+    engine e = {.ws = ws, .fs = fs, .overlap = fo->policy.overlap, .wgroup = {-2, -2}, .tracing = fo->trace != NULL,
+                .progress = isatty(2)};
     fg_status st = fg_policy_validate(&fo->policy);
     if (!st) st = plan_build(&e.pl, c, fg_wsrc_specs(ws), fo, S, opt->gen_len);
     if (st) {
@@ -729,9 +807,11 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
             if ((st = gpu_setup(&e))) break;
         }
     }
+    if (!st && fo->trace) st = write_trace(&e, fo->trace);
 out:
     fg_super_destroy(&e.sup);
     free(e.pend);
+    free(e.ev);
     plan_free(&e.pl);
     return st;
 }

@@ -14,6 +14,7 @@ typedef struct {
     int schedule_row;                      /* 1: one GPU batch through all layers per token */
     const char *offload_dir;
     const char *worker_dir;                /* NULL: beside the flexgen binary */
+    const char *trace;                     /* Chrome trace-event JSON of every command, or NULL */
 } fg_flex_opts;
 
 /* Extra figures the offloading engine reports beside fg_gen_stats. */
