@@ -20,7 +20,10 @@
  * computes, and stores run behind the compute. The coordinator waits only
  * where a command needs another's result or a slot is about to be reused.
  *
- * Not yet: the disk tier (policies with disk percentages are refused). */
+ * Disk tier: weights placed on disk are read from the tier store (converted
+ * once into --offload-dir) by the disk worker into a stage in shared memory,
+ * then copied to the device with the group's CPU-tier tensors.
+ * Not yet: the KV cache and activations on disk. */
 #include "fg_engine_flex.h"
 
 #include <stdio.h>
@@ -29,12 +32,13 @@
 
 #include "fg_engine_ops.h"
 #include "fg_opt.h"
+#include "fg_store.h"
 #include "fg_super.h"
 
 /* ---- plan ---------------------------------------------------------------- */
 
-enum { SEG_DEV, SEG_W, SEG_WGPU, SEG_KV, SEG_ACT, SEG_IO, NSEG };
-static const char *seg_name[NSEG] = {"device", "w", "wgpu", "kv", "act", "io"};
+enum { SEG_DEV, SEG_W, SEG_WGPU, SEG_KV, SEG_ACT, SEG_IO, SEG_STAGE, NSEG };
+static const char *seg_name[NSEG] = {"device", "w", "wgpu", "kv", "act", "io", "stage"};
 
 typedef struct {
     int seg;
@@ -54,6 +58,10 @@ typedef struct {
     uint64_t *wslot_off;          /* (nspec) offset inside a weight slot */
     uint64_t wslot_bytes;
     loc wslot[2];
+    loc wstage[2];                /* shared memory the disk worker reads disk-tier weights into */
+    int any_disk;
+    int *wfile;                   /* (nspec) disk tier: store file (layer or FG_STORE_GLOBALS) */
+    uint64_t *wfoff;              /* (nspec) and offset in it */
 
     fg_tier *ctier;               /* (L) */
     loc *kc, *vc;                 /* (L*K) home of each (layer, batch) cache */
@@ -78,7 +86,7 @@ static loc place(plan *pl, int seg, uint64_t n) {
 }
 
 static void plan_free(plan *pl) {
-    free(pl->wtier); free(pl->whome); free(pl->wsrc); free(pl->wslot_off);
+    free(pl->wtier); free(pl->whome); free(pl->wsrc); free(pl->wslot_off); free(pl->wfile); free(pl->wfoff);
     free(pl->ctier); free(pl->kc); free(pl->vc); free(pl->hhome);
     free(pl->ids_dev); free(pl->mask_dev); free(pl->ids_io); free(pl->mask_io); free(pl->logits_io);
     memset(pl, 0, sizeof *pl);
@@ -96,9 +104,9 @@ static fg_status plan_build(plan *pl, const fg_opt_config *c, const fg_spec *sp,
     pl->c = c, pl->sp = sp, pl->p = *p;
     pl->L = c->n_layers, pl->K = p->num_gpu_batches, pl->gbs = p->gbs, pl->S = S, pl->G = G, pl->Tmax = S + G;
     int n = fg_spec_count(c), L = pl->L, K = pl->K, B = pl->gbs, H = c->hidden;
-    if (p->w_gpu + p->w_cpu < 100 || p->c_gpu + p->c_cpu < 100 || p->h_gpu + p->h_cpu < 100)
-        return fg_err_set(FG_EINPUT, "--percent: the disk tier is not wired into the offloading engine yet; "
-                                     "give GPU + CPU = 100 for weights, cache and activations");
+    if (p->c_gpu + p->c_cpu < 100 || p->h_gpu + p->h_cpu < 100)
+        return fg_err_set(FG_EINPUT, "--percent: the KV cache and activations cannot go to disk yet (weights can); "
+                                     "give CG + CC = 100 and HG + HC = 100");
     if (!(p->h_gpu == 100 || p->h_cpu == 100))
         return fg_err_set(FG_EINPUT, "--percent: activations must be all on one tier (HG 100 or HC 100), as in FlexGen");
 
@@ -106,6 +114,8 @@ static fg_status plan_build(plan *pl, const fg_opt_config *c, const fg_spec *sp,
     pl->whome = fg_xcalloc((size_t)n, sizeof *pl->whome);
     pl->wsrc = fg_xcalloc((size_t)n, sizeof *pl->wsrc);
     pl->wslot_off = fg_xcalloc((size_t)n, sizeof *pl->wslot_off);
+    pl->wfile = fg_xcalloc((size_t)n, sizeof *pl->wfile);
+    pl->wfoff = fg_xcalloc((size_t)n, sizeof *pl->wfoff);
     /* weights: homes, and offsets inside a slot for the non-GPU ones of each layer */
     for (int g = -1; g < L; g++) {
         int first = g < 0 ? 0 : fg_spec_layer(g, 0), count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
@@ -118,7 +128,8 @@ static fg_status plan_build(plan *pl, const fg_opt_config *c, const fg_spec *sp,
                 pl->whome[i] = place(pl, SEG_DEV, bytes);
                 pl->wsrc[i] = place(pl, SEG_WGPU, bytes);
             } else {
-                pl->whome[i] = place(pl, SEG_W, bytes);
+                if (pl->wtier[i] == FG_TIER_CPU) pl->whome[i] = place(pl, SEG_W, bytes);
+                else pl->whome[i] = (loc){SEG_STAGE, 0, bytes}, pl->any_disk = 1;   /* offset: its slot place */
                 slot = (slot + 4095) & ~(uint64_t)4095;
                 pl->wslot_off[i] = slot;
                 slot += bytes;
@@ -127,6 +138,8 @@ static fg_status plan_build(plan *pl, const fg_opt_config *c, const fg_spec *sp,
         if (slot > pl->wslot_bytes) pl->wslot_bytes = slot;
     }
     for (int s = 0; s < 2; s++) pl->wslot[s] = place(pl, SEG_DEV, pl->wslot_bytes);
+    if (pl->any_disk)
+        for (int s = 0; s < 2; s++) pl->wstage[s] = place(pl, SEG_STAGE, pl->wslot_bytes);
 
     /* KV cache: whole layers; one (Tmax, gbs, H) fp16 block per (layer, batch) */
     uint64_t cbytes = 2ull * pl->Tmax * B * H;
@@ -227,6 +240,11 @@ typedef struct {
     int wgroup[2];                 /* weight group a slot holds (-2: none) */
     uint64_t wload[2], wuse[2];    /* its load; the last compute reading it */
     uint64_t kvbusy[2], hbusy[2], lgbusy[2];
+    /* disk-tier weights: reads into a stage slot, then one COPY to the device */
+    fg_store *store;
+    uint64_t wdisk[2][FG_LW_COUNT];
+    int nwdisk[2], h2d_pending[2];
+    uint64_t stagebusy[2];
 } engine;
 
 static fg_shm_handle H(const engine *e, loc l) {
@@ -339,7 +357,7 @@ static fg_status gpu_setup(engine *e) {
     for (int i = 0; !st && i < fg_spec_count(pl->c); i++)
         if (pl->sp[i].present && pl->wtier[i] == FG_TIER_GPU) st = copy1(e, H(e, pl->wsrc[i]), H(e, pl->whome[i]), NULL);
     if (!st) st = await_all(e);
-    for (int q = 0; q < 2; q++) e->wgroup[q] = -2;
+    for (int q = 0; q < 2; q++) e->wgroup[q] = -2, e->h2d_pending[q] = 0, e->nwdisk[q] = 0;
     return st;
 }
 
@@ -365,22 +383,69 @@ static fg_shm_handle W(const engine *e, int idx, int s) {
 /* Weight group of schedule layer j: -1 (model-level) for the embedding and the head. */
 static int group_of(const plan *pl, int j) { return j == 0 || j == pl->L + 1 ? -1 : j - 1; }
 
-/* Make weight slot s hold group g: after every compute reading the slot,
- * one COPY of the group's non-GPU tensors on the host-to-device stream. */
+/* Make weight slot s hold group g. Disk-tier tensors are read by the disk
+ * worker into the slot's stage in shared memory first; the COPY of the whole
+ * group to the device (one command, host-to-device stream) follows when they
+ * are in: at once without disk tensors, else from finish_load(). */
+static fg_status finish_load(engine *e, int s);
+
 static fg_status load_weights(engine *e, int g, int s) {
     const plan *pl = &e->pl;
     if (e->wgroup[s] == g) return FG_OK;
     int first = g < 0 ? 0 : fg_spec_layer(g, 0), count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
+    fg_status st = await(e, e->wuse[s]);   /* every compute reading the slot */
+    e->wuse[s] = e->wload[s] = 0;
+    e->wgroup[s] = -2;
+    if (st) return st;
+    e->nwdisk[s] = 0;
+    for (int i = first; i < first + count && !st; i++) {
+        if (!pl->sp[i].present || pl->wtier[i] != FG_TIER_DISK) continue;
+        if (!e->nwdisk[s] && (st = await(e, e->stagebusy[s]))) break;   /* the stage's last COPY out */
+        fg_msg m;
+        fg_msg_init(&m, FG_MSG_DISK_READ);
+        m.u.disk.file_offset = pl->wfoff[i];
+        m.u.disk.buf = Hsub(e, pl->wstage[s], pl->wslot_off[i], pl->whome[i].n);
+        snprintf(m.u.disk.path, sizeof m.u.disk.path, "%s", fg_store_path(e->store, pl->wfile[i]));
+        st = submit(e, FG_ROLE_DISK, &m, 0, &e->wdisk[s][e->nwdisk[s]++]);
+    }
+    if (st) return st;
+    e->wgroup[s] = g;
+    e->h2d_pending[s] = 1;
+    return e->nwdisk[s] ? FG_OK : finish_load(e, s);
+}
+
+static fg_status finish_load(engine *e, int s) {
+    const plan *pl = &e->pl;
+    if (!e->h2d_pending[s]) return FG_OK;
+    fg_status st = FG_OK;
+    for (int q = 0; q < e->nwdisk[s] && !st; q++) st = await(e, e->wdisk[s][q]);
+    e->nwdisk[s] = 0;
+    e->h2d_pending[s] = 0;
+    if (st) return st;
+    int g = e->wgroup[s], first = g < 0 ? 0 : fg_spec_layer(g, 0), count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
     fg_msg m;
     fg_msg_init(&m, FG_MSG_COPY);
-    for (int i = first; i < first + count; i++)
-        if (pl->sp[i].present && pl->wtier[i] != FG_TIER_GPU) fg_msg_copy_add(&m, H(e, pl->whome[i]), W(e, i, s));
-    fg_status st = await(e, e->wuse[s]);
-    e->wuse[s] = 0;
-    e->wload[s] = 0;
-    if (!st && m.u.copy.n) st = submit(e, FG_ROLE_GPU, &m, ST_H2D, &e->wload[s]);
-    e->wgroup[s] = st ? -2 : g;
+    int from_stage = 0;
+    for (int i = first; i < first + count; i++) {
+        if (!pl->sp[i].present || pl->wtier[i] == FG_TIER_GPU) continue;
+        fg_shm_handle src = pl->wtier[i] == FG_TIER_CPU ? H(e, pl->whome[i])
+                                                        : Hsub(e, pl->wstage[s], pl->wslot_off[i], pl->whome[i].n);
+        from_stage |= pl->wtier[i] == FG_TIER_DISK;
+        fg_msg_copy_add(&m, src, W(e, i, s));
+    }
+    if (m.u.copy.n) st = submit(e, FG_ROLE_GPU, &m, ST_H2D, &e->wload[s]);
+    if (from_stage) e->stagebusy[s] = e->wload[s];
     return st;
+}
+
+/* Disk reads into slot s all in? Then its COPY can go without waiting. */
+static fg_status poll_load(engine *e, int s) {
+    if (!e->h2d_pending[s]) return FG_OK;
+    for (int q = 0; q < e->nwdisk[s]; q++) {
+        int t = fg_super_test(e->sup, e->wdisk[s][q]);
+        if (t == 0) return FG_OK;
+    }
+    return finish_load(e, s);
 }
 
 typedef struct {
@@ -631,6 +696,7 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
                     if ((st = load_weights(e, g, slot))) break;
                 }
                 for (int q = 0; q < 3 && !st; q++) st = await(e, lseq[q]);
+                if (!st) st = finish_load(e, slot);
                 if (!st) st = await(e, e->wload[slot]);
                 if (st) break;
                 /* prefetch: the next unit's weights (if another group) and inputs */
@@ -640,6 +706,7 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
                 }
                 if (u + 1 < nu && order[u + 1].k != order[u].k && (st = unit_loads(e, &order[u + 1], lseq))) break;
                 if ((st = unit_compute(e, &order[u], slot))) break;
+                if ((st = poll_load(e, slot ^ 1))) break;
                 if (u + 1 < nu && order[u + 1].k == order[u].k && (st = unit_loads(e, &order[u + 1], lseq))) break;
             }
         if (!st) st = await_all(e);
@@ -788,9 +855,25 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     for (int s = 1; s < NSEG && !st; s++)
         if (pl->used[s]) st = fg_super_segment_new(e.sup, seg_name[s], pl->used[s], &e.seg_idx[s]);
     if (st) goto out;
+    /* disk-tier weights: the tier store in the offload directory, converted
+     * once, checked (headers, identity, sizes) on every open */
+    if (pl->any_disk) {
+        if ((st = fg_store_open_or_build(fo->offload_dir, ws, &e.store))) goto out;
+        if (fo->disk_mem && fg_store_total_bytes(e.store) > fo->disk_mem) {
+            st = fg_err_set(FG_EINPUT, "the tier store needs %llu bytes in %s but --disk-mem is %llu",
+                            (unsigned long long)fg_store_total_bytes(e.store), fo->offload_dir,
+                            (unsigned long long)fo->disk_mem);
+            goto out;
+        }
+        for (int f = FG_STORE_GLOBALS; f < pl->L; f++) {
+            int nt = 0;
+            const fg_store_tensor *t = fg_store_tensors(e.store, f, &nt);
+            for (int q = 0; q < nt; q++) pl->wfile[t[q].spec] = f, pl->wfoff[t[q].spec] = t[q].offset;
+        }
+    }
     /* weights to their homes: host copies here, GPU ones uploaded by gpu_setup */
     for (int i = 0; i < fg_spec_count(c) && !st; i++) {
-        if (!pl->sp[i].present) continue;
+        if (!pl->sp[i].present || pl->wtier[i] == FG_TIER_DISK) continue;
         loc home = pl->wtier[i] == FG_TIER_GPU ? pl->wsrc[i] : pl->whome[i];
         st = fg_wsrc_read(ws, i, P(&e, home));
     }
@@ -810,6 +893,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     if (!st && fo->trace) st = write_trace(&e, fo->trace);
 out:
     fg_super_destroy(&e.sup);
+    fg_store_destroy(&e.store);
     free(e.pend);
     free(e.ev);
     plan_free(&e.pl);

@@ -852,6 +852,13 @@ int fg_super_poll(fg_super *s, int timeout_ms, fg_super_done_fn cb, void *ctx) {
     return deliver(s, cb, ctx);
 }
 
+int fg_super_test(fg_super *s, uint64_t seq) {
+    if (pump(s, 0) < 0) return -1;
+    cmd *c = slot_get(s, seq);
+    if (!c || c->internal) return -1;
+    return c->state == C_DONE;
+}
+
 fg_status fg_super_wait(fg_super *s, uint64_t seq, int timeout_ms, fg_super_done *out) {
     FG_ASSERT(!s->in_restore);
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns() + MS(timeout_ms);

@@ -141,6 +141,10 @@ int fg_super_poll(fg_super *sup, int timeout_ms, fg_super_done_fn cb, void *ctx)
  * out; FG_EINPUT if seq is unknown or already taken. out may be NULL. */
 fg_status fg_super_wait(fg_super *sup, uint64_t seq, int timeout_ms, fg_super_done *out);
 
+/* Without blocking: 1 if command seq has finished (take it with wait), 0 if
+ * not yet, -1 if seq is unknown or taken. */
+int fg_super_test(fg_super *sup, uint64_t seq);
+
 /* Wait for every submitted command; FG_ERUNTIME names the first failure. */
 fg_status fg_super_wait_all(fg_super *sup, int timeout_ms);
 

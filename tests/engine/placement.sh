@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Placement invariance: with a fixed --gpu-batch-size, the offloading engine's
 # tokens and dumped logits are bitwise identical across policies (weights,
-# cache, activations on GPU or CPU, mixed percentages, CPU attention, 1 to 4
-# GPU batches per block, the row schedule, overlap on and off) and bitwise
+# cache, activations on GPU or CPU, weights on disk too, mixed percentages,
+# CPU attention, 1 to 4 GPU batches per block, the row schedule, overlap on
+# and off) and bitwise
 # equal to the reference
 # engine's: every process rounds at the same points (DESIGN.md §6), and the
 # reference engine is itself checked against the numpy oracle (tests/model).
@@ -19,7 +20,8 @@ rm -rf "$work" && mkdir -p "$work"
 "$py" -c 'import json, random; r = random.Random(3)
 print(json.dumps([[2] + [r.randrange(4, 500) for _ in range(1 + (7 * i) % 11)] for i in range(11)]))' >"$work/p.json"
 gbs=3 gen=5
-common=(--model "$work/m" --prompt-ids "$work/p.json" --gen-len $gen --ignore-eos --gpu-batch-size $gbs)
+common=(--model "$work/m" --prompt-ids "$work/p.json" --gen-len $gen --ignore-eos --gpu-batch-size $gbs
+        --offload-dir "$work/offload")
 "$flexgen" run --engine reference "${common[@]}" --out "$work/ref.jsonl" --dump-logits "$work/ref.npy" 2>/dev/null \
   || { echo "reference run failed"; exit 1; }
 policies=(
@@ -36,6 +38,9 @@ policies=(
   "default-rule|"
   "no-overlap-mixed|--percent 30 70 50 50 0 100 --num-gpu-batches 2 --no-overlap"
   "overlap-row-cpu-attention|--percent 0 100 0 100 0 100 --num-gpu-batches 2 --schedule row --cpu-cache-compute"
+  "weights-on-disk|--percent 0 0 100 0 100 0 --num-gpu-batches 2"
+  "weights-3-tiers|--percent 30 30 0 100 0 100 --num-gpu-batches 3 --cpu-cache-compute"
+  "weights-disk-row-no-overlap|--percent 0 50 50 50 100 0 --schedule row --no-overlap"
 )
 fails=0
 for p in "${policies[@]}"; do
