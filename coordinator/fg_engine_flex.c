@@ -704,10 +704,14 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
                     int g2 = group_of(pl, order[u + 1].j);
                     if (g2 != g && fo->policy.overlap && (st = load_weights(e, g2, slot ^ 1))) break;
                 }
-                if (u + 1 < nu && order[u + 1].k != order[u].k && (st = unit_loads(e, &order[u + 1], lseq))) break;
+                /* the next unit's inputs go into the slots of its batch's
+                 * parity: before this compute when that is the other parity,
+                 * else after it (the slots are this unit's until its stores) */
+                int early = u + 1 < nu && order[u + 1].k % 2 != order[u].k % 2;
+                if (early && (st = unit_loads(e, &order[u + 1], lseq))) break;
                 if ((st = unit_compute(e, &order[u], slot))) break;
                 if ((st = poll_load(e, slot ^ 1))) break;
-                if (u + 1 < nu && order[u + 1].k == order[u].k && (st = unit_loads(e, &order[u + 1], lseq))) break;
+                if (u + 1 < nu && !early && (st = unit_loads(e, &order[u + 1], lseq))) break;
             }
         if (!st) st = await_all(e);
         if (st) break;
