@@ -424,6 +424,10 @@ static fg_status write_report(const char *path, const run_args *a, const fg_opt_
         json_t *busy = json_object();
         for (int r = 0; r < 3; r++) json_object_set_new(busy, fg_role_name(r), json_real(fs->busy_s[r]));
         json_object_set_new(o, "worker_busy_s", busy);
+        json_t *rss = json_object();
+        for (int r = 0; r < 3; r++) json_object_set_new(rss, fg_role_name(r), json_integer((json_int_t)fs->peak_rss[r]));
+        json_object_set_new(rss, "coordinator", json_integer((json_int_t)fs->peak_rss[3]));
+        json_object_set_new(o, "peak_rss_bytes", rss);
         json_object_set_new(o, "gpu_restarts", json_integer(fs->gpu_restarts));
     }
     char tmp[PATH_MAX];

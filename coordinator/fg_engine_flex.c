@@ -807,6 +807,20 @@ static fg_status write_trace(const engine *e, const char *path) {
     return FG_OK;
 }
 
+/* VmHWM of a process in bytes (0 if unknown). */
+static uint64_t vm_hwm(pid_t pid) {
+    if (pid <= 0) return 0;
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    uint64_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kb = strtoull(line + 6, NULL, 10);
+    fclose(f);
+    return kb * 1024;
+}
+
 /* ---- entry ------------------------------------------------------------------ */
 
 fg_status fg_flex_default_policy(const fg_wsrc *ws, fg_flex_opts *fo, int S, int G) {
@@ -895,6 +909,9 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
         }
     }
     if (!st && fo->trace) st = write_trace(&e, fo->trace);
+    /* peak resident memory of each process, before the workers exit */
+    fs->peak_rss[FG_NROLES] = vm_hwm(getpid());
+    for (int r = 0; r < FG_NROLES && e.sup; r++) fs->peak_rss[r] = vm_hwm(fg_super_worker_pid(e.sup, r));
 out:
     fg_super_destroy(&e.sup);
     fg_store_destroy(&e.store);

@@ -23,6 +23,7 @@ typedef struct {
     uint64_t h2d_bytes, d2h_bytes;        /* moved between tiers */
     double busy_s[3];                     /* per worker role, from DONE timings */
     long commands;
+    uint64_t peak_rss[4];                 /* VmHWM: gpu, cpu, disk worker, coordinator */
     int gpu_restarts;
 } fg_flex_stats;
 

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The offloading engine's claims, measured in one run (issue 6):
+#  1. schedule: --dummy opt-1.3b, weights on disk, KV cache on the CPU, same
+#     budgets: throughput of the zig-zag block schedule (K GPU batches per
+#     block) vs --schedule row vs --no-overlap; ratios printed;
+#  2. overlap: per decode layer step, wall / max(I/O busy, compute busy),
+#     from the trace of the zig-zag run (target <= 1.15);
+#  3. overhead of the process split: share of the run no worker was busy,
+#     --dummy opt-125m, gbs 8, 4 GPU batches (target < 5%).
+# Usage: bench/bench_offload.sh [K] [GEN] [PROMPT_LEN]   (build first: scripts/build.sh)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+K=${1:-8} GEN=${2:-4} PLEN=${3:-8}
+py=/usr/bin/python3
+flexgen=$root/build/bin/flexgen
+work=$(mktemp -d /var/tmp/flexgen-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+gbs=4
+"$py" -c "
+import json, random
+r = random.Random(0)
+print(json.dumps([[2] + [r.randrange(4, 50000) for _ in range($PLEN - 1)] for _ in range($gbs * $K)]))" >"$work/p.json"
+echo "case 1-2: opt-1.3b dummy, weights 100% disk, cache 100% CPU, activations GPU; gbs $gbs, $K batches/block;"
+echo "          prompt $PLEN, gen $GEN; $(nproc) cores; offload dir on $(df --output=source "$work" | tail -1)"
+common=(--dummy opt-1.3b --prompt-ids "$work/p.json" --gen-len "$GEN" --ignore-eos --gpu-batch-size $gbs
+        --percent 0 0 0 100 100 0 --offload-dir "$work/off")
+# build the tier store once, outside the timings
+"$flexgen" run "${common[@]}" --gen-len 1 --num-gpu-batches 1 --out "$work/warm.jsonl" 2>&1 | grep -E "tier store" || true
+run() { # name, extra args
+  local name=$1; shift
+  "$flexgen" run "${common[@]}" "$@" --out "$work/$name.jsonl" --report "$work/$name.json" --trace "$work/$name.trace" \
+    2>"$work/$name.log" || { cat "$work/$name.log"; exit 1; }
+  "$py" -c "import json,sys; r=json.load(open(sys.argv[1])); print(f\"  {sys.argv[2]:<10} {r['throughput_tokens_per_s']:8.2f} tokens/s  prefill {r['prefill_s']:.1f} s  decode {r['decode_s']:.1f} s  busy {r['worker_busy_s']}\")" "$work/$name.json" "$name"
+}
+run block --num-gpu-batches "$K"
+run row --num-gpu-batches "$K" --schedule row
+run nooverlap --num-gpu-batches "$K" --no-overlap
+"$py" - "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+t = {n: json.load(open(f"{w}/{n}.json"))["throughput_tokens_per_s"] for n in ("block", "row", "nooverlap")}
+print(f"ratio block/row: {t['block'] / t['row']:.2f}x   block/no-overlap: {t['block'] / t['nooverlap']:.2f}x")
+PY
+echo "overlap (zig-zag run's trace):"
+"$py" "$root/bench/trace_stats.py" "$work/block.trace"
+
+echo "case 3: opt-125m dummy, gbs 8, 4 GPU batches, all on the GPU (host backend), prompt 32, gen 16"
+"$py" -c "
+import json, random
+r = random.Random(1)
+print(json.dumps([[2] + [r.randrange(4, 50000) for _ in range(31)] for _ in range(32)]))" >"$work/p2.json"
+"$flexgen" run --dummy opt-125m --prompt-ids "$work/p2.json" --gen-len 16 --ignore-eos --gpu-batch-size 8 \
+  --num-gpu-batches 4 --out "$work/o2.jsonl" --report "$work/r2.json" --trace "$work/t2.json" 2>/dev/null
+"$py" "$root/bench/trace_stats.py" "$work/t2.json"
