@@ -54,10 +54,22 @@ typedef struct {
      * failure: the worker exits 1 with the message. */
     fg_status (*init)(fg_worker *w);
     void (*fini)(fg_worker *w);
+    /* Optional: flags of this worker beside the loop's own. Called with each
+     * flag the loop does not know and the argument after it (NULL if none);
+     * returns how many arguments it took (1 or 2), 0 for a flag it does not
+     * know either, or -1 after printing why the value is bad (exit 2). Runs
+     * before init. options_help: their lines for --help. */
+    int (*option)(const char *flag, const char *val);
+    const char *options_help;
+    /* Optional: `--profile` anywhere in argv hands the whole argv to this,
+     * which measures the tier alone, prints the profile and returns the exit
+     * status. NULL: --profile says "not implemented yet" and exits 2. */
+    int (*profile)(int argc, char **argv);
 } fg_worker_def;
 
 /* Parse argv (--connect ENDPOINT, --offload-dir DIR, --help, --profile,
- * hidden --protocol-version N), run the loop, return the exit status. */
+ * hidden --protocol-version N, and def->option's flags), run the loop (or
+ * def->profile), return the exit status. */
 int fg_worker_main(const fg_worker_def *def, int argc, char **argv);
 
 /* For handlers. */

@@ -282,22 +282,22 @@ static void usage(const fg_worker_def *d, FILE *f) {
             "options:\n"
             "  --connect ENDPOINT  the coordinator's control socket (ipc:// or tcp://)\n"
             "  --offload-dir DIR   base directory for files named by a relative path or id\n"
-            "  --profile           measure this tier and print a JSON profile (not yet)\n"
+            "  --profile           measure this tier and print a JSON profile%s\n"
+            "%s"
             "  --help              this text\n\n"
             "environment: FLEXGEN_LOG=debug|info|warn|error\n",
-            d->program, d->program, d->summary, d->program);
+            d->program, d->program, d->summary, d->program, d->profile ? "" : " (not yet)",
+            d->options_help ? d->options_help : "");
 }
 
 static int parse_args(fg_worker *w, int argc, char **argv) {
     const fg_worker_def *d = w->def;
+    int used;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(d, stdout);
-            exit(0);
-        } else if (!strcmp(a, "--profile") || !strcmp(a, "--json")) {
-            fprintf(stderr, "%s: --profile is not implemented yet\n", d->program);
+        if (!strcmp(a, "--json")) {
+            fprintf(stderr, "%s: --json goes with --profile\n", d->program);
             return 2;
         } else if (!strcmp(a, "--connect") && val) {
             w->endpoint = val;
@@ -315,6 +315,9 @@ static int parse_args(fg_worker *w, int argc, char **argv) {
             }
             fg_msg_version = (uint16_t)v;
             i++;
+        } else if (d->option && (used = d->option(a, val)) != 0) {
+            if (used < 0) return 2;
+            i += used - 1;
         } else {
             fprintf(stderr, "%s: unknown or incomplete option '%s'\n\n", d->program, a);
             usage(d, stderr);
@@ -416,6 +419,22 @@ int fg_worker_main(const fg_worker_def *def, int argc, char **argv) {
     snprintf(role_tag, sizeof role_tag, "%s-worker", fg_role_name(def->role));
     fg_log_init(role_tag);
     signal(SIGPIPE, SIG_IGN);
+
+    /* --help anywhere wins; --profile is a program mode of its own, with
+     * flags the loop does not know. */
+    int profile = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(def, stdout);
+            return 0;
+        }
+        profile |= !strcmp(argv[i], "--profile");
+    }
+    if (profile) {
+        if (def->profile) return def->profile(argc, argv);
+        fprintf(stderr, "%s: --profile is not implemented yet\n", def->program);
+        return 2;
+    }
 
     fg_worker *w = fg_xcalloc(1, sizeof *w);
     w->def = def;

@@ -47,5 +47,6 @@ int rt_test_kill(void);
 int rt_test_coordkill(const char *self);
 int rt_test_victim(void);
 int rt_test_manual(void);
+int rt_test_disk(void);
 
 #endif
