@@ -3,8 +3,9 @@
  * bytes to move and to hold), products and sums are fp32.
  *
  * Two paths, chosen by the number of rows:
- *  - few rows (decode: one token per sequence): a fused kernel reads each
- *    weight row once, widens it in registers and feeds every activation row;
+ *  - few rows (decode: one token per sequence): a fused kernel (AVX-512 4x4
+ *    register blocks where the CPU has it, else AVX2 2x4, else portable C)
+ *    widens each weight row once and feeds every activation row;
  *    memory-bound, so fp16 weights make it up to 2x faster than sgemm on fp32
  *    weights, which also repacks the whole weight matrix on every call;
  *  - many rows (prefill): the weight is widened to fp32 in chunks of output
