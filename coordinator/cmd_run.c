@@ -194,14 +194,15 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
 }
 
 /* A JSON list of non-empty lists of ids, each in [0, vocab). */
+static void free_seqs(fg_seq_in *in, size_t n) {
+    for (size_t i = 0; i < n; i++) free(in[i].ids);
+    free(in);
+}
+
 static fg_status read_prompt_ids(const char *path, const fg_opt_config *c, fg_seq_in **out, int *n_out) {
-    json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) {
-        if (jerr.line < 0) return fg_err_set(FG_EINPUT, "%s: cannot read: %s", path, jerr.text);
-        return fg_err_set(FG_EINPUT, "%s: line %d: not valid JSON: %s", path, jerr.line, jerr.text);
-    }
-    fg_status st = FG_OK;
+    json_t *root;
+    fg_status st = fg_json_load_file(path, &root);
+    if (st) return st;
     size_t n = json_is_array(root) ? json_array_size(root) : 0;
     if (!n) {
         json_decref(root);
@@ -232,8 +233,7 @@ static fg_status read_prompt_ids(const char *path, const fg_opt_config *c, fg_se
     }
     json_decref(root);
     if (st) {
-        for (size_t i = 0; i < n; i++) free(in[i].ids);
-        free(in);
+        free_seqs(in, n);
         return st;
     }
     *out = in;
@@ -316,8 +316,7 @@ static fg_status encode_prompts(const run_args *a, const fg_opt_config *c, run_i
         free(ids);
     }
     if (st) {
-        for (int i = 0; i < n; i++) free(in[i].ids);
-        free(in);
+        free_seqs(in, (size_t)n);
         return st;
     }
     *out = in;
@@ -509,15 +508,18 @@ int fg_cmd_run(int argc, char **argv) {
     if (a.report) fg_exit_on(write_report(a.report, &a, c, n, &stats, &fs));
 
     double gen_s = stats.prefill_s + stats.decode_s;
-    fg_info("generated %ld tokens for %d prompts in %.3f s: %.2f tokens/s (prefill %.3f s, decode %.3f s, "
-            "BLAS %.1f%%, weights load %.3f s)",
+    char extra[160];
+    if (!strcmp(a.engine, "reference"))
+        snprintf(extra, sizeof extra, "BLAS %.1f%%", gen_s > 0 ? 100.0 * stats.gemm_s / gen_s : 0.0);
+    else
+        snprintf(extra, sizeof extra, "busy: gpu worker %.2f s, cpu worker %.2f s, disk worker %.2f s", fs.busy_s[0],
+                 fs.busy_s[1], fs.busy_s[2]);
+    fg_info("generated %ld tokens for %d prompts in %.3f s: %.2f tokens/s (prefill %.3f s, decode %.3f s, %s, "
+            "weights load %.3f s)",
             stats.generated, n, gen_s, gen_s > 0 ? stats.generated / gen_s : 0.0, stats.prefill_s, stats.decode_s,
-            gen_s > 0 ? 100.0 * stats.gemm_s / gen_s : 0.0, stats.load_s);
-    for (int i = 0; i < n; i++) {
-        free(in[i].ids);
-        free(out[i].ids);
-    }
-    free(in);
+            extra, stats.load_s);
+    for (int i = 0; i < n; i++) free(out[i].ids);
+    free_seqs(in, (size_t)n);
     free(out);
     fg_prompts_free(&io.text);
     fg_tok_destroy(&io.tok);

@@ -92,14 +92,18 @@ static fg_status json_bool(json_t *root, const char *path, const char *key, int 
     return FG_OK;
 }
 
-fg_status fg_config_load_json(const char *path, fg_opt_config *cfg) {
+fg_status fg_json_load_file(const char *path, json_t **root) {
     json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) {
-        if (jerr.line < 0) return fg_err_set(FG_EINPUT, "%s: cannot read: %s", path, jerr.text);
-        return fg_err_set(FG_EINPUT, "%s: line %d: not valid JSON: %s", path, jerr.line, jerr.text);
-    }
-    fg_status st = FG_OK;
+    *root = json_load_file(path, 0, &jerr);
+    if (*root) return FG_OK;
+    if (jerr.line < 0) return fg_err_set(FG_EINPUT, "%s: cannot read: %s", path, jerr.text);
+    return fg_err_set(FG_EINPUT, "%s: line %d: not valid JSON: %s", path, jerr.line, jerr.text);
+}
+
+fg_status fg_config_load_json(const char *path, fg_opt_config *cfg) {
+    json_t *root;
+    fg_status st = fg_json_load_file(path, &root);
+    if (st) return st;
     memset(cfg, 0, sizeof *cfg);
     if (!json_is_object(root)) { st = fg_err_set(FG_EINPUT, "%s: expected a JSON object", path); goto out; }
     json_t *mt = json_object_get(root, "model_type");

@@ -26,6 +26,11 @@ fg_status fg_config_by_name(const char *name, fg_opt_config *cfg);
 /* Parse a Hugging Face config.json. Errors name the file and the field. */
 fg_status fg_config_load_json(const char *path, fg_opt_config *cfg);
 
+/* Load a JSON file; the message names the file and the line on a syntax
+ * error (FG_EINPUT). Free with json_decref. */
+struct json_t;
+fg_status fg_json_load_file(const char *path, struct json_t **root);
+
 /* Semantic checks shared by both constructors (H % A == 0, sizes > 0, ...). */
 fg_status fg_config_validate(const fg_opt_config *cfg, const char *origin);
 
