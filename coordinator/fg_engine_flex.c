@@ -23,7 +23,10 @@
  * Disk tier: weights placed on disk are read from the tier store (converted
  * once into --offload-dir) by the disk worker into a stage in shared memory,
  * then copied to the device with the group's CPU-tier tensors.
- * Not yet: the KV cache and activations on disk. */
+ * The KV cache and activations placed on disk live in one spill file per
+ * run in --offload-dir (aligned offsets per layer and batch), moved through
+ * stages in shared memory; only a step's new cache rows are written (from
+ * the 4096-byte boundary below them, as O_DIRECT needs). */
 #include "fg_engine_flex.h"
 
 #include <stdio.h>
@@ -37,8 +40,11 @@
 
 /* ---- plan ---------------------------------------------------------------- */
 
-enum { SEG_DEV, SEG_W, SEG_WGPU, SEG_KV, SEG_ACT, SEG_IO, SEG_STAGE, NSEG };
-static const char *seg_name[NSEG] = {"device", "w", "wgpu", "kv", "act", "io", "stage"};
+/* SEG_SPILL is no memory: offsets in the run's spill file in --offload-dir,
+ * where disk-tier KV cache and activations live. */
+enum { SEG_DEV, SEG_W, SEG_WGPU, SEG_KV, SEG_ACT, SEG_IO, SEG_STAGE, SEG_SPILL, NSEG };
+static const char *seg_name[NSEG] = {"device", "w", "wgpu", "kv", "act", "io", "stage", "spill"};
+#define NSHM SEG_SPILL   /* segments 1..NSHM-1 are shared memory */
 
 typedef struct {
     int seg;
@@ -65,11 +71,13 @@ typedef struct {
 
     fg_tier *ctier;               /* (L) */
     loc *kc, *vc;                 /* (L*K) home of each (layer, batch) cache */
-    loc kslot[2], vslot[2];       /* device slots for CPU-tier cache */
+    loc kslot[2], vslot[2];       /* device slots for off-GPU cache */
+    loc kstage[2], vstage[2];     /* shared memory between disk and device for disk-tier cache */
 
     fg_tier atier;
     loc *hhome;                   /* (K) */
-    loc hslot[2];                 /* device slots when activations live on the CPU */
+    loc hslot[2];                 /* device slots when activations live off the GPU */
+    loc hstage[2];                /* shared memory between disk and device, activations on disk */
 
     loc *ids_dev, *mask_dev, *ids_io, *mask_io, *logits_io;   /* (K) */
     loc logits_dev[2];
@@ -104,11 +112,9 @@ static fg_status plan_build(plan *pl, const fg_opt_config *c, const fg_spec *sp,
     pl->c = c, pl->sp = sp, pl->p = *p;
     pl->L = c->n_layers, pl->K = p->num_gpu_batches, pl->gbs = p->gbs, pl->S = S, pl->G = G, pl->Tmax = S + G;
     int n = fg_spec_count(c), L = pl->L, K = pl->K, B = pl->gbs, H = c->hidden;
-    if (p->c_gpu + p->c_cpu < 100 || p->h_gpu + p->h_cpu < 100)
-        return fg_err_set(FG_EINPUT, "--percent: the KV cache and activations cannot go to disk yet (weights can); "
-                                     "give CG + CC = 100 and HG + HC = 100");
-    if (!(p->h_gpu == 100 || p->h_cpu == 100))
-        return fg_err_set(FG_EINPUT, "--percent: activations must be all on one tier (HG 100 or HC 100), as in FlexGen");
+    if (!(p->h_gpu == 100 || p->h_cpu == 100 || p->h_gpu + p->h_cpu == 0))
+        return fg_err_set(FG_EINPUT, "--percent: activations must be all on one tier (HG HC = 100 0, 0 100 or 0 0), "
+                                     "as in FlexGen");
 
     pl->wtier = fg_xcalloc((size_t)n, sizeof *pl->wtier);
     pl->whome = fg_xcalloc((size_t)n, sizeof *pl->whome);
@@ -146,26 +152,32 @@ static fg_status plan_build(plan *pl, const fg_opt_config *c, const fg_spec *sp,
     pl->ctier = fg_xcalloc((size_t)L, sizeof *pl->ctier);
     pl->kc = fg_xcalloc((size_t)L * K, sizeof *pl->kc);
     pl->vc = fg_xcalloc((size_t)L * K, sizeof *pl->vc);
-    int any_cpu_cache = 0;
+    int any_cpu_cache = 0, any_disk_cache = 0;
+    static const int cache_seg[FG_NTIERS] = {SEG_DEV, SEG_KV, SEG_SPILL};
     for (int l = 0; l < L; l++) {
         pl->ctier[l] = fg_policy_cache_tier(p, c, l);
-        any_cpu_cache |= pl->ctier[l] != FG_TIER_GPU;
+        any_cpu_cache |= pl->ctier[l] == FG_TIER_CPU;
+        any_disk_cache |= pl->ctier[l] == FG_TIER_DISK;
         for (int k = 0; k < K; k++) {
-            int seg = pl->ctier[l] == FG_TIER_GPU ? SEG_DEV : SEG_KV;
-            pl->kc[l * K + k] = place(pl, seg, cbytes);
-            pl->vc[l * K + k] = place(pl, seg, cbytes);
+            pl->kc[l * K + k] = place(pl, cache_seg[pl->ctier[l]], cbytes);
+            pl->vc[l * K + k] = place(pl, cache_seg[pl->ctier[l]], cbytes);
         }
     }
-    if (any_cpu_cache)
+    if (any_cpu_cache || any_disk_cache)
         for (int s = 0; s < 2; s++) pl->kslot[s] = place(pl, SEG_DEV, cbytes), pl->vslot[s] = place(pl, SEG_DEV, cbytes);
+    if (any_disk_cache)
+        for (int s = 0; s < 2; s++) pl->kstage[s] = place(pl, SEG_STAGE, cbytes), pl->vstage[s] = place(pl, SEG_STAGE, cbytes);
 
     /* activations: the hidden state of each batch between layers */
     uint64_t hbytes = 2ull * B * S * H;
-    pl->atier = p->h_gpu == 100 ? FG_TIER_GPU : FG_TIER_CPU;
+    pl->atier = p->h_gpu == 100 ? FG_TIER_GPU : p->h_cpu == 100 ? FG_TIER_CPU : FG_TIER_DISK;
     pl->hhome = fg_xcalloc((size_t)K, sizeof *pl->hhome);
-    for (int k = 0; k < K; k++) pl->hhome[k] = place(pl, pl->atier == FG_TIER_GPU ? SEG_DEV : SEG_ACT, hbytes);
+    static const int act_seg[FG_NTIERS] = {SEG_DEV, SEG_ACT, SEG_SPILL};
+    for (int k = 0; k < K; k++) pl->hhome[k] = place(pl, act_seg[pl->atier], hbytes);
     if (pl->atier != FG_TIER_GPU)
         for (int s = 0; s < 2; s++) pl->hslot[s] = place(pl, SEG_DEV, hbytes);
+    if (pl->atier == FG_TIER_DISK)
+        for (int s = 0; s < 2; s++) pl->hstage[s] = place(pl, SEG_STAGE, hbytes);
 
     /* per-batch inputs and outputs */
     pl->ids_dev = fg_xcalloc((size_t)K, sizeof(loc)); pl->mask_dev = fg_xcalloc((size_t)K, sizeof(loc));
@@ -191,7 +203,7 @@ static fg_status plan_build(plan *pl, const fg_opt_config *c, const fg_spec *sp,
     pl->ws_bytes = fg_opt_ws_bytes(c, B * S) + 4ull * B * S * H;
 
     uint64_t gpu = pl->used[SEG_DEV] + pl->ws_bytes, shm = 0;
-    for (int s = 1; s < NSEG; s++) shm += pl->used[s];
+    for (int s = 1; s < NSHM; s++) shm += pl->used[s];
     char a[32], b[32];
     if (fo->gpu_mem && gpu > fo->gpu_mem)
         return fg_err_set(FG_EINPUT, "the policy needs %s of GPU memory (weights, cache and activations placed "
@@ -239,7 +251,8 @@ typedef struct {
     /* hazards on double-buffered device slots: the last command touching each */
     int wgroup[2];                 /* weight group a slot holds (-2: none) */
     uint64_t wload[2], wuse[2];    /* its load; the last compute reading it */
-    uint64_t kvbusy[2], hbusy[2], lgbusy[2];
+    uint64_t kvbusy[2], kvbusy2[2], hbusy[2], lgbusy[2];
+    char spill[FG_MSG_PATH_MAX + 1];   /* the run's file for disk-tier cache and activations */
     /* disk-tier weights: reads into a stage slot, then one COPY to the device */
     fg_store *store;
     uint64_t wdisk[2][FG_LW_COUNT];
@@ -334,6 +347,16 @@ static fg_status copy_sync(engine *e, fg_shm_handle src, fg_shm_handle dst) {
     uint64_t s;
     fg_status st = copy1(e, src, dst, &s);
     return st ? st : await(e, s);
+}
+
+/* Spill file bytes [off, off + h.nbytes) to or from shared memory h. */
+static fg_status spill_io(engine *e, int type, uint64_t off, fg_shm_handle h, uint64_t *seq) {
+    fg_msg m;
+    fg_msg_init(&m, type);
+    m.u.disk.file_offset = off;
+    m.u.disk.buf = h;
+    memcpy(m.u.disk.path, e->spill, sizeof m.u.disk.path);
+    return submit(e, FG_ROLE_DISK, &m, 0, seq);
 }
 
 static fg_op_model op_model(const fg_opt_config *c) {
@@ -471,8 +494,12 @@ static void compute_msg(fg_msg *m, int op, const unit *u, const fg_op_step *st) 
 /* Bytes of positions [0, t) of a time-major (Tmax, gbs, H) cache block. */
 static uint64_t cache_rows(const plan *pl, int t) { return 2ull * t * pl->gbs * pl->c->hidden; }
 
+/* The layer's cache lives off the GPU (CPU or disk) / on disk. */
 static int cpu_cache(const plan *pl, int j) { return j >= 1 && j <= pl->L && pl->ctier[j - 1] != FG_TIER_GPU; }
-static int cpu_attn(const plan *pl, const unit *u) { return cpu_cache(pl, u->j) && pl->p.cpu_cache_compute && u->i > 0; }
+static int disk_cache(const plan *pl, int j) { return j >= 1 && j <= pl->L && pl->ctier[j - 1] == FG_TIER_DISK; }
+static int cpu_attn(const plan *pl, const unit *u) {
+    return cpu_cache(pl, u->j) && !disk_cache(pl, u->j) && pl->p.cpu_cache_compute && u->i > 0;
+}
 static uint64_t hbytes(const engine *e, const unit *u) {
     fg_op_step st = op_step(e, u);
     return 2ull * st.B * st.S * e->pl.c->hidden;
@@ -496,21 +523,36 @@ static fg_status unit_loads(engine *e, const unit *u, uint64_t seqs[3]) {
         if ((st = await(e, e->hbusy[p]))) return st;
         e->hbusy[p] = 0;
         if (u->j > 0) {
-            st = copy1(e, Hsub(e, pl->hhome[u->k], 0, hbytes(e, u)), hdev(e, u), &seqs[0]);
+            fg_shm_handle src = Hsub(e, pl->hhome[u->k], 0, hbytes(e, u));
+            if (pl->atier == FG_TIER_DISK) {   /* disk -> stage, then stage -> device */
+                uint64_t r;
+                src = Hsub(e, pl->hstage[p], 0, hbytes(e, u));
+                if ((st = spill_io(e, FG_MSG_DISK_READ, pl->hhome[u->k].off, src, &r)) || (st = await(e, r))) return st;
+            }
+            st = copy1(e, src, hdev(e, u), &seqs[0]);
             e->hbusy[p] = seqs[0];
         }
     }
     if (!st && cpu_cache(pl, u->j) && !cpu_attn(pl, u)) {
         fg_op_step s = op_step(e, u);
-        if ((st = await(e, e->kvbusy[p]))) return st;
-        e->kvbusy[p] = 0;
+        if ((st = await(e, e->kvbusy[p])) || (st = await(e, e->kvbusy2[p]))) return st;
+        e->kvbusy[p] = e->kvbusy2[p] = 0;
         if (s.past > 0) {
             int l = u->j - 1;
             uint64_t nb = cache_rows(pl, (int)s.past);
+            loc ksrc = pl->kc[l * pl->K + u->k], vsrc = pl->vc[l * pl->K + u->k];
+            if (disk_cache(pl, u->j)) {   /* the prefix from disk into the stage first */
+                uint64_t r1, r2;
+                if ((st = spill_io(e, FG_MSG_DISK_READ, ksrc.off, Hsub(e, pl->kstage[p], 0, nb), &r1)) ||
+                    (st = spill_io(e, FG_MSG_DISK_READ, vsrc.off, Hsub(e, pl->vstage[p], 0, nb), &r2)) ||
+                    (st = await(e, r1)) || (st = await(e, r2)))
+                    return st;
+                ksrc = pl->kstage[p], vsrc = pl->vstage[p];
+            }
             fg_msg c;
             fg_msg_init(&c, FG_MSG_COPY);
-            fg_msg_copy_add(&c, Hsub(e, pl->kc[l * pl->K + u->k], 0, nb), Hsub(e, pl->kslot[p], 0, nb));
-            fg_msg_copy_add(&c, Hsub(e, pl->vc[l * pl->K + u->k], 0, nb), Hsub(e, pl->vslot[p], 0, nb));
+            fg_msg_copy_add(&c, Hsub(e, ksrc, 0, nb), Hsub(e, pl->kslot[p], 0, nb));
+            fg_msg_copy_add(&c, Hsub(e, vsrc, 0, nb), Hsub(e, pl->vslot[p], 0, nb));
             st = submit(e, FG_ROLE_GPU, &c, ST_H2D, &seqs[1]);
             e->kvbusy[p] = seqs[1];
         }
@@ -616,17 +658,36 @@ static fg_status unit_compute(engine *e, const unit *u, int s) {
         if (attn && cpu_cache(pl, j)) {   /* store the step's new cache rows [past, past+S) behind the MLP */
             if ((rc = await(e, attn))) return rc;
             uint64_t o = cache_rows(pl, (int)st.past), nb = cache_rows(pl, (int)st.S);
+            int dc = disk_cache(pl, j);
+            loc kd = dc ? pl->kstage[p] : kh, vd = dc ? pl->vstage[p] : vh;
             fg_msg c;
             fg_msg_init(&c, FG_MSG_COPY);
-            fg_msg_copy_add(&c, Hsub(e, pl->kslot[p], o, nb), Hsub(e, kh, o, nb));
-            fg_msg_copy_add(&c, Hsub(e, pl->vslot[p], o, nb), Hsub(e, vh, o, nb));
+            fg_msg_copy_add(&c, Hsub(e, pl->kslot[p], o, nb), Hsub(e, kd, o, nb));
+            fg_msg_copy_add(&c, Hsub(e, pl->vslot[p], o, nb), Hsub(e, vd, o, nb));
             if ((rc = submit(e, FG_ROLE_GPU, &c, ST_D2H, &e->kvbusy[p]))) return rc;
+            if (dc) {
+                /* then to disk: O_DIRECT wants an aligned start, so from the
+                 * 4096-byte boundary below the new rows (the stage holds the
+                 * prefix loaded for this step) */
+                uint64_t a0 = o & ~(uint64_t)4095;
+                if ((rc = await(e, e->kvbusy[p])) ||
+                    (rc = spill_io(e, FG_MSG_DISK_WRITE, kh.off + a0, Hsub(e, pl->kstage[p], a0, o + nb - a0),
+                                   &e->kvbusy[p])) ||
+                    (rc = spill_io(e, FG_MSG_DISK_WRITE, vh.off + a0, Hsub(e, pl->vstage[p], a0, o + nb - a0),
+                                   &e->kvbusy2[p])))
+                    return rc;
+            }
         }
     }
     e->wuse[s] = last;
-    if (!act_gpu) {   /* the hidden state back to the CPU behind the compute */
+    if (!act_gpu) {   /* the hidden state back to the CPU (or via the stage to disk) behind the compute */
         if ((rc = await(e, last))) return rc;
-        if ((rc = copy1(e, h, Hsub(e, pl->hhome[k], 0, h.nbytes), &e->hbusy[p]))) return rc;
+        int ad = pl->atier == FG_TIER_DISK;
+        fg_shm_handle dst = Hsub(e, ad ? pl->hstage[p] : pl->hhome[k], 0, h.nbytes);
+        if ((rc = copy1(e, h, dst, &e->hbusy[p]))) return rc;
+        if (ad && ((rc = await(e, e->hbusy[p])) ||
+                   (rc = spill_io(e, FG_MSG_DISK_WRITE, pl->hhome[k].off, dst, &e->hbusy[p]))))
+            return rc;
     }
     return FG_OK;
 }
@@ -861,7 +922,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     }
     plan *pl = &e.pl;
     fs->gpu_bytes = pl->used[SEG_DEV] + pl->ws_bytes;
-    for (int s = 1; s < NSEG; s++) fs->shm_bytes += pl->used[s];
+    for (int s = 1; s < NSHM; s++) fs->shm_bytes += pl->used[s];
     char desc[256];
     fg_policy_describe(&fo->policy, desc, sizeof desc);
     fg_info("policy: %s; schedule %s", desc, fo->schedule_row ? "row" : "zig-zag block");
@@ -870,8 +931,22 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
                         .restore_ctx = &e};
     double t0 = fg_now();
     if ((st = fg_super_new(&so, &e.sup))) goto out;
-    for (int s = 1; s < NSEG && !st; s++)
+    for (int s = 1; s < NSHM && !st; s++)
         if (pl->used[s]) st = fg_super_segment_new(e.sup, seg_name[s], pl->used[s], &e.seg_idx[s]);
+    if (pl->used[SEG_SPILL]) {
+        int len = snprintf(e.spill, sizeof e.spill, "%s/spill-%s.bin", fo->offload_dir, fg_super_run_id(e.sup));
+        if (len < 0 || (size_t)len >= sizeof e.spill) {
+            e.spill[0] = 0;
+            st = fg_err_set(FG_EINPUT, "--offload-dir: the path is too long (at most %d bytes with the file name)",
+                            FG_MSG_PATH_MAX);
+            goto out;
+        }
+        if (fo->disk_mem && pl->used[SEG_SPILL] > fo->disk_mem) {
+            st = fg_err_set(FG_EINPUT, "the KV cache and activations placed on disk need %llu bytes but --disk-mem is %llu",
+                            (unsigned long long)pl->used[SEG_SPILL], (unsigned long long)fo->disk_mem);
+            goto out;
+        }
+    }
     if (st) goto out;
     /* disk-tier weights: the tier store in the offload directory, converted
      * once, checked (headers, identity, sizes) on every open */
@@ -915,6 +990,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
 out:
     fg_super_destroy(&e.sup);
     fg_store_destroy(&e.store);
+    if (e.spill[0]) unlink(e.spill);
     free(e.pend);
     free(e.ev);
     plan_free(&e.pl);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Placement invariance: with a fixed --gpu-batch-size, the offloading engine's
 # tokens and dumped logits are bitwise identical across policies (weights,
-# cache, activations on GPU or CPU, weights on disk too, mixed percentages,
+# cache, activations on GPU, CPU or disk, mixed percentages,
 # CPU attention, 1 to 4 GPU batches per block, the row schedule, overlap on
 # and off) and bitwise
 # equal to the reference
@@ -41,6 +41,10 @@ policies=(
   "weights-on-disk|--percent 0 0 100 0 100 0 --num-gpu-batches 2"
   "weights-3-tiers|--percent 30 30 0 100 0 100 --num-gpu-batches 3 --cpu-cache-compute"
   "weights-disk-row-no-overlap|--percent 0 50 50 50 100 0 --schedule row --no-overlap"
+  "cache-on-disk|--percent 100 0 0 0 100 0 --num-gpu-batches 2"
+  "activations-on-disk|--percent 100 0 100 0 0 0 --num-gpu-batches 3"
+  "all-on-disk|--percent 0 0 0 0 0 0 --num-gpu-batches 2"
+  "three-tiers-everything|--percent 30 30 30 30 0 0 --num-gpu-batches 4 --cpu-cache-compute"
 )
 fails=0
 for p in "${policies[@]}"; do
