@@ -35,6 +35,7 @@
 
 #include "fg_engine_ops.h"
 #include "fg_opt.h"
+#include "fg_hash.h"
 #include "fg_store.h"
 #include "fg_super.h"
 
@@ -68,6 +69,8 @@ typedef struct {
     int any_disk;
     int *wfile;                   /* (nspec) disk tier: store file (layer or FG_STORE_GLOBALS) */
     uint64_t *wfoff;              /* (nspec) and offset in it */
+    uint64_t *wsum;               /* (nspec) and its XXH64 */
+    uint8_t *wchecked;            /* (nspec) verified once this run */
 
     fg_tier *ctier;               /* (L) */
     loc *kc, *vc;                 /* (L*K) home of each (layer, batch) cache */
@@ -94,7 +97,7 @@ static loc place(plan *pl, int seg, uint64_t n) {
 }
 
 static void plan_free(plan *pl) {
-    free(pl->wtier); free(pl->whome); free(pl->wsrc); free(pl->wslot_off); free(pl->wfile); free(pl->wfoff);
+    free(pl->wtier); free(pl->whome); free(pl->wsrc); free(pl->wslot_off); free(pl->wfile); free(pl->wfoff); free(pl->wsum); free(pl->wchecked);
     free(pl->ctier); free(pl->kc); free(pl->vc); free(pl->hhome);
     free(pl->ids_dev); free(pl->mask_dev); free(pl->ids_io); free(pl->mask_io); free(pl->logits_io);
     memset(pl, 0, sizeof *pl);
@@ -122,6 +125,8 @@ static fg_status plan_build(plan *pl, const fg_opt_config *c, const fg_spec *sp,
     pl->wslot_off = fg_xcalloc((size_t)n, sizeof *pl->wslot_off);
     pl->wfile = fg_xcalloc((size_t)n, sizeof *pl->wfile);
     pl->wfoff = fg_xcalloc((size_t)n, sizeof *pl->wfoff);
+    pl->wsum = fg_xcalloc((size_t)n, sizeof *pl->wsum);
+    pl->wchecked = fg_xcalloc((size_t)n, 1);
     /* weights: homes, and offsets inside a slot for the non-GPU ones of each layer */
     for (int g = -1; g < L; g++) {
         int first = g < 0 ? 0 : fg_spec_layer(g, 0), count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
@@ -446,6 +451,21 @@ static fg_status finish_load(engine *e, int s) {
     e->h2d_pending[s] = 0;
     if (st) return st;
     int g = e->wgroup[s], first = g < 0 ? 0 : fg_spec_layer(g, 0), count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
+    /* the first time a run reads a tensor from the store, its bytes are
+     * checked against the store's checksum: corrupted weights are never used */
+    for (int i = first; i < first + count; i++) {
+        plan *mp = &e->pl;
+        if (!pl->sp[i].present || pl->wtier[i] != FG_TIER_DISK || mp->wchecked[i]) continue;
+        const void *p = fg_super_ptr(e->sup, Hsub(e, pl->wstage[s], pl->wslot_off[i], pl->whome[i].n));
+        if (!p || fg_xxh64(p, pl->whome[i].n, 0) != pl->wsum[i]) {
+            const char *path = fg_store_path(e->store, pl->wfile[i]);
+            fg_store_invalidate(e->store, pl->wfile[i]);   /* the next run rebuilds it */
+            return fg_err_set(FG_ERUNTIME, "%s: tensor '%s' at offset %llu does not match its checksum: the tier "
+                                           "store is damaged (the file is removed and will be rebuilt on the next run)",
+                              path, pl->sp[i].name, (unsigned long long)pl->wfoff[i]);
+        }
+        mp->wchecked[i] = 1;
+    }
     fg_msg m;
     fg_msg_init(&m, FG_MSG_COPY);
     int from_stage = 0;
@@ -961,7 +981,8 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
         for (int f = FG_STORE_GLOBALS; f < pl->L; f++) {
             int nt = 0;
             const fg_store_tensor *t = fg_store_tensors(e.store, f, &nt);
-            for (int q = 0; q < nt; q++) pl->wfile[t[q].spec] = f, pl->wfoff[t[q].spec] = t[q].offset;
+            for (int q = 0; q < nt; q++)
+                pl->wfile[t[q].spec] = f, pl->wfoff[t[q].spec] = t[q].offset, pl->wsum[t[q].spec] = t[q].checksum;
         }
     }
     /* weights to their homes: host copies here, GPU ones uploaded by gpu_setup */
