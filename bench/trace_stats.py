@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Figures from a `flexgen run --trace` file (Chrome trace events):
 
-  coverage   the share of the traced span during which some worker was busy;
+  coverage   the share of the generation (from the first embedding on) during
+             which some worker was busy;
              the rest is time the coordinator and ZeroMQ add (issue, wait,
              sample), the process split's overhead
   per layer  for each decode layer step (one schedule layer of one token):
@@ -31,6 +32,11 @@ def main():
     ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
     if not ev:
         sys.exit("trace_stats: no events")
+    # the run is the generation: from the first embedding on (setup, the
+    # arena and the upload of GPU-resident weights, is not part of it)
+    first = min((e["ts"] for e in ev if e["name"] == "embed"), default=None)
+    if first is not None:
+        ev = [e for e in ev if e["ts"] >= first]
     t0 = min(e["ts"] for e in ev)
     t1 = max(e["ts"] + e["dur"] for e in ev)
     busy = union_length([(e["ts"], e["ts"] + e["dur"]) for e in ev])
