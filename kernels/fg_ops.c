@@ -49,14 +49,6 @@ void fg_add(float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-void fg_softmax(float *x, int n) {
-    float mx = -FLT_MAX;
-    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    double sum = 0;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - mx);
-        sum += x[i];
-    }
     float inv = (float)(1.0 / sum);
     for (int i = 0; i < n; i++) x[i] *= inv;
 }

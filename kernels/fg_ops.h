@@ -42,7 +42,5 @@ double fg_ops_gemm_seconds(void);
 void fg_ops_gemm_reset(void);
 void fg_ops_gemm_add(double seconds);
 
-/* Row softmax in place, numerically stable. */
-void fg_softmax(float *x, int n);
 
 #endif
