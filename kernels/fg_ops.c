@@ -49,10 +49,6 @@ void fg_add(float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-    float inv = (float)(1.0 / sum);
-    for (int i = 0; i < n; i++) x[i] *= inv;
-}
-
 /* Softmax of row (T) over keys t <= pos with mask[t] = 1; masked keys get
  * weight 0. Equal to setting them to the most negative float first (Hugging
  * Face), without feeding exp() huge arguments; a row with no visible key is
