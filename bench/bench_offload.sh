@@ -7,15 +7,16 @@
 #     from the trace of the zig-zag run (target <= 1.15);
 #  3. overhead of the process split: share of the run no worker was busy,
 #     --dummy opt-125m, gbs 8, 4 GPU batches (target < 5%).
-# Usage: bench/bench_offload.sh [K] [GEN] [PROMPT_LEN]   (build first: scripts/build.sh)
+# Usage: bench/bench_offload.sh [K] [GEN] [PROMPT_LEN] [GBS]   (build first: scripts/build.sh)
+# With the host backend the "GPU" is these CPUs, so compute is ~1000x slower
+# than on a GPU; a small GBS keeps the layer steps I/O-bound, as a GPU would.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-K=${1:-8} GEN=${2:-4} PLEN=${3:-8}
+K=${1:-8} GEN=${2:-4} PLEN=${3:-8} gbs=${4:-4}
 py=/usr/bin/python3
 flexgen=$root/build/bin/flexgen
 work=$(mktemp -d /var/tmp/flexgen-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-gbs=4
 "$py" -c "
 import json, random
 r = random.Random(0)
