@@ -817,7 +817,15 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
                 if (!opt->ignore_eos && tok == c->eos_id) o->finish = FG_FINISH_EOS, done[r] = 1;
                 else if (opt->stop && opt->stop(opt->stop_ctx, q, o->ids, o->n)) o->finish = FG_FINISH_STOP, done[r] = 1;
             }
-            if (!st && i + 1 < G) st = copy_sync(e, Hsub(e, pl->ids_io[k], 0, 4ull * B), Hsub(e, pl->ids_dev[k], 0, 4ull * B));
+        }
+        /* the next ids of every batch to the device: one COPY per 16 batches */
+        for (int k0 = 0; !st && i + 1 < G && k0 < K; k0 += FG_MSG_MAX_HANDLES) {
+            fg_msg m;
+            fg_msg_init(&m, FG_MSG_COPY);
+            for (int k = k0; k < K && k < k0 + FG_MSG_MAX_HANDLES; k++)
+                fg_msg_copy_add(&m, Hsub(e, pl->ids_io[k], 0, 4ull * B), Hsub(e, pl->ids_dev[k], 0, 4ull * B));
+            uint64_t q;
+            if (!(st = submit(e, FG_ROLE_GPU, &m, ST_H2D, &q))) st = await(e, q);
         }
         double dt = fg_now() - t0;
         if (i == 0) stats->prefill_s += dt;
