@@ -657,25 +657,31 @@ static fg_status unit_compute(engine *e, const unit *u, int s) {
             fg_msg_compute_add_out(&m, h);
             if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, NULL))) return rc;
         } else {
+            /* attention and MLP as one command: half the round trips */
             int cg = !cpu_cache(pl, j);
-            compute_msg(&m, FG_OP_ATTN, u, &st);
+            compute_msg(&m, FG_OP_LAYER, u, &st);
             fg_msg_compute_add_in(&m, h);
             fg_msg_compute_add_in(&m, mask);
             fg_msg_compute_add_in(&m, cg ? H(e, kh) : H(e, pl->kslot[p]));
             fg_msg_compute_add_in(&m, cg ? H(e, vh) : H(e, pl->vslot[p]));
-            static const int attn_w[] = {FG_LW_Q_W, FG_LW_Q_B, FG_LW_K_W, FG_LW_K_B, FG_LW_V_W, FG_LW_V_B,
-                                         FG_LW_O_W, FG_LW_O_B, FG_LW_LN1_W, FG_LW_LN1_B};
-            for (size_t t = 0; t < 10; t++) fg_msg_compute_add_in(&m, W(e, fg_spec_layer(l, attn_w[t]), s));
+            static const int layer_w[] = {FG_LW_Q_W,   FG_LW_Q_B,   FG_LW_K_W,   FG_LW_K_B,   FG_LW_V_W,
+                                          FG_LW_V_B,   FG_LW_O_W,   FG_LW_O_B,   FG_LW_LN1_W, FG_LW_LN1_B,
+                                          FG_LW_FC1_W, FG_LW_FC1_B, FG_LW_FC2_W, FG_LW_FC2_B, FG_LW_LN2_W,
+                                          FG_LW_LN2_B};
+            for (size_t t = 0; t < 16; t++) fg_msg_compute_add_in(&m, W(e, fg_spec_layer(l, layer_w[t]), s));
             fg_msg_compute_add_out(&m, h);
             if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, &attn))) return rc;
+            last = attn;
         }
-        compute_msg(&m, FG_OP_MLP, u, &st);
-        fg_msg_compute_add_in(&m, h);
-        static const int mlp_w[] = {FG_LW_FC1_W, FG_LW_FC1_B, FG_LW_FC2_W, FG_LW_FC2_B, FG_LW_LN2_W, FG_LW_LN2_B};
-        for (size_t t = 0; t < 6; t++) fg_msg_compute_add_in(&m, W(e, fg_spec_layer(l, mlp_w[t]), s));
-        fg_msg_compute_add_out(&m, h);
-        if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, &last))) return rc;
-        if (attn && cpu_cache(pl, j)) {   /* store the step's new cache rows [past, past+S) behind the MLP */
+        if (!attn) {   /* the CPU-attention path: the MLP on its own */
+            compute_msg(&m, FG_OP_MLP, u, &st);
+            fg_msg_compute_add_in(&m, h);
+            static const int mlp_w[] = {FG_LW_FC1_W, FG_LW_FC1_B, FG_LW_FC2_W, FG_LW_FC2_B, FG_LW_LN2_W, FG_LW_LN2_B};
+            for (size_t t = 0; t < 6; t++) fg_msg_compute_add_in(&m, W(e, fg_spec_layer(l, mlp_w[t]), s));
+            fg_msg_compute_add_out(&m, h);
+            if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, &last))) return rc;
+        }
+        if (attn && cpu_cache(pl, j)) {   /* store the step's new cache rows [past, past+S) */
             if ((rc = await(e, attn))) return rc;
             uint64_t o = cache_rows(pl, (int)st.past), nb = cache_rows(pl, (int)st.S);
             int dc = disk_cache(pl, j);
@@ -854,7 +860,8 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
 /* ---- trace ------------------------------------------------------------------ */
 
 static const char *op_name(int op) {
-    static const char *n[] = {"device_init", "embed", "attn", "attn_qkv", "attn_out", "mlp", "lm_head", "attn_core"};
+    static const char *n[] = {"device_init", "embed", "attn", "attn_qkv", "attn_out", "mlp", "lm_head", "attn_core",
+                              "layer"};
     int i = op - FG_OP_DEVICE_INIT;
     return i >= 0 && i < (int)(sizeof n / sizeof n[0]) ? n[i] : "op";
 }

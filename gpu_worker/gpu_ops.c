@@ -106,6 +106,9 @@ fg_status fg_gpu_op(fg_worker *w, const fg_msg *cmd) {
     case FG_OP_ATTN_QKV: return be->attn_qkv(c, &a, a.in[0], a.out[0], a.out[1], a.out[2]);
     case FG_OP_ATTN_OUT: return be->attn_out(c, &a, a.in[0], a.in[1], a.out[0]);
     case FG_OP_MLP: return be->mlp(c, &a, a.in[0], a.out[0]);
+    case FG_OP_LAYER:
+        if ((st = be->attn(c, &a, a.in[0], a.in[2], a.in[3], a.out[0]))) return st;
+        return be->mlp(c, &a, a.out[0], a.out[0]);
     case FG_OP_LM_HEAD: return be->lm_head(c, &a, a.in[0], a.out[0]);
     default: return fg_err_set(FG_EINPUT, "%s does not run on the gpu worker", a.name);
     }

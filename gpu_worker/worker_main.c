@@ -18,6 +18,7 @@ static const fg_worker_op compute_ops[] = {
     {FG_OP_ATTN_QKV, "attn_qkv", fg_gpu_op},
     {FG_OP_ATTN_OUT, "attn_out", fg_gpu_op},
     {FG_OP_MLP, "mlp", fg_gpu_op},
+    {FG_OP_LAYER, "layer", fg_gpu_op},
     {FG_OP_LM_HEAD, "lm_head", fg_gpu_op},
 };
 

@@ -32,7 +32,11 @@
  *                      post-LN models), project_out (0 if none), embed_tokens;
  *                      out: logits (B, V) of each sequence's last new token
  *   FG_OP_ATTN_CORE    cpu (CPU_ATTN) in: q, k, v, kc, vc, mask; out: ctx.
- *                      cpu_cache_compute: attention where the cache lives;
+ *                      cpu_cache_compute: attention where the cache lives
+ *   FG_OP_LAYER        gpu  ATTN then MLP as one command (half the commands
+ *                      per layer): in: h, mask, kc, vc, then q_w q_b k_w k_b
+ *                      v_w v_b o_w o_b ln1_w ln1_b fc1_w fc1_b fc2_w fc2_b
+ *                      ln2_w ln2_b; out: h;
  *                      writes k, v into kc, vc at [past, past+S) like ATTN
  *
  * Every op but DEVICE_INIT takes params fg_op_step; on the gpu its model must
@@ -59,6 +63,7 @@ enum {
     FG_OP_MLP,
     FG_OP_LM_HEAD,
     FG_OP_ATTN_CORE,
+    FG_OP_LAYER,
 };
 
 /* The model shape every op needs (a subset of fg_opt_config). */

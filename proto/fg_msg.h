@@ -67,11 +67,11 @@
 #include "fg_shm.h"
 
 #define FG_PROTO_MAGIC 0x4d474c46u
-#define FG_PROTO_VERSION 1u
+#define FG_PROTO_VERSION 2u
 
 #define FG_MSG_HEADER_BYTES 24
 #define FG_MSG_HANDLE_BYTES 20
-#define FG_MSG_MAX_HANDLES 16     /* per direction in COMPUTE, pairs in COPY */
+#define FG_MSG_MAX_HANDLES 24     /* per direction in COMPUTE, pairs in COPY (a whole layer: 20) */
 #define FG_MSG_MAX_PARAMS 256     /* bytes of op parameters */
 #define FG_MSG_INFO_MAX 128
 #define FG_MSG_TEXT_MAX 512

@@ -128,12 +128,12 @@ int rt_test_manual(void) {
     unlink(cerr);
     RT_CHECK(ws != -1 && WIFEXITED(ws) && WEXITSTATUS(ws) == 2,
              "wrong-version worker: wait status %d (want exit 2)", ws);
-    RT_CHECK(strstr(wmsg, "refused") && strstr(wmsg, "speaks protocol version 1, this worker "
-                                                     "speaks 99"),
-             "worker side did not say why: '%s'", wmsg);
-    RT_CHECK(strstr(cmsg, "refused a worker 'gpu': it speaks protocol version 99, this "
-                          "coordinator speaks 1"),
-             "coordinator side did not say why: '%s'", cmsg);
+    char want_w[128], want_c[128];
+    snprintf(want_w, sizeof want_w, "speaks protocol version %u, this worker speaks 99", FG_PROTO_VERSION);
+    snprintf(want_c, sizeof want_c, "refused a worker 'gpu': it speaks protocol version 99, this coordinator speaks %u",
+             FG_PROTO_VERSION);
+    RT_CHECK(strstr(wmsg, "refused") && strstr(wmsg, want_w), "worker side did not say why: '%s'", wmsg);
+    RT_CHECK(strstr(cmsg, want_c), "coordinator side did not say why: '%s'", cmsg);
     fg_super_stats st;
     fg_super_get_stats(sup, &st);
     RT_CHECK(st.refused >= 1 && fg_super_worker_pid(sup, FG_ROLE_GPU) == 0, "not refused");
