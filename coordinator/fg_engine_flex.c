@@ -240,6 +240,16 @@ typedef struct {
 } trace_ev;
 
 typedef struct {
+    int i, j, k, S_k;   /* token, schedule layer, batch, the batch's prompt length */
+} unit;
+
+typedef struct {
+    int valid;
+    unit u;
+    uint64_t attn, last;   /* its attention (0: none on the GPU) and last compute */
+} pend_store;
+
+typedef struct {
     plan pl;
     fg_super *sup;
     uint32_t seg_idx[NSEG];
@@ -263,6 +273,7 @@ typedef struct {
     uint64_t wdisk[2][FG_LW_COUNT];
     int nwdisk[2], h2d_pending[2];
     uint64_t stagebusy[2];
+    pend_store ps;                 /* stores of the last computed unit, not yet issued */
 } engine;
 
 static fg_shm_handle H(const engine *e, loc l) {
@@ -491,10 +502,6 @@ static fg_status poll_load(engine *e, int s) {
     return finish_load(e, s);
 }
 
-typedef struct {
-    int i, j, k, S_k;   /* token, schedule layer, batch, the batch's prompt length */
-} unit;
-
 static fg_op_step op_step(const engine *e, const unit *u) {
     fg_op_step s = {.model = op_model(e->pl.c), .B = (uint32_t)e->pl.gbs, .Tmax = (uint32_t)e->pl.Tmax,
                     .mask_stride = (uint32_t)e->pl.Tmax};
@@ -586,7 +593,6 @@ static fg_status unit_compute(engine *e, const unit *u, int s) {
     const plan *pl = &e->pl;
     int k = u->k, p = k % 2, L = pl->L, K = pl->K, j = u->j;
     fg_op_step st = op_step(e, u);
-    int act_gpu = pl->atier == FG_TIER_GPU;
     fg_shm_handle h = hdev(e, u), mask = H(e, pl->mask_dev[k]);
     fg_msg m;
     fg_status rc;
@@ -681,31 +687,55 @@ static fg_status unit_compute(engine *e, const unit *u, int s) {
             fg_msg_compute_add_out(&m, h);
             if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, &last))) return rc;
         }
-        if (attn && cpu_cache(pl, j)) {   /* store the step's new cache rows [past, past+S) */
-            if ((rc = await(e, attn))) return rc;
-            uint64_t o = cache_rows(pl, (int)st.past), nb = cache_rows(pl, (int)st.S);
-            int dc = disk_cache(pl, j);
-            loc kd = dc ? pl->kstage[p] : kh, vd = dc ? pl->vstage[p] : vh;
-            fg_msg c;
-            fg_msg_init(&c, FG_MSG_COPY);
-            fg_msg_copy_add(&c, Hsub(e, pl->kslot[p], o, nb), Hsub(e, kd, o, nb));
-            fg_msg_copy_add(&c, Hsub(e, pl->vslot[p], o, nb), Hsub(e, vd, o, nb));
-            if ((rc = submit(e, FG_ROLE_GPU, &c, ST_D2H, &e->kvbusy[p]))) return rc;
-            if (dc) {
-                /* then to disk: O_DIRECT wants an aligned start, so from the
-                 * 4096-byte boundary below the new rows (the stage holds the
-                 * prefix loaded for this step) */
-                uint64_t a0 = o & ~(uint64_t)4095;
-                if ((rc = await(e, e->kvbusy[p])) ||
-                    (rc = spill_io(e, FG_MSG_DISK_WRITE, kh.off + a0, Hsub(e, pl->kstage[p], a0, o + nb - a0),
-                                   &e->kvbusy[p])) ||
-                    (rc = spill_io(e, FG_MSG_DISK_WRITE, vh.off + a0, Hsub(e, pl->vstage[p], a0, o + nb - a0),
-                                   &e->kvbusy2[p])))
-                    return rc;
-            }
-        }
     }
     e->wuse[s] = last;
+    /* the unit's stores (its new cache rows, its hidden state) wait for its
+     * compute: the loop issues them once the next unit's compute is queued */
+    e->ps = (pend_store){1, *u, attn, last};
+    return FG_OK;
+}
+
+/* The stores of the unit computed last (e->ps): its new KV cache rows back
+ * to a CPU- or disk-tier cache, its hidden state back to CPU or disk. Each
+ * waits for that unit's compute. */
+static fg_status unit_store(engine *e) {
+    if (!e->ps.valid) return FG_OK;
+    e->ps.valid = 0;
+    const plan *pl = &e->pl;
+    const unit *u = &e->ps.u;
+    int k = u->k, p = k % 2, K = pl->K, j = u->j;
+    uint64_t attn = e->ps.attn, last = e->ps.last;
+    fg_op_step st = op_step(e, u);
+    int act_gpu = pl->atier == FG_TIER_GPU;
+    fg_shm_handle h = hdev(e, u);
+    fg_status rc;
+    if (j >= 1 && j <= pl->L) {
+        int l = j - 1;
+        loc kh = pl->kc[l * K + k], vh = pl->vc[l * K + k];
+    if (attn && cpu_cache(pl, j)) {   /* store the step's new cache rows [past, past+S) */
+        if ((rc = await(e, attn))) return rc;
+        uint64_t o = cache_rows(pl, (int)st.past), nb = cache_rows(pl, (int)st.S);
+        int dc = disk_cache(pl, j);
+        loc kd = dc ? pl->kstage[p] : kh, vd = dc ? pl->vstage[p] : vh;
+        fg_msg c;
+        fg_msg_init(&c, FG_MSG_COPY);
+        fg_msg_copy_add(&c, Hsub(e, pl->kslot[p], o, nb), Hsub(e, kd, o, nb));
+        fg_msg_copy_add(&c, Hsub(e, pl->vslot[p], o, nb), Hsub(e, vd, o, nb));
+        if ((rc = submit(e, FG_ROLE_GPU, &c, ST_D2H, &e->kvbusy[p]))) return rc;
+        if (dc) {
+            /* then to disk: O_DIRECT wants an aligned start, so from the
+             * 4096-byte boundary below the new rows (the stage holds the
+             * prefix loaded for this step) */
+            uint64_t a0 = o & ~(uint64_t)4095;
+            if ((rc = await(e, e->kvbusy[p])) ||
+                (rc = spill_io(e, FG_MSG_DISK_WRITE, kh.off + a0, Hsub(e, pl->kstage[p], a0, o + nb - a0),
+                               &e->kvbusy[p])) ||
+                (rc = spill_io(e, FG_MSG_DISK_WRITE, vh.off + a0, Hsub(e, pl->vstage[p], a0, o + nb - a0),
+                               &e->kvbusy2[p])))
+                return rc;
+        }
+    }
+    }
     if (!act_gpu) {   /* the hidden state back to the CPU (or via the stage to disk) behind the compute */
         if ((rc = await(e, last))) return rc;
         int ad = pl->atier == FG_TIER_DISK;
@@ -786,20 +816,30 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
                 if (!st) st = finish_load(e, slot);
                 if (!st) st = await(e, e->wload[slot]);
                 if (st) break;
+                /* compute this unit; then the previous unit's stores (its
+                 * compute is done or about to be, and this one is queued) */
+                pend_store prev = e->ps;
+                e->ps.valid = 0;
+                if ((st = unit_compute(e, &order[u], slot))) break;
+                if (prev.valid) {
+                    pend_store mine = e->ps;
+                    e->ps = prev;
+                    st = unit_store(e);
+                    e->ps = mine;
+                    if (st) break;
+                }
+                if ((st = poll_load(e, slot ^ 1))) break;
                 /* prefetch: the next unit's weights (if another group) and inputs */
                 if (u + 1 < nu) {
                     int g2 = group_of(pl, order[u + 1].j);
                     if (g2 != g && fo->policy.overlap && (st = load_weights(e, g2, slot ^ 1))) break;
+                    /* its inputs go into the slots of its batch's parity; when
+                     * that is this unit's parity, this unit's stores first */
+                    if (order[u + 1].k % 2 == order[u].k % 2 && (st = unit_store(e))) break;
+                    if ((st = unit_loads(e, &order[u + 1], lseq))) break;
                 }
-                /* the next unit's inputs go into the slots of its batch's
-                 * parity: before this compute when that is the other parity,
-                 * else after it (the slots are this unit's until its stores) */
-                int early = u + 1 < nu && order[u + 1].k % 2 != order[u].k % 2;
-                if (early && (st = unit_loads(e, &order[u + 1], lseq))) break;
-                if ((st = unit_compute(e, &order[u], slot))) break;
-                if ((st = poll_load(e, slot ^ 1))) break;
-                if (u + 1 < nu && !early && (st = unit_loads(e, &order[u + 1], lseq))) break;
             }
+        if (!st) st = unit_store(e);
         if (!st) st = await_all(e);
         if (st) break;
         if (e->restarted) {
