@@ -806,11 +806,16 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
         uint64_t lseq[3] = {0, 0, 0};
         if (!(st = unit_loads(e, &order[0], lseq)))
             for (int u = 0; u < nu && !st; u++) {
-                int g = group_of(pl, order[u].j);
+                int g = group_of(pl, order[u].j), gnext = -3;
                 if (g != gcur) {
                     if (gcur != -3) slot ^= 1;
                     gcur = g;
                     if ((st = load_weights(e, g, slot))) break;
+                    /* the group after this one, prefetched while this one's
+                     * units compute (FlexGen's load_weight(i, j+1) at k = 0) */
+                    int v = u + 1;
+                    while (v < nu && group_of(pl, order[v].j) == g) v++;
+                    if (v < nu) gnext = group_of(pl, order[v].j);
                 }
                 for (int q = 0; q < 3 && !st; q++) st = await(e, lseq[q]);
                 if (!st) st = finish_load(e, slot);
@@ -829,10 +834,9 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
                     if (st) break;
                 }
                 if ((st = poll_load(e, slot ^ 1))) break;
-                /* prefetch: the next unit's weights (if another group) and inputs */
+                /* prefetch: the next group's weights, the next unit's inputs */
+                if (gnext != -3 && fo->policy.overlap && (st = load_weights(e, gnext, slot ^ 1))) break;
                 if (u + 1 < nu) {
-                    int g2 = group_of(pl, order[u + 1].j);
-                    if (g2 != g && fo->policy.overlap && (st = load_weights(e, g2, slot ^ 1))) break;
                     /* its inputs go into the slots of its batch's parity; when
                      * that is this unit's parity, this unit's stores first */
                     if (order[u + 1].k % 2 == order[u].k % 2 && (st = unit_store(e))) break;
