@@ -792,9 +792,25 @@ fg_status fg_super_submit(fg_super *s, fg_role role, const fg_msg *m, void *user
     if (s->w[role].state == W_FAILED)
         return fg_err_set(FG_ERUNTIME, "submit: the %s worker is gone (%s)", fg_role_name(role),
                           s->w[role].last_death);
+    /* a dependency is an earlier command of the same worker: a worker knows
+     * only its own commands, so one on another would be waited for by nobody */
+    for (int i = 0; i < FG_MSG_MAX_AFTER; i++) {
+        uint64_t a = m->after[i];
+        if (!a) continue;
+        if (a >= s->hi)
+            return fg_err_set(FG_EINPUT, "submit: %s waits for command %" PRIu64 ", which was never submitted",
+                              fg_msg_type_name(m->type), a);
+        const cmd *d = slot_get(s, a);
+        if (d && d->role != role)
+            return fg_err_set(FG_EINPUT, "submit: %s for the %s worker waits for command %" PRIu64
+                                         " of the %s worker (a dependency must be on the same worker)",
+                              fg_msg_type_name(m->type), fg_role_name(role), a, fg_role_name(d->role));
+    }
     uint8_t buf[FG_MSG_MAX_BYTES];
     size_t len;
-    if (fg_msg_encode(m, buf, sizeof buf, &len) != 0)
+    fg_msg probe = *m;
+    probe.seq = s->hi;   /* the number it is about to get */
+    if (fg_msg_encode(&probe, buf, sizeof buf, &len) != 0)
         return fg_err_set(FG_EINPUT, "submit: malformed %s (a count or string too long)",
                           fg_msg_type_name(m->type));
     cmd *c = fg_xmalloc(sizeof *c);

@@ -141,6 +141,10 @@ int fg_msg_encode(const fg_msg *m, uint8_t *buf, size_t cap, size_t *len) {
     put_u64(&w, m->seq);
     put_u32(&w, m->flags);
     put_u32(&w, 0);  /* body_len, patched below */
+    for (int i = 0; i < FG_MSG_MAX_AFTER; i++) {
+        if (m->after[i] && (!fg_msg_is_command(m->type) || m->after[i] >= m->seq)) return -2;
+        put_u64(&w, m->after[i]);
+    }
     switch (m->type) {
     case FG_MSG_READY:
         put_u32(&w, m->u.ready.role);
@@ -295,7 +299,10 @@ int fg_msg_decode(const uint8_t *buf, size_t len, fg_msg *m) {
     m->seq = get_u64(&r);
     m->flags = get_u32(&r);
     uint32_t body = get_u32(&r);
+    for (int i = 0; i < FG_MSG_MAX_AFTER; i++) m->after[i] = get_u64(&r);
     if (m->version != fg_msg_version) return -2;
+    for (int i = 0; i < FG_MSG_MAX_AFTER; i++)   /* only commands wait, and only for earlier ones */
+        if (m->after[i] && (!fg_msg_is_command(m->type) || m->after[i] >= m->seq)) return -2;
     if (body != len - FG_MSG_HEADER_BYTES) return -2;
     switch (m->type) {
     case FG_MSG_READY:

@@ -5,7 +5,7 @@
  * DEALER whose identity is its role name ("gpu", "cpu", "disk"). One message
  * is one frame (the ROUTER adds the identity frame in front).
  *
- * Every message starts with a fixed little-endian header (24 bytes):
+ * Every message starts with a fixed little-endian header (40 bytes):
  *
  *   off size field
  *    0   4   magic      0x4d474c46 ("FLGM" as bytes 46 4c 47 4d)
@@ -19,6 +19,12 @@
  *                       stream run in order); bits 16..31 the worker's epoch, echoed
  *                       in the DONE/ERROR that answers a command
  *   20   4   body_len   bytes after the header; must be exactly what is left
+ *   24   8   after[0]   a command runs only once the commands after[0] and
+ *   32   8   after[1]   after[1] (sent earlier to the same worker; 0: none)
+ *                       have ended: cross-stream dependencies, as a CUDA
+ *                       stream waits on another's event, so the coordinator
+ *                       can queue a store behind a compute without a round
+ *                       trip. Each is 0 or less than seq; 0 in non-commands
  *
  * A handle (20 bytes) is: u32 segment, u64 offset, u64 nbytes (fg_shm.h).
  * Strings travel as u16 length + bytes, no NUL, no embedded NUL.
@@ -67,9 +73,10 @@
 #include "fg_shm.h"
 
 #define FG_PROTO_MAGIC 0x4d474c46u
-#define FG_PROTO_VERSION 2u
+#define FG_PROTO_VERSION 3u
 
-#define FG_MSG_HEADER_BYTES 24
+#define FG_MSG_HEADER_BYTES 40
+#define FG_MSG_MAX_AFTER 2
 #define FG_MSG_HANDLE_BYTES 20
 #define FG_MSG_MAX_HANDLES 24     /* per direction in COMPUTE, pairs in COPY (a whole layer: 20) */
 #define FG_MSG_MAX_PARAMS 256     /* bytes of op parameters */
@@ -189,6 +196,7 @@ typedef struct {
     uint16_t type;     /* fg_msg_type */
     uint64_t seq;
     uint32_t flags;
+    uint64_t after[FG_MSG_MAX_AFTER];  /* commands that must end first (0: none) */
     union {
         fg_msg_ready ready;
         fg_msg_done done;

@@ -33,6 +33,7 @@ static fg_shm_handle H(uint32_t s, uint64_t o, uint64_t n) {
 static void sample(int type, fg_msg *m) {
     fg_msg_init(m, (fg_msg_type)type);
     m->seq = 0x0102030405060708ull + (uint64_t)type;
+    if (fg_msg_is_command(type)) m->after[0] = m->seq - 1, m->after[1] = 3;
     m->flags = type == FG_MSG_COPY ? FG_MSG_F_REISSUE | FG_MSG_F_BARRIER : 0;
     switch (type) {
     case FG_MSG_READY:
@@ -145,6 +146,17 @@ static void test_codec(int verbose) {
               fg_msg_type_name(t));
         set_u32(bad + 20, 0xffffffffu);
         CHECK(fg_msg_decode(bad, len, &d) == -2, "%s: huge body_len decoded", fg_msg_type_name(t));
+
+        /* a dependency on itself or a later command, or in a non-command */
+        memcpy(bad, buf, len);
+        for (int i = 0; i < 8; i++) bad[24 + i] = buf[8 + i];   /* after[0] = seq */
+        CHECK(fg_msg_decode(bad, len, &d) == -2, "%s: after[0] = seq decoded", fg_msg_type_name(t));
+        if (!fg_msg_is_command(t)) {
+            memcpy(bad, buf, len);
+            bad[32] = 1;   /* after[1] = 1 */
+            CHECK(fg_msg_decode(bad, len, &d) == -2, "%s: a dependency in a non-command decoded",
+                  fg_msg_type_name(t));
+        }
 
         /* a trailing byte, with body_len claiming it */
         memcpy(bad, buf, len);

@@ -50,6 +50,7 @@ struct fg_worker {
     job *dhead, *dtail;  /* finished, not yet replied */
     int running, exclusive_running, stopping;
     uint8_t stream_busy[256];  /* executors inside a job of each stream */
+    uint64_t *running_seq;     /* per executor: the seq of its job, 0 if idle */
     int evfd;
     _Atomic uint64_t busy_ns;
     pthread_t *threads;
@@ -120,10 +121,23 @@ static void run_job(fg_worker *w, job *j) {
     }
 }
 
+/* Has command seq ended? It was sent before the job that asks (the
+ * coordinator checks that), so it has ended unless it is still queued in
+ * front of that job or running. */
+static int ended(const fg_worker *w, const job *asker, uint64_t seq) {
+    if (!seq) return 1;
+    for (const job *q = w->qhead; q && q != asker; q = q->next)
+        if (q->cmd.seq == seq) return 0;
+    for (int t = 0; t < w->nthreads; t++)
+        if (w->running_seq[t] == seq) return 0;
+    return 1;
+}
+
 /* The job an idle executor may take, with the one before it in the queue
  * (NULL: it is the head), or NULL: the first queued job of a stream whose
- * earlier jobs have all ended; nothing past an exclusive job, which itself
- * runs only when nothing else does. */
+ * earlier jobs have all ended and whose `after` commands have ended;
+ * nothing past an exclusive job, which itself runs only when nothing else
+ * does. */
 static job *pick(const fg_worker *w, job **prev_out) {
     if (w->exclusive_running) return NULL;
     uint8_t skipped[256] = {0};
@@ -136,11 +150,12 @@ static job *pick(const fg_worker *w, job **prev_out) {
             }
             return NULL;
         }
-        if (!w->def->ordered_streams || (!w->stream_busy[j->stream] && !skipped[j->stream])) {
+        int free_stream = !w->def->ordered_streams || (!w->stream_busy[j->stream] && !skipped[j->stream]);
+        if (free_stream && ended(w, j, j->cmd.after[0]) && ended(w, j, j->cmd.after[1])) {
             *prev_out = prev;
             return j;
         }
-        skipped[j->stream] = 1;
+        skipped[j->stream] = 1;   /* a stream runs in order: nothing of it passes a waiting job */
     }
     return NULL;
 }
@@ -158,6 +173,11 @@ static void *executor(void *arg) {
         j->next = NULL;
         w->running++;
         w->stream_busy[j->stream]++;
+        for (int t = 0; t < w->nthreads; t++)
+            if (!w->running_seq[t]) {
+                w->running_seq[t] = j->cmd.seq;
+                break;
+            }
         if (j->exclusive) w->exclusive_running = 1;
         pthread_mutex_unlock(&w->mu);
 
@@ -166,6 +186,11 @@ static void *executor(void *arg) {
         pthread_mutex_lock(&w->mu);
         w->running--;
         w->stream_busy[j->stream]--;
+        for (int t = 0; t < w->nthreads; t++)
+            if (w->running_seq[t] == j->cmd.seq) {
+                w->running_seq[t] = 0;
+                break;
+            }
         if (j->exclusive) w->exclusive_running = 0;
         if (w->dtail) w->dtail->next = j;
         else w->dhead = j;
@@ -476,6 +501,7 @@ int fg_worker_main(const fg_worker_def *def, int argc, char **argv) {
     }
 
     w->threads = fg_xcalloc((size_t)w->nthreads, sizeof *w->threads);
+    w->running_seq = fg_xcalloc((size_t)w->nthreads, sizeof *w->running_seq);
     for (int i = 0; i < w->nthreads; i++) pthread_create(&w->threads[i], NULL, executor, w);
     fg_debug("connecting to %s with %d executor thread(s)", w->endpoint, w->nthreads);
 
@@ -500,6 +526,7 @@ int fg_worker_main(const fg_worker_def *def, int argc, char **argv) {
     fg_shm_table_destroy(&w->shm);
     close(w->evfd);
     free(w->threads);
+    free(w->running_seq);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w);

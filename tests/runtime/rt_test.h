@@ -48,5 +48,6 @@ int rt_test_coordkill(const char *self);
 int rt_test_victim(void);
 int rt_test_manual(void);
 int rt_test_disk(void);
+int rt_test_after(void);
 
 #endif
