@@ -266,6 +266,8 @@ typedef struct {
     /* hazards on double-buffered device slots: the last command touching each */
     int wgroup[2];                 /* weight group a slot holds (-2: none) */
     uint64_t wload[2], wuse[2];    /* its load; the last compute reading it */
+    uint64_t wfree[2];             /* the computes the next load into a slot waits for */
+    int slot, gcur;                /* the weight slot and group in use (gcur -3: none) */
     uint64_t kvbusy[2], kvbusy2[2], hbusy[2], lgbusy[2];
     char spill[FG_MSG_PATH_MAX + 1];   /* the run's file for disk-tier cache and activations */
     /* disk-tier weights: reads into a stage slot, then one COPY to the device */
@@ -274,6 +276,10 @@ typedef struct {
     int nwdisk[2], h2d_pending[2];
     uint64_t stagebusy[2];
     pend_store ps;                 /* stores of the last computed unit, not yet issued */
+    /* sampling, one batch at a time behind the LM heads still computing */
+    uint64_t *lgcopy, *idsq;       /* per batch: its logits' copy out; its next ids' copy in */
+    int to_sample, to_sample_i;    /* the batch whose LM head was issued last, not yet sampled (-1:
+                                      none), and its token */
 } engine;
 
 static fg_shm_handle H(const engine *e, loc l) {
@@ -349,13 +355,51 @@ static fg_status submit(engine *e, fg_role role, fg_msg *m, int stream, uint64_t
     return e->overlap ? FG_OK : await(e, s);
 }
 
-static fg_status copy1(engine *e, fg_shm_handle src, fg_shm_handle dst, uint64_t *seq) {
+/* What a gpu command waits for: per gpu stream, the latest command. The gpu
+ * worker holds the command until they end (the message's `after`), so the
+ * coordinator queues it at once; a command of the disk or cpu worker cannot
+ * be waited for there, so need() waits for it here. */
+typedef struct {
+    uint64_t s[3];
+} deps;
+
+static fg_status need(engine *e, deps *d, uint64_t seq) {
+    if (!seq) return FG_OK;
+    for (size_t i = 0; i < e->npend; i++)
+        if (e->pend[i].seq == seq) {
+            if (e->pend[i].role != FG_ROLE_GPU) return await(e, seq);
+            int t = e->pend[i].stream;
+            if (seq > d->s[t]) d->s[t] = seq;
+            return FG_OK;
+        }
+    return FG_OK;   /* awaited before */
+}
+
+/* Submit a gpu command on stream t behind d: its own stream keeps order by
+ * itself, the other two streams' commands go into `after`. */
+static fg_status submit_gpu(engine *e, fg_msg *m, int t, const deps *d, uint64_t *seq) {
+    int n = 0;
+    for (int q = 0; q < 3; q++)
+        if (q != t && d && d->s[q]) m->after[n++] = d->s[q];
+    return submit(e, FG_ROLE_GPU, m, t, seq);
+}
+
+static void merge(deps *a, const deps *b) {
+    for (int t = 0; t < 3; t++)
+        if (b->s[t] > a->s[t]) a->s[t] = b->s[t];
+}
+
+static fg_status copy_dep(engine *e, fg_shm_handle src, fg_shm_handle dst, const deps *d, uint64_t *seq) {
     if (seq) *seq = 0;
     if (!src.nbytes) return FG_OK;
     fg_msg m;
     fg_msg_init(&m, FG_MSG_COPY);
     fg_msg_copy_add(&m, src, dst);
-    return submit(e, FG_ROLE_GPU, &m, dst.segment == FG_SEG_DEVICE ? ST_H2D : ST_D2H, seq);
+    return submit_gpu(e, &m, dst.segment == FG_SEG_DEVICE ? ST_H2D : ST_D2H, d, seq);
+}
+
+static fg_status copy1(engine *e, fg_shm_handle src, fg_shm_handle dst, uint64_t *seq) {
+    return copy_dep(e, src, dst, NULL, seq);
 }
 
 /* Copy and wait. */
@@ -397,6 +441,7 @@ static fg_status gpu_setup(engine *e) {
         if (pl->sp[i].present && pl->wtier[i] == FG_TIER_GPU) st = copy1(e, H(e, pl->wsrc[i]), H(e, pl->whome[i]), NULL);
     if (!st) st = await_all(e);
     for (int q = 0; q < 2; q++) e->wgroup[q] = -2, e->h2d_pending[q] = 0, e->nwdisk[q] = 0;
+    e->slot = 0, e->gcur = -3;
     return st;
 }
 
@@ -432,10 +477,12 @@ static fg_status load_weights(engine *e, int g, int s) {
     const plan *pl = &e->pl;
     if (e->wgroup[s] == g) return FG_OK;
     int first = g < 0 ? 0 : fg_spec_layer(g, 0), count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
-    fg_status st = await(e, e->wuse[s]);   /* every compute reading the slot */
+    /* the COPY into the device slot waits for every compute reading it (on
+     * the gpu worker, finish_load); the disk reads into the stage do not */
+    e->wfree[s] = e->wuse[s];
     e->wuse[s] = e->wload[s] = 0;
     e->wgroup[s] = -2;
-    if (st) return st;
+    fg_status st = FG_OK;
     e->nwdisk[s] = 0;
     for (int i = first; i < first + count && !st; i++) {
         if (!pl->sp[i].present || pl->wtier[i] != FG_TIER_DISK) continue;
@@ -487,7 +534,9 @@ static fg_status finish_load(engine *e, int s) {
         from_stage |= pl->wtier[i] == FG_TIER_DISK;
         fg_msg_copy_add(&m, src, W(e, i, s));
     }
-    if (m.u.copy.n) st = submit(e, FG_ROLE_GPU, &m, ST_H2D, &e->wload[s]);
+    deps d = {{0}};
+    if (m.u.copy.n && !(st = need(e, &d, e->wfree[s]))) st = submit_gpu(e, &m, ST_H2D, &d, &e->wload[s]);
+    e->wfree[s] = 0;
     if (from_stage) e->stagebusy[s] = e->wload[s];
     return st;
 }
@@ -540,14 +589,16 @@ static fg_shm_handle hdev(const engine *e, const unit *u) {
 /* The unit's inputs that live off the GPU, onto the device: its hidden state
  * (activations on the CPU) and its KV cache prefix (CPU cache, GPU
  * attention), into the slots of its batch's parity once they are free.
- * Sequence numbers of the copies go to *seqs (up to 3). */
-static fg_status unit_loads(engine *e, const unit *u, uint64_t seqs[3]) {
+ * What the unit's compute must wait for (the copies, and the stores out of
+ * the slots it writes) goes to *ld. */
+static fg_status unit_loads(engine *e, const unit *u, deps *ld) {
     const plan *pl = &e->pl;
     int p = u->k % 2;
     fg_status st = FG_OK;
-    seqs[0] = seqs[1] = seqs[2] = 0;
+    *ld = (deps){{0}};
     if (pl->atier != FG_TIER_GPU) {   /* the slot is free once its last store ended */
-        if ((st = await(e, e->hbusy[p]))) return st;
+        deps d = {{0}};
+        if ((st = need(e, &d, e->hbusy[p]))) return st;
         e->hbusy[p] = 0;
         if (u->j > 0) {
             fg_shm_handle src = Hsub(e, pl->hhome[u->k], 0, hbytes(e, u));
@@ -556,13 +607,17 @@ static fg_status unit_loads(engine *e, const unit *u, uint64_t seqs[3]) {
                 src = Hsub(e, pl->hstage[p], 0, hbytes(e, u));
                 if ((st = spill_io(e, FG_MSG_DISK_READ, pl->hhome[u->k].off, src, &r)) || (st = await(e, r))) return st;
             }
-            st = copy1(e, src, hdev(e, u), &seqs[0]);
-            e->hbusy[p] = seqs[0];
+            uint64_t q = 0;
+            st = copy_dep(e, src, hdev(e, u), &d, &q);
+            e->hbusy[p] = q;
+            d.s[ST_H2D] = q;
         }
+        merge(ld, &d);   /* the compute writes the slot: it waits for the store out of it too */
     }
     if (!st && cpu_cache(pl, u->j) && !cpu_attn(pl, u)) {
         fg_op_step s = op_step(e, u);
-        if ((st = await(e, e->kvbusy[p])) || (st = await(e, e->kvbusy2[p]))) return st;
+        deps d = {{0}};
+        if ((st = need(e, &d, e->kvbusy[p])) || (st = need(e, &d, e->kvbusy2[p]))) return st;
         e->kvbusy[p] = e->kvbusy2[p] = 0;
         if (s.past > 0) {
             int l = u->j - 1;
@@ -580,16 +635,19 @@ static fg_status unit_loads(engine *e, const unit *u, uint64_t seqs[3]) {
             fg_msg_init(&c, FG_MSG_COPY);
             fg_msg_copy_add(&c, Hsub(e, ksrc, 0, nb), Hsub(e, pl->kslot[p], 0, nb));
             fg_msg_copy_add(&c, Hsub(e, vsrc, 0, nb), Hsub(e, pl->vslot[p], 0, nb));
-            st = submit(e, FG_ROLE_GPU, &c, ST_H2D, &seqs[1]);
-            e->kvbusy[p] = seqs[1];
+            uint64_t q = 0;
+            st = submit_gpu(e, &c, ST_H2D, &d, &q);
+            e->kvbusy[p] = q;
+            d.s[ST_H2D] = q;
         }
+        merge(ld, &d);
     }
     return st;
 }
 
-/* Compute unit u (its loads awaited), with its weights in slot s; stores
- * its outputs that live off the GPU behind it. */
-static fg_status unit_compute(engine *e, const unit *u, int s) {
+/* Compute unit u with its weights in slot s, behind `in` (its loads); its
+ * stores are left in e->ps. */
+static fg_status unit_compute(engine *e, const unit *u, int s, const deps *in) {
     const plan *pl = &e->pl;
     int k = u->k, p = k % 2, L = pl->L, K = pl->K, j = u->j;
     fg_op_step st = op_step(e, u);
@@ -597,7 +655,9 @@ static fg_status unit_compute(engine *e, const unit *u, int s) {
     fg_msg m;
     fg_status rc;
     uint64_t last = 0, attn = 0;
+    deps d = *in;
     if (j == 0) {
+        if ((rc = need(e, &d, e->idsq[k]))) return rc;   /* its sampled ids */
         compute_msg(&m, FG_OP_EMBED, u, &st);
         fg_msg_compute_add_in(&m, Hsub(e, pl->ids_dev[k], 0, 4ull * st.B * st.S));
         fg_msg_compute_add_in(&m, mask);
@@ -605,9 +665,10 @@ static fg_status unit_compute(engine *e, const unit *u, int s) {
         fg_msg_compute_add_in(&m, W(e, FG_GW_EMBED_POS, s));
         fg_msg_compute_add_in(&m, W(e, FG_GW_PROJ_IN, s));
         fg_msg_compute_add_out(&m, h);
-        if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, &last))) return rc;
+        if ((rc = submit_gpu(e, &m, ST_COMPUTE, &d, &last))) return rc;
     } else if (j == L + 1) {
-        if ((rc = await(e, e->lgbusy[p]))) return rc;
+        /* the logits buffer of this parity, once its last copy out ended */
+        if ((rc = need(e, &d, e->lgbusy[p]))) return rc;
         compute_msg(&m, FG_OP_LM_HEAD, u, &st);
         fg_msg_compute_add_in(&m, h);
         fg_msg_compute_add_in(&m, W(e, FG_GW_FINAL_LN_W, s));
@@ -615,10 +676,16 @@ static fg_status unit_compute(engine *e, const unit *u, int s) {
         fg_msg_compute_add_in(&m, W(e, FG_GW_PROJ_OUT, s));
         fg_msg_compute_add_in(&m, W(e, FG_GW_EMBED_TOKENS, s));
         fg_msg_compute_add_out(&m, H(e, pl->logits_dev[p]));
-        if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, &last))) return rc;
+        if ((rc = submit_gpu(e, &m, ST_COMPUTE, &d, &last))) return rc;
         e->wuse[s] = last;
-        if ((rc = await(e, last))) return rc;
-        return copy1(e, H(e, pl->logits_dev[p]), H(e, pl->logits_io[k]), &e->lgbusy[p]);
+        /* nothing is stored from its hidden-state slot: the next load into
+         * the slot waits for this, its last reader (which itself waited for
+         * the slot's load, and that for the store before it) */
+        if (pl->atier != FG_TIER_GPU) e->hbusy[p] = last;
+        deps c = {{[ST_COMPUTE] = last}};
+        rc = copy_dep(e, H(e, pl->logits_dev[p]), H(e, pl->logits_io[k]), &c, &e->lgbusy[p]);
+        e->lgcopy[k] = e->lgbusy[p];   /* sampled once that ends */
+        return rc;
     } else {
         int l = j - 1;
         loc kh = pl->kc[l * K + k], vh = pl->vc[l * K + k];
@@ -633,13 +700,14 @@ static fg_status unit_compute(engine *e, const unit *u, int s) {
             fg_msg_compute_add_out(&m, H(e, pl->q_dev));
             fg_msg_compute_add_out(&m, H(e, pl->k_dev));
             fg_msg_compute_add_out(&m, H(e, pl->v_dev));
-            if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, &q1)) || (rc = await(e, q1))) return rc;
+            if ((rc = submit_gpu(e, &m, ST_COMPUTE, &d, &q1))) return rc;
+            deps dq = {{[ST_COMPUTE] = q1}};
             fg_msg c;
             fg_msg_init(&c, FG_MSG_COPY);
             fg_msg_copy_add(&c, Hsub(e, pl->q_dev, 0, xb), Hsub(e, pl->q_io, 0, xb));
             fg_msg_copy_add(&c, Hsub(e, pl->k_dev, 0, xb), Hsub(e, pl->k_io, 0, xb));
             fg_msg_copy_add(&c, Hsub(e, pl->v_dev, 0, xb), Hsub(e, pl->v_io, 0, xb));
-            if ((rc = submit(e, FG_ROLE_GPU, &c, ST_D2H, &q1)) || (rc = await(e, q1))) return rc;
+            if ((rc = submit_gpu(e, &c, ST_D2H, &dq, &q1)) || (rc = await(e, q1))) return rc;
             fg_msg a;
             fg_msg_init(&a, FG_MSG_CPU_ATTN);
             a.u.compute.op = FG_OP_ATTN_CORE;
@@ -654,14 +722,15 @@ static fg_status unit_compute(engine *e, const unit *u, int s) {
             fg_msg_compute_add_in(&a, H(e, pl->mask_io[k]));
             fg_msg_compute_add_out(&a, H(e, pl->ctx_io));
             if ((rc = submit(e, FG_ROLE_CPU, &a, 0, &q1)) || (rc = await(e, q1))) return rc;
-            if ((rc = copy_sync(e, H(e, pl->ctx_io), H(e, pl->ctx_dev)))) return rc;
+            if ((rc = copy1(e, H(e, pl->ctx_io), H(e, pl->ctx_dev), &q1))) return rc;
+            deps dc = {{[ST_H2D] = q1}};
             compute_msg(&m, FG_OP_ATTN_OUT, u, &st);
             fg_msg_compute_add_in(&m, h);
             fg_msg_compute_add_in(&m, H(e, pl->ctx_dev));
             static const int out_w[] = {FG_LW_O_W, FG_LW_O_B, FG_LW_LN1_W, FG_LW_LN1_B};
             for (size_t t = 0; t < 4; t++) fg_msg_compute_add_in(&m, W(e, fg_spec_layer(l, out_w[t]), s));
             fg_msg_compute_add_out(&m, h);
-            if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, NULL))) return rc;
+            if ((rc = submit_gpu(e, &m, ST_COMPUTE, &dc, NULL))) return rc;
         } else {
             /* attention and MLP as one command: half the round trips */
             int cg = !cpu_cache(pl, j);
@@ -676,7 +745,7 @@ static fg_status unit_compute(engine *e, const unit *u, int s) {
                                           FG_LW_LN2_B};
             for (size_t t = 0; t < 16; t++) fg_msg_compute_add_in(&m, W(e, fg_spec_layer(l, layer_w[t]), s));
             fg_msg_compute_add_out(&m, h);
-            if ((rc = submit(e, FG_ROLE_GPU, &m, ST_COMPUTE, &attn))) return rc;
+            if ((rc = submit_gpu(e, &m, ST_COMPUTE, &d, &attn))) return rc;
             last = attn;
         }
         if (!attn) {   /* the CPU-attention path: the MLP on its own */
@@ -713,7 +782,8 @@ static fg_status unit_store(engine *e) {
         int l = j - 1;
         loc kh = pl->kc[l * K + k], vh = pl->vc[l * K + k];
     if (attn && cpu_cache(pl, j)) {   /* store the step's new cache rows [past, past+S) */
-        if ((rc = await(e, attn))) return rc;
+        deps d = {{0}};
+        if ((rc = need(e, &d, attn))) return rc;
         uint64_t o = cache_rows(pl, (int)st.past), nb = cache_rows(pl, (int)st.S);
         int dc = disk_cache(pl, j);
         loc kd = dc ? pl->kstage[p] : kh, vd = dc ? pl->vstage[p] : vh;
@@ -721,7 +791,7 @@ static fg_status unit_store(engine *e) {
         fg_msg_init(&c, FG_MSG_COPY);
         fg_msg_copy_add(&c, Hsub(e, pl->kslot[p], o, nb), Hsub(e, kd, o, nb));
         fg_msg_copy_add(&c, Hsub(e, pl->vslot[p], o, nb), Hsub(e, vd, o, nb));
-        if ((rc = submit(e, FG_ROLE_GPU, &c, ST_D2H, &e->kvbusy[p]))) return rc;
+        if ((rc = submit_gpu(e, &c, ST_D2H, &d, &e->kvbusy[p]))) return rc;
         if (dc) {
             /* then to disk: O_DIRECT wants an aligned start, so from the
              * 4096-byte boundary below the new rows (the stage holds the
@@ -737,10 +807,11 @@ static fg_status unit_store(engine *e) {
     }
     }
     if (!act_gpu) {   /* the hidden state back to the CPU (or via the stage to disk) behind the compute */
-        if ((rc = await(e, last))) return rc;
+        deps d = {{0}};
+        if ((rc = need(e, &d, last))) return rc;
         int ad = pl->atier == FG_TIER_DISK;
         fg_shm_handle dst = Hsub(e, ad ? pl->hstage[p] : pl->hhome[k], 0, h.nbytes);
-        if ((rc = copy1(e, h, dst, &e->hbusy[p]))) return rc;
+        if ((rc = copy_dep(e, h, dst, &d, &e->hbusy[p]))) return rc;
         if (ad && ((rc = await(e, e->hbusy[p])) ||
                    (rc = spill_io(e, FG_MSG_DISK_WRITE, pl->hhome[k].off, dst, &e->hbusy[p]))))
             return rc;
@@ -749,6 +820,61 @@ static fg_status unit_store(engine *e) {
 }
 
 /* ---- a block of K GPU batches ----------------------------------------------- */
+
+/* Account for every command that has ended, so the list of pending ones
+ * stays short when nothing waits for them (stores, copies). */
+static fg_status reap(engine *e) {
+    for (size_t i = 0; i < e->npend;) {
+        uint64_t q = e->pend[i].seq;
+        if (fg_super_test(e->sup, q) == 1) {
+            fg_status st = await(e, q);   /* moves the last entry into i */
+            if (st) return st;
+        } else {
+            i++;
+        }
+    }
+    return FG_OK;
+}
+
+typedef struct {
+    const fg_seq_in *in;
+    int n, first, G;
+    const fg_gen_opts *opt;
+    fg_seq_out *out;
+    fg_rng *rng;
+    uint8_t *done;
+    void *scratch;
+} sampler;
+
+/* Sample token i of batch k once its logits are out, record it, and send
+ * the ids on to the device for the batch's next embedding. Runs while the
+ * next batches' LM heads compute. */
+static fg_status sample_batch(engine *e, const sampler *sm, int i, int k) {
+    const plan *pl = &e->pl;
+    const fg_opt_config *c = pl->c;
+    int B = pl->gbs, V = c->vocab_size, G = sm->G;
+    fg_status st = await(e, e->lgcopy[k]);
+    if (st) return st;
+    const float *lg = P(e, pl->logits_io[k]);
+    int32_t *ids = P(e, pl->ids_io[k]);
+    for (int b = 0; b < B; b++) {
+        int q = sm->first + k * B + b, r = k * B + b;
+        const float *row = lg + (size_t)b * V;
+        int tok = fg_sample(row, V, &sm->opt->samp, &sm->rng[r], sm->scratch);
+        ids[b] = tok;
+        if (q >= sm->n) continue;
+        if (sm->opt->logits && (st = fg_npy_write(sm->opt->logits, ((int64_t)q * G + i) * V, row, (size_t)V)))
+            return st;
+        if (sm->done[r]) continue;
+        fg_seq_out *o = &sm->out[q];
+        o->ids[o->n++] = tok;
+        if (!sm->opt->ignore_eos && tok == c->eos_id) o->finish = FG_FINISH_EOS, sm->done[r] = 1;
+        else if (sm->opt->stop && sm->opt->stop(sm->opt->stop_ctx, q, o->ids, o->n))
+            o->finish = FG_FINISH_STOP, sm->done[r] = 1;
+    }
+    if (i + 1 < G) return copy1(e, Hsub(e, pl->ids_io[k], 0, 4ull * B), Hsub(e, pl->ids_dev[k], 0, 4ull * B), &e->idsq[k]);
+    return FG_OK;
+}
 
 static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, const fg_gen_opts *opt,
                            const fg_flex_opts *fo, fg_seq_out *out, fg_gen_stats *stats) {
@@ -791,6 +917,11 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
     int nu = (L + 2) * K;
     unit *order = fg_xcalloc((size_t)nu, sizeof *order);
 
+    sampler sm = {in, n, first, G, opt, out, rng, done, scratch};
+    for (int k = 0; k < K; k++) e->lgcopy[k] = e->idsq[k] = 0;
+    e->to_sample = -1;
+    int more_blocks = first + K * B < n;
+
     for (int i = 0; i < G && !st; i++) {
         double t0 = fg_now();
         /* the token's units in schedule order */
@@ -800,32 +931,39 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
                 int j = fo->schedule_row ? b : a, k = fo->schedule_row ? a : b;
                 order[x++] = (unit){i, j, k, S_k[k]};
             }
-        /* weight slots alternate whenever the group changes; the next
-         * group is prefetched while the current one computes */
-        int slot = 0, gcur = -3;
-        uint64_t lseq[3] = {0, 0, 0};
-        if (!(st = unit_loads(e, &order[0], lseq)))
+        /* weight slots alternate whenever the group changes; the next group
+         * is prefetched while the current one computes. The slots carry over
+         * tokens and blocks: the head of token i and the embedding of token
+         * i+1 share their group, and layer 0 is fetched behind it. */
+        deps ld;
+        if (!(st = unit_loads(e, &order[0], &ld)))
             for (int u = 0; u < nu && !st; u++) {
                 int g = group_of(pl, order[u].j), gnext = -3;
-                if (g != gcur) {
-                    if (gcur != -3) slot ^= 1;
-                    gcur = g;
-                    if ((st = load_weights(e, g, slot))) break;
-                    /* the group after this one, prefetched while this one's
-                     * units compute (FlexGen's load_weight(i, j+1) at k = 0) */
+                if (g != e->gcur) {
+                    if (e->gcur != -3) e->slot ^= 1;
+                    e->gcur = g;
+                    if ((st = load_weights(e, g, e->slot))) break;
+                    /* the group after this one (FlexGen's load_weight(i, j+1)
+                     * at k = 0), past the token's end when more follow */
                     int v = u + 1;
-                    while (v < nu && group_of(pl, order[v].j) == g) v++;
-                    if (v < nu) gnext = group_of(pl, order[v].j);
+                    while (v < u + nu && group_of(pl, order[v % nu].j) == g) v++;
+                    if (v < u + nu && (v < nu || i + 1 < G || more_blocks)) gnext = group_of(pl, order[v % nu].j);
                 }
-                for (int q = 0; q < 3 && !st; q++) st = await(e, lseq[q]);
-                if (!st) st = finish_load(e, slot);
-                if (!st) st = await(e, e->wload[slot]);
-                if (st) break;
+                int slot = e->slot;
+                /* an embedding needs its batch's sampled ids */
+                if (order[u].j == 0 && e->to_sample == order[u].k) {
+                    st = sample_batch(e, &sm, e->to_sample_i, e->to_sample);
+                    e->to_sample = -1;
+                    if (st) break;
+                }
+                /* the unit's compute waits on the gpu worker for its loads */
+                deps cd = ld;
+                if ((st = finish_load(e, slot)) || (st = need(e, &cd, e->wload[slot]))) break;
                 /* compute this unit; then the previous unit's stores (its
                  * compute is done or about to be, and this one is queued) */
                 pend_store prev = e->ps;
                 e->ps.valid = 0;
-                if ((st = unit_compute(e, &order[u], slot))) break;
+                if ((st = unit_compute(e, &order[u], slot, &cd))) break;
                 if (prev.valid) {
                     pend_store mine = e->ps;
                     e->ps = prev;
@@ -840,42 +978,30 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
                     /* its inputs go into the slots of its batch's parity; when
                      * that is this unit's parity, this unit's stores first */
                     if (order[u + 1].k % 2 == order[u].k % 2 && (st = unit_store(e))) break;
-                    if ((st = unit_loads(e, &order[u + 1], lseq))) break;
+                    if ((st = unit_loads(e, &order[u + 1], &ld))) break;
                 }
+                /* the batch whose LM head went out before this unit: sampled
+                 * now, while this unit computes */
+                if (e->to_sample >= 0) {
+                    st = sample_batch(e, &sm, e->to_sample_i, e->to_sample);
+                    e->to_sample = -1;
+                    if (st) break;
+                }
+                if (order[u].j == L + 1) e->to_sample = order[u].k, e->to_sample_i = i;
+                if (e->npend > 512 && (st = reap(e))) break;
             }
         if (!st) st = unit_store(e);
-        if (!st) st = await_all(e);
+        /* the last batch is sampled behind the next token's first unit (its
+         * embedding needs the first batch's ids only), or now at the end */
+        if (!st && e->to_sample >= 0 && i + 1 == G) {
+            st = sample_batch(e, &sm, i, e->to_sample);
+            e->to_sample = -1;
+        }
+        if (!st) st = reap(e);
         if (st) break;
         if (e->restarted) {
             st = fg_err_set(FG_ERUNTIME, "gpu worker restarted mid-block");
             break;
-        }
-        /* sample, record, and feed the next ids back */
-        for (int k = 0; k < K && !st; k++) {
-            const float *lg = P(e, pl->logits_io[k]);
-            int32_t *ids = P(e, pl->ids_io[k]);
-            for (int b = 0; b < B; b++) {
-                int q = first + k * B + b, r = k * B + b;
-                const float *row = lg + (size_t)b * V;
-                int tok = fg_sample(row, V, &opt->samp, &rng[r], scratch);
-                ids[b] = tok;
-                if (q >= n) continue;
-                if (opt->logits && (st = fg_npy_write(opt->logits, ((int64_t)q * G + i) * V, row, (size_t)V))) break;
-                if (done[r]) continue;
-                fg_seq_out *o = &out[q];
-                o->ids[o->n++] = tok;
-                if (!opt->ignore_eos && tok == c->eos_id) o->finish = FG_FINISH_EOS, done[r] = 1;
-                else if (opt->stop && opt->stop(opt->stop_ctx, q, o->ids, o->n)) o->finish = FG_FINISH_STOP, done[r] = 1;
-            }
-        }
-        /* the next ids of every batch to the device: one COPY per 16 batches */
-        for (int k0 = 0; !st && i + 1 < G && k0 < K; k0 += FG_MSG_MAX_HANDLES) {
-            fg_msg m;
-            fg_msg_init(&m, FG_MSG_COPY);
-            for (int k = k0; k < K && k < k0 + FG_MSG_MAX_HANDLES; k++)
-                fg_msg_copy_add(&m, Hsub(e, pl->ids_io[k], 0, 4ull * B), Hsub(e, pl->ids_dev[k], 0, 4ull * B));
-            uint64_t q;
-            if (!(st = submit(e, FG_ROLE_GPU, &m, ST_H2D, &q))) st = await(e, q);
         }
         double dt = fg_now() - t0;
         if (i == 0) stats->prefill_s += dt;
@@ -992,9 +1118,13 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     int S = 1;
     for (int q = 0; q < n; q++) S = in[q].len > S ? in[q].len : S;
     engine e = {.ws = ws, .fs = fs, .overlap = fo->policy.overlap, .wgroup = {-2, -2}, .tracing = fo->trace != NULL,
-                .progress = isatty(2)};
+                .progress = isatty(2), .gcur = -3, .to_sample = -1};
     fg_status st = fg_policy_validate(&fo->policy);
     if (!st) st = plan_build(&e.pl, c, fg_wsrc_specs(ws), fo, S, opt->gen_len);
+    if (!st) {
+        e.lgcopy = fg_xcalloc((size_t)e.pl.K, sizeof *e.lgcopy);
+        e.idsq = fg_xcalloc((size_t)e.pl.K, sizeof *e.idsq);
+    }
     if (st) {
         plan_free(&e.pl);
         return st;
@@ -1006,6 +1136,22 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     fg_policy_describe(&fo->policy, desc, sizeof desc);
     fg_info("policy: %s; schedule %s", desc, fo->schedule_row ? "row" : "zig-zag block");
 
+    /* the disk worker resolves relative paths under its --offload-dir: every
+     * process gets the directory as an absolute path */
+    char offdir[FG_MSG_PATH_MAX + 1], cwd[FG_MSG_PATH_MAX + 1];
+    int olen = fo->offload_dir[0] == '/' ? snprintf(offdir, sizeof offdir, "%s", fo->offload_dir)
+               : getcwd(cwd, sizeof cwd) ? snprintf(offdir, sizeof offdir, "%s/%s", cwd, fo->offload_dir)
+                                         : -1;
+    if (olen < 0 || (size_t)olen >= sizeof offdir) {
+        plan_free(&e.pl);
+        free(e.lgcopy);
+        free(e.idsq);
+        return fg_err_set(FG_EINPUT, "--offload-dir %s: the absolute path is too long or the working directory "
+                                     "cannot be read", fo->offload_dir);
+    }
+    fg_flex_opts fo_abs = *fo;
+    fo_abs.offload_dir = offdir;
+    fo = &fo_abs;
     fg_super_opts so = {.worker_dir = fo->worker_dir, .offload_dir = fo->offload_dir, .restore = on_restore,
                         .restore_ctx = &e};
     double t0 = fg_now();
@@ -1072,6 +1218,8 @@ out:
     fg_store_destroy(&e.store);
     if (e.spill[0]) unlink(e.spill);
     free(e.pend);
+    free(e.lgcopy);
+    free(e.idsq);
     free(e.ev);
     plan_free(&e.pl);
     return st;

@@ -63,6 +63,15 @@ for p in "${policies[@]}"; do
   fi
   echo "ok   $name: tokens and logits bitwise equal to the reference"
 done
+# everything on disk, with a relative --offload-dir (every process must
+# resolve it against the coordinator's working directory)
+rel=(--model m --prompt-ids p.json --gen-len $gen --ignore-eos --gpu-batch-size $gbs --offload-dir rel-offload)
+if (cd "$work" && "$flexgen" run "${rel[@]}" --percent 0 0 0 0 0 0 --num-gpu-batches 2 --out rel.jsonl \
+      --dump-logits rel.npy 2>rel.err) && cmp -s "$work/ref.npy" "$work/rel.npy"; then
+  echo "ok   relative-offload-dir: logits bitwise equal to the reference"
+else
+  echo "FAIL relative-offload-dir: $(grep error: "$work/rel.err")"; fails=$((fails + 1))
+fi
 # a policy over the GPU budget is refused before any work, with the numbers
 "$flexgen" run --engine flexgen "${common[@]}" --percent 100 0 100 0 100 0 --gpu-mem 64K --out "$work/b.jsonl" \
   2>"$work/b.err"
@@ -72,6 +81,6 @@ if [ $rc -ne 2 ] || ! grep -q "GPU memory.*--gpu-mem is" "$work/b.err" || [ -e "
 else
   echo "ok   over-budget: $(grep error: "$work/b.err" | cut -c1-160)"
 fi
-echo "placement: $(( ${#policies[@]} + 1 - fails )) passed, $fails failed"
+echo "placement: $(( ${#policies[@]} + 2 - fails )) passed, $fails failed"
 [ $fails -eq 0 ] && rm -rf "$work"
 [ $fails -eq 0 ]
