@@ -1,6 +1,6 @@
 /* fg_gemm.c - fp16-weight Linear (see fg_gemm.h). The fused kernel is written
- * for AVX2+FMA+F16C with a portable fallback; the pool (fg_pool.h) splits
- * output rows over the cores. */
+ * for AVX-512 (F+BW+VL) and for AVX2+FMA+F16C, with a portable fallback; the
+ * pool (fg_pool.h) splits output rows over the cores. */
 #include "fg_gemm.h"
 
 #include <cblas.h>
@@ -31,6 +31,28 @@ static void small_portable(float *y, const float *x, const fg_half *W, int rows,
 }
 
 #ifdef FG_X86
+/* ---- SIMD fused kernels ----
+ * Both work in register tiles of P weight rows by R activation rows. The
+ * fp16 weights are widened inside the FMA loop (vcvtph2ps straight from
+ * memory), so each weight byte is read once and nothing is stored back. The
+ * R activation vectors of a step are held in registers and the P weight
+ * rows streamed past them: P * R accumulators, R + 1 operands.
+ *
+ * Every (row, output) sum has its own accumulator walked in k order, then a
+ * fixed horizontal reduction: on a given path a result depends on `in`
+ * only, never on the tile shape, the chunking, the task split, the thread
+ * count or the other rows of the batch. */
+#define TILE_MAX 8
+
+/* Calls the tile instance for (P, R): one case per shape in CASES, each with
+ * P and R constant so that its loops unroll into registers. */
+#define TILE_DISPATCH(CASES, CALL)                                \
+    switch (P * 16 + R) {                                         \
+        CASES(CALL)                                               \
+    default:                                                      \
+        FG_ASSERT(!"tile shape missing from a TILE_CASES list"); \
+    }
+
 __attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
     lo = _mm_add_ps(lo, hi);
@@ -39,124 +61,189 @@ __attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
-/* Two output rows at a time (widened once into wrow, L1-resident), four
- * activation rows at a time: 8 accumulators + 2 weights + 1 input in ymm. */
-__attribute__((target("avx2,fma,f16c"))) static void small_avx2(float *y, const float *x, const fg_half *W, int rows,
-                                                                 int in, int out, int o0, int o1, float *wrow) {
+/* AVX2 (16 ymm): y[r, p] = w[p, :] . x[r, :] over the whole input, eight
+ * lanes at a time; the in % 8 tail is one more step on zero-padded copies
+ * (zero lanes add +0). */
+#define AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
+AVX2_TARGET static inline __attribute__((always_inline)) void tile256(const int P, const int R, float *y,
+                                                                      const float *x, const fg_half *w, int in,
+                                                                      int out) {
+    __m256 a[TILE_MAX][TILE_MAX];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; p++)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) a[p][r] = _mm256_setzero_ps();
     int in8 = in & ~7;
-    int o = o0;
-    for (; o + 2 <= o1; o += 2) {
-        float *w0 = wrow, *w1 = wrow + in;
-        fg_half_to_float_n(W + (size_t)o * in, w0, (size_t)in * 2);   /* rows o, o+1 are contiguous */
-        int r = 0;
-        for (; r + 4 <= rows; r += 4) {
-            const float *x0 = x + (size_t)r * in, *x1 = x0 + in, *x2 = x1 + in, *x3 = x2 + in;
-            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
-            __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
-            for (int i = 0; i < in8; i += 8) {
-                __m256 wa = _mm256_loadu_ps(w0 + i), wb = _mm256_loadu_ps(w1 + i), xv;
-                xv = _mm256_loadu_ps(x0 + i); a00 = _mm256_fmadd_ps(wa, xv, a00); a10 = _mm256_fmadd_ps(wb, xv, a10);
-                xv = _mm256_loadu_ps(x1 + i); a01 = _mm256_fmadd_ps(wa, xv, a01); a11 = _mm256_fmadd_ps(wb, xv, a11);
-                xv = _mm256_loadu_ps(x2 + i); a02 = _mm256_fmadd_ps(wa, xv, a02); a12 = _mm256_fmadd_ps(wb, xv, a12);
-                xv = _mm256_loadu_ps(x3 + i); a03 = _mm256_fmadd_ps(wa, xv, a03); a13 = _mm256_fmadd_ps(wb, xv, a13);
-            }
-            float s[8] = {hsum256(a00), hsum256(a01), hsum256(a02), hsum256(a03),
-                          hsum256(a10), hsum256(a11), hsum256(a12), hsum256(a13)};
-            for (int i = in8; i < in; i++) {
-                s[0] += w0[i] * x0[i]; s[1] += w0[i] * x1[i]; s[2] += w0[i] * x2[i]; s[3] += w0[i] * x3[i];
-                s[4] += w1[i] * x0[i]; s[5] += w1[i] * x1[i]; s[6] += w1[i] * x2[i]; s[7] += w1[i] * x3[i];
-            }
-            for (int k = 0; k < 4; k++) {
-                y[(size_t)(r + k) * out + o] = s[k];
-                y[(size_t)(r + k) * out + o + 1] = s[4 + k];
-            }
+    for (int k = 0; k < in8; k += 8) {
+        __m256 xv[TILE_MAX];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            xv[r] = _mm256_loadu_ps(x + (size_t)r * in + k);
+            __asm__("" : "+x"(xv[r]));   /* one load, not one folded into each FMA */
         }
-        for (; r < rows; r++) {
-            const float *xr = x + (size_t)r * in;
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-            for (int i = 0; i < in8; i += 8) {
-                __m256 xv = _mm256_loadu_ps(xr + i);
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), xv, a0);
-                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + i), xv, a1);
-            }
-            float s0 = hsum256(a0), s1 = hsum256(a1);
-            for (int i = in8; i < in; i++) {
-                s0 += w0[i] * xr[i];
-                s1 += w1[i] * xr[i];
-            }
-            y[(size_t)r * out + o] = s0;
-            y[(size_t)r * out + o + 1] = s1;
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
+            __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + (size_t)p * in + k)));
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) a[p][r] = _mm256_fmadd_ps(wv, xv[r], a[p][r]);
         }
     }
-    if (o < o1) small_portable(y, x, W, rows, in, out, o, o1, wrow);
+    if (in8 < in) {
+        float xt[TILE_MAX][8] = {{0}};
+        fg_half wt[8] = {0};
+        for (int r = 0; r < R; r++) memcpy(xt[r], x + (size_t)r * in + in8, sizeof(float) * (size_t)(in - in8));
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
+            memcpy(wt, w + (size_t)p * in + in8, sizeof(fg_half) * (size_t)(in - in8));
+            __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wt));
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) a[p][r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xt[r]), a[p][r]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) y[(size_t)r * out + p] = hsum256(a[p][r]);
 }
 
-/* AVX-512: four output rows (widened once into wrow) by four activation
- * rows, 16 accumulators + 4 weights + 1 input of the 32 zmm registers: half
- * the activation traffic per FMA of the AVX2 kernel. The input dimension is
- * walked in chunks of KC so the chunk of every activation row and the four
- * weight rows stay in L1; the accumulators of all row blocks wait in `part`
- * between chunks (lane by lane, so the sums are those of one long pass). */
-#define KC 512
-#define SMALL_MAX_ROWS 32
-__attribute__((target("avx512f,f16c"))) static void small_avx512(float *y, const float *x, const fg_half *W, int rows,
-                                                                 int in, int out, int o0, int o1, float *wrow) {
-    int in16 = in & ~15, r4 = rows & ~3;
-    __m512 part[SMALL_MAX_ROWS][4];
-    int o = o0;
-    for (; o + 4 <= o1; o += 4) {
-        fg_half_to_float_n(W + (size_t)o * in, wrow, (size_t)in * 4);   /* rows o..o+3 are contiguous */
-        const float *wp[4] = {wrow, wrow + in, wrow + 2 * (size_t)in, wrow + 3 * (size_t)in};
-        for (int r = 0; r < r4; r++)
-            for (int p = 0; p < 4; p++) part[r][p] = _mm512_setzero_ps();
-        for (int k0 = 0; k0 < in16; k0 += KC) {
-            int k1 = k0 + KC < in16 ? k0 + KC : in16;
-            for (int r = 0; r < r4; r += 4) {
-                const float *x0 = x + (size_t)r * in, *x1 = x0 + in, *x2 = x1 + in, *x3 = x2 + in;
-                __m512 a[4][4];
-                for (int p = 0; p < 4; p++)
-                    for (int q = 0; q < 4; q++) a[p][q] = part[r + q][p];
-                for (int i = k0; i < k1; i += 16) {
-                    __m512 wv[4] = {_mm512_loadu_ps(wp[0] + i), _mm512_loadu_ps(wp[1] + i), _mm512_loadu_ps(wp[2] + i),
-                                    _mm512_loadu_ps(wp[3] + i)};
-                    __m512 xv;
-                    xv = _mm512_loadu_ps(x0 + i);
-                    for (int p = 0; p < 4; p++) a[p][0] = _mm512_fmadd_ps(wv[p], xv, a[p][0]);
-                    xv = _mm512_loadu_ps(x1 + i);
-                    for (int p = 0; p < 4; p++) a[p][1] = _mm512_fmadd_ps(wv[p], xv, a[p][1]);
-                    xv = _mm512_loadu_ps(x2 + i);
-                    for (int p = 0; p < 4; p++) a[p][2] = _mm512_fmadd_ps(wv[p], xv, a[p][2]);
-                    xv = _mm512_loadu_ps(x3 + i);
-                    for (int p = 0; p < 4; p++) a[p][3] = _mm512_fmadd_ps(wv[p], xv, a[p][3]);
-                }
-                for (int p = 0; p < 4; p++)
-                    for (int q = 0; q < 4; q++) part[r + q][p] = a[p][q];
-            }
+/* P * R <= 12 accumulators + R + 1 of the 16 ymm registers. */
+#define TILE256_CASES(X) X(8, 1) X(6, 2) X(4, 3) X(6, 1) X(1, 1) X(1, 2) X(1, 3)
+#define TILE256_CALL(p, r)                     \
+    case p * 16 + r:                           \
+        tile256(p, r, y, x, w, in, out);       \
+        return;
+AVX2_TARGET static void tile256_any(int P, int R, float *y, const float *x, const fg_half *w, int in, int out) {
+    TILE_DISPATCH(TILE256_CASES, TILE256_CALL)
+}
+
+/* Tile width by rows: up to 3 rows go in one block, more in blocks of 2
+ * (P = 6) that each stream the weight tile again, from cache. */
+static const int tile256_p[4] = {0, 8, 6, 4};
+
+AVX2_TARGET static void small_avx2(float *y, const float *x, const fg_half *W, int rows, int in, int out, int o0,
+                                   int o1) {
+    int rb = rows <= 3 ? rows : 2, P = rows <= 3 ? tile256_p[rows] : 6;
+    for (int o = o0; o < o1;) {
+        int p = o + P <= o1 ? P : 1;
+        for (int r = 0; r < rows; r += rb) {
+            int rn = rows - r < rb ? rows - r : rb;
+            tile256_any(p, rn, y + (size_t)r * out + o, x + (size_t)r * in, W + (size_t)o * in, in, out);
         }
-        for (int r = 0; r < r4; r++)
-            for (int p = 0; p < 4; p++) {
-                float sum = _mm512_reduce_add_ps(part[r][p]);
-                for (int i = in16; i < in; i++) sum += wp[p][i] * x[(size_t)r * in + i];
-                y[(size_t)r * out + o + p] = sum;
-            }
-        for (int r = r4; r < rows; r++) {
-            const float *xr = x + (size_t)r * in;
-            for (int p = 0; p < 4; p++) {
-                __m512 acc = _mm512_setzero_ps();
-                for (int i = 0; i < in16; i += 16)
-                    acc = _mm512_fmadd_ps(_mm512_loadu_ps(wp[p] + i), _mm512_loadu_ps(xr + i), acc);
-                float sum = _mm512_reduce_add_ps(acc);
-                for (int i = in16; i < in; i++) sum += wp[p][i] * xr[i];
-                y[(size_t)r * out + o + p] = sum;
-            }
+        o += p;
+    }
+}
+
+/* AVX-512 (32 zmm): acc[p][r] += w[p, k0:k1] . x[r, k0:k1], sixteen lanes
+ * at a time. The accumulators start at zero (k0 == 0) or come from
+ * part[r][p]; they go back there unless this is the last chunk, which ends
+ * with a masked step over the in % 16 tail (zero lanes add +0) and reduces
+ * them into y. pf, when set, is the next tile's first weight row: its lines
+ * at the same k are fetched while this tile computes, so the weight stream
+ * never waits on a cold start (a 4 KB page ends the hardware prefetcher's
+ * run, and a weight row of 2048 is one page). */
+#define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
+AVX512_TARGET static inline __attribute__((always_inline)) void tile512(const int P, const int R, float *y,
+                                                                        const float *x, const fg_half *w, int in,
+                                                                        int out, int k0, int k1, int last,
+                                                                        float *part, const fg_half *pf) {
+    __m512 a[TILE_MAX][TILE_MAX];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; p++)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+            a[p][r] = k0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(part + ((size_t)r * P + p) * 16);
+    int k1v = last ? k0 + ((k1 - k0) & ~15) : k1;
+    for (int k = k0; k < k1v; k += 16) {
+        if (pf && !(k & 16))   /* one prefetch per 64-byte line */
+#pragma GCC unroll 8
+            for (int p = 0; p < P; p++) _mm_prefetch((const char *)(pf + (size_t)p * in + k), _MM_HINT_T0);
+        __m512 xv[TILE_MAX];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            xv[r] = _mm512_loadu_ps(x + (size_t)r * in + k);
+            __asm__("" : "+v"(xv[r]));   /* one load, not one folded into each FMA */
+        }
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
+            __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + (size_t)p * in + k)));
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) a[p][r] = _mm512_fmadd_ps(wv, xv[r], a[p][r]);
         }
     }
-    if (o < o1) small_portable(y, x, W, rows, in, out, o, o1, wrow);
+    if (!last) {
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++)
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) _mm512_storeu_ps(part + ((size_t)r * P + p) * 16, a[p][r]);
+        return;
+    }
+    if (k1v < k1) {
+        __mmask16 m = (__mmask16)((1u << (k1 - k1v)) - 1);
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
+            __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w + (size_t)p * in + k1v));
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+                a[p][r] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + (size_t)r * in + k1v), a[p][r]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) y[(size_t)r * out + p] = _mm512_reduce_add_ps(a[p][r]);
+}
+
+/* P * R <= 25 accumulators + R + 1 of the 32 zmm registers. P = 1 is the
+ * tail of a task whose outputs are not a whole number of tiles. */
+#define TILE512_CASES(X)                                                                                       \
+    X(8, 1) X(8, 2) X(8, 3) X(6, 4) X(5, 5) X(4, 6) X(6, 1) X(6, 2) X(6, 3) X(1, 1) X(1, 2) X(1, 3) X(1, 4) \
+        X(1, 5) X(1, 6)
+#define TILE512_CALL(p, r)                                           \
+    case p * 16 + r:                                                 \
+        tile512(p, r, y, x, w, in, out, k0, k1, last, part, pf);     \
+        return;
+AVX512_TARGET static void tile512_any(int P, int R, float *y, const float *x, const fg_half *w, int in, int out,
+                                      int k0, int k1, int last, float *part, const fg_half *pf) {
+    TILE_DISPATCH(TILE512_CASES, TILE512_CALL)
+}
+
+/* Tile width by rows: up to 6 rows go in one block (memory-bound: one pass
+ * over the weights); more in blocks of 4 (P = 6, compute-bound) that each
+ * read the weight tile again, from cache. The activations are read from L2
+ * (measured: chunking them for L1 costs more in `part` traffic than it
+ * saves). A long input is walked in chunks of kc, each chunk through every
+ * tile of the task, so that chunk of the activations stays in L2 instead of
+ * streaming from L3 once per tile; the accumulators wait in `part` between
+ * chunks. */
+static const int tile512_p[7] = {0, 8, 8, 8, 6, 5, 4};
+#define X_L2_BYTES (256 << 10)
+
+AVX512_TARGET static void small_avx512(float *y, const float *x, const fg_half *W, int rows, int in, int out,
+                                       int o0, int o1, float *part /* [o1 - o0][rows][16] */) {
+    int rb = rows <= 6 ? rows : 4, P = tile512_p[rb];
+    int kc = X_L2_BYTES / (4 * rows) & ~15;
+    if (kc < 256) kc = 256;
+    for (int k0 = 0; k0 == 0 || k0 < in; k0 += kc) {   /* in == 0 still writes zeros */
+        int k1 = in - k0 <= kc ? in : k0 + kc;
+        for (int o = o0; o < o1;) {
+            int p = o + P <= o1 ? P : 1;
+            /* the first row block fetches the next tile of this task */
+            const fg_half *pf = o + p + P <= o1 ? W + (size_t)(o + p) * in : NULL;
+            for (int r = 0; r < rows; r += rb) {
+                int rn = rows - r < rb ? rows - r : rb;
+                tile512_any(p, rn, y + (size_t)r * out + o, x + (size_t)r * in, W + (size_t)o * in, in, out, k0, k1,
+                            k1 == in, part + ((size_t)(o - o0) * rows + (size_t)r * p) * 16, r == 0 ? pf : NULL);
+            }
+            o += p;
+        }
+    }
 }
 
 static int have_avx512(void) {
     static int cached = -1;
-    if (cached < 0) cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
+    if (cached < 0)
+        cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c");
     return cached;
 }
 
@@ -167,6 +254,16 @@ static int have_avx2(void) {
     return cached;
 }
 #endif
+
+/* Outputs per task in the fused path: about 64, a whole number of tiles. */
+static int small_chunk(int rows) {
+    int p = 8;
+#ifdef FG_X86
+    if (have_avx512()) p = tile512_p[rows <= 6 ? rows : 4];
+    else if (have_avx2()) p = rows <= 3 ? tile256_p[rows] : 6;
+#endif
+    return (64 + p / 2) / p * p;
+}
 
 static void add_bias(float *y, const fg_half *bias, int rows, int out) {
     float *b = fg_xmalloc(sizeof(float) * (size_t)out);
@@ -202,18 +299,17 @@ typedef struct {
 static void small_task(void *p, int t) {
     const gemm_job *j = p;
     int o0 = t * j->chunk, o1 = o0 + j->chunk < j->out ? o0 + j->chunk : j->out;
-    float *wrow = scratch(4 * (size_t)j->in);
 #ifdef FG_X86
     if (have_avx512()) {
-        small_avx512(j->y, j->x, j->W, j->rows, j->in, j->out, o0, o1, wrow);
+        small_avx512(j->y, j->x, j->W, j->rows, j->in, j->out, o0, o1, scratch((size_t)j->chunk * j->rows * 16));
         return;
     }
     if (have_avx2()) {
-        small_avx2(j->y, j->x, j->W, j->rows, j->in, j->out, o0, o1, wrow);
+        small_avx2(j->y, j->x, j->W, j->rows, j->in, j->out, o0, o1);
         return;
     }
 #endif
-    small_portable(j->y, j->x, j->W, j->rows, j->in, j->out, o0, o1, wrow);
+    small_portable(j->y, j->x, j->W, j->rows, j->in, j->out, o0, o1, scratch((size_t)j->in));
 }
 
 /* Many rows: a task widens a chunk of weight rows and runs sgemm on it,
@@ -228,11 +324,12 @@ static void large_task(void *p, int t) {
 }
 
 void fg_gemm_f16w(float *y, const float *x, const fg_half *W, const fg_half *bias, int rows, int in, int out) {
+    if (rows <= 0 || out <= 0) return;
     double t0 = fg_now();
     gemm_job j = {.y = y, .x = x, .W = W, .rows = rows, .in = in, .out = out};
     int threads = fg_pool_threads();
     if (rows <= FG_GEMM_SMALL_ROWS) {
-        j.chunk = 64;
+        j.chunk = small_chunk(rows);
         fg_pool_run((out + j.chunk - 1) / j.chunk, small_task, &j);
     } else {
         /* one chunk per thread: sgemm repacks x for every call, so fewer, larger

@@ -3,15 +3,17 @@
  * bytes to move and to hold), products and sums are fp32.
  *
  * Two paths, chosen by the number of rows:
- *  - few rows (decode: one token per sequence): a fused kernel (AVX-512 4x4
- *    register blocks where the CPU has it, else AVX2 2x4, else portable C)
- *    widens each weight row once and feeds every activation row;
- *    memory-bound, so fp16 weights make it up to 2x faster than sgemm on fp32
+ *  - few rows (decode: one token per sequence): a fused kernel (AVX-512
+ *    register tiles of up to 8 weight rows by 1-6 activation rows where the
+ *    CPU has it, else AVX2, else portable C) widens the fp16 weights inside
+ *    its FMA loop and reads them once from memory; memory-bound up to a few
+ *    rows, so fp16 weights make it up to 2x faster than sgemm on fp32
  *    weights, which also repacks the whole weight matrix on every call;
  *  - many rows (prefill): the weight is widened to fp32 in chunks of output
  *    rows and multiplied with OpenBLAS sgemm (compute-bound).
- * The result depends on the path (summation order), and so on the batch
- * size, never on where the data came from. */
+ * The result depends on the path (summation order), never on where the data
+ * came from. The fused path sums each row the same way whatever the other
+ * rows, the batch size (up to FG_GEMM_SMALL_ROWS) or the thread count. */
 #ifndef FG_GEMM_H
 #define FG_GEMM_H
 
