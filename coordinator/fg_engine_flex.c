@@ -83,6 +83,7 @@ typedef struct {
     loc hstage[2];                /* shared memory between disk and device, activations on disk */
 
     loc *ids_dev, *mask_dev, *ids_io, *mask_io, *logits_io;   /* (K) */
+    loc *rng_dev, *rng_io;         /* (K): each sequence's generator state */
     loc logits_dev[2];
     loc q_dev, k_dev, v_dev, ctx_dev, q_io, k_io, v_io, ctx_io;   /* CPU attention exchange */
     uint64_t ws_bytes;
@@ -100,6 +101,7 @@ static void plan_free(plan *pl) {
     free(pl->wtier); free(pl->whome); free(pl->wsrc); free(pl->wslot_off); free(pl->wfile); free(pl->wfoff); free(pl->wsum); free(pl->wchecked);
     free(pl->ctier); free(pl->kc); free(pl->vc); free(pl->hhome);
     free(pl->ids_dev); free(pl->mask_dev); free(pl->ids_io); free(pl->mask_io); free(pl->logits_io);
+    free(pl->rng_dev); free(pl->rng_io);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -188,7 +190,10 @@ static fg_status plan_build(plan *pl, const fg_opt_config *c, const fg_spec *sp,
     pl->ids_dev = fg_xcalloc((size_t)K, sizeof(loc)); pl->mask_dev = fg_xcalloc((size_t)K, sizeof(loc));
     pl->ids_io = fg_xcalloc((size_t)K, sizeof(loc)); pl->mask_io = fg_xcalloc((size_t)K, sizeof(loc));
     pl->logits_io = fg_xcalloc((size_t)K, sizeof(loc));
+    pl->rng_dev = fg_xcalloc((size_t)K, sizeof(loc)); pl->rng_io = fg_xcalloc((size_t)K, sizeof(loc));
     for (int k = 0; k < K; k++) {
+        pl->rng_dev[k] = place(pl, SEG_DEV, 8ull * B);
+        pl->rng_io[k] = place(pl, SEG_IO, 8ull * B);
         pl->ids_dev[k] = place(pl, SEG_DEV, 4ull * B * S);
         pl->mask_dev[k] = place(pl, SEG_DEV, (uint64_t)B * pl->Tmax);
         pl->ids_io[k] = place(pl, SEG_IO, 4ull * B * S);
@@ -205,7 +210,7 @@ static fg_status plan_build(plan *pl, const fg_opt_config *c, const fg_spec *sp,
     }
     /* the backend's fp32 workspace: fg_opt's buffers and the step's hidden
      * state in fp32 (gpu_worker/backend_host.c) */
-    pl->ws_bytes = fg_opt_ws_bytes(c, B * S) + 4ull * B * S * H;
+    pl->ws_bytes = fg_opt_ws_bytes(c, B * S) + 4ull * B * S * H + 8ull * c->vocab_size;   /* + SAMPLE's scratch */
 
     uint64_t gpu = pl->used[SEG_DEV] + pl->ws_bytes, shm = 0;
     for (int s = 1; s < NSHM; s++) shm += pl->used[s];
@@ -277,9 +282,10 @@ typedef struct {
     uint64_t stagebusy[2];
     pend_store ps;                 /* stores of the last computed unit, not yet issued */
     /* sampling, one batch at a time behind the LM heads still computing */
-    uint64_t *lgcopy, *idsq;       /* per batch: its logits' copy out; its next ids' copy in */
-    int to_sample, to_sample_i;    /* the batch whose LM head was issued last, not yet sampled (-1:
-                                      none), and its token */
+    uint64_t *lgcopy;              /* per batch: the copy out of its logits and sampled ids */
+    float temperature, top_p;      /* the sampler, run on the gpu worker */
+    int *sq_k, *sq_i, sq_head, sq_len;   /* batches whose LM head went out, not yet sampled (FIFO,
+                                            at most K), and their tokens */
 } engine;
 
 static fg_shm_handle H(const engine *e, loc l) {
@@ -656,8 +662,7 @@ static fg_status unit_compute(engine *e, const unit *u, int s, const deps *in) {
     fg_status rc;
     uint64_t last = 0, attn = 0;
     deps d = *in;
-    if (j == 0) {
-        if ((rc = need(e, &d, e->idsq[k]))) return rc;   /* its sampled ids */
+    if (j == 0) {   /* ids: the prompts (block start) or what SAMPLE wrote behind the last LM head */
         compute_msg(&m, FG_OP_EMBED, u, &st);
         fg_msg_compute_add_in(&m, Hsub(e, pl->ids_dev[k], 0, 4ull * st.B * st.S));
         fg_msg_compute_add_in(&m, mask);
@@ -682,9 +687,28 @@ static fg_status unit_compute(engine *e, const unit *u, int s, const deps *in) {
          * the slot waits for this, its last reader (which itself waited for
          * the slot's load, and that for the store before it) */
         if (pl->atier != FG_TIER_GPU) e->hbusy[p] = last;
-        deps c = {{[ST_COMPUTE] = last}};
-        rc = copy_dep(e, H(e, pl->logits_dev[p]), H(e, pl->logits_io[k]), &c, &e->lgbusy[p]);
-        e->lgcopy[k] = e->lgbusy[p];   /* sampled once that ends */
+        /* the next ids, sampled where the logits are: the next token's
+         * embedding of this batch follows on the compute stream */
+        fg_msg_init(&m, FG_MSG_COMPUTE);
+        m.u.compute.op = FG_OP_SAMPLE;
+        m.u.compute.layer = (uint32_t)j;
+        m.u.compute.gpu_batch = (uint32_t)k;
+        fg_op_sample sp = {.step = st, .temperature = e->temperature, .top_p = e->top_p};
+        sp.step.S = 1;
+        fg_msg_compute_set_params(&m, &sp, sizeof sp);
+        fg_msg_compute_add_in(&m, H(e, pl->logits_dev[p]));
+        fg_msg_compute_add_in(&m, H(e, pl->rng_dev[k]));
+        fg_msg_compute_add_out(&m, Hsub(e, pl->ids_dev[k], 0, 4ull * st.B));
+        uint64_t smp;
+        if ((rc = submit_gpu(e, &m, ST_COMPUTE, NULL, &smp))) return rc;
+        /* logits and ids out for the coordinator to record */
+        deps c = {{[ST_COMPUTE] = smp}};
+        fg_msg cp;
+        fg_msg_init(&cp, FG_MSG_COPY);
+        fg_msg_copy_add(&cp, H(e, pl->logits_dev[p]), H(e, pl->logits_io[k]));
+        fg_msg_copy_add(&cp, Hsub(e, pl->ids_dev[k], 0, 4ull * st.B), Hsub(e, pl->ids_io[k], 0, 4ull * st.B));
+        rc = submit_gpu(e, &cp, ST_D2H, &c, &e->lgbusy[p]);
+        e->lgcopy[k] = e->lgbusy[p];   /* recorded once that ends */
         return rc;
     } else {
         int l = j - 1;
@@ -841,14 +865,11 @@ typedef struct {
     int n, first, G;
     const fg_gen_opts *opt;
     fg_seq_out *out;
-    fg_rng *rng;
     uint8_t *done;
-    void *scratch;
 } sampler;
 
-/* Sample token i of batch k once its logits are out, record it, and send
- * the ids on to the device for the batch's next embedding. Runs while the
- * next batches' LM heads compute. */
+/* Record token i of batch k, sampled on the gpu worker, once it and the
+ * logits are out. Runs while the next batches compute. */
 static fg_status sample_batch(engine *e, const sampler *sm, int i, int k) {
     const plan *pl = &e->pl;
     const fg_opt_config *c = pl->c;
@@ -860,8 +881,7 @@ static fg_status sample_batch(engine *e, const sampler *sm, int i, int k) {
     for (int b = 0; b < B; b++) {
         int q = sm->first + k * B + b, r = k * B + b;
         const float *row = lg + (size_t)b * V;
-        int tok = fg_sample(row, V, &sm->opt->samp, &sm->rng[r], sm->scratch);
-        ids[b] = tok;
+        int tok = ids[b];
         if (q >= sm->n) continue;
         if (sm->opt->logits && (st = fg_npy_write(sm->opt->logits, ((int64_t)q * G + i) * V, row, (size_t)V)))
             return st;
@@ -872,7 +892,35 @@ static fg_status sample_batch(engine *e, const sampler *sm, int i, int k) {
         else if (sm->opt->stop && sm->opt->stop(sm->opt->stop_ctx, q, o->ids, o->n))
             o->finish = FG_FINISH_STOP, sm->done[r] = 1;
     }
-    if (i + 1 < G) return copy1(e, Hsub(e, pl->ids_io[k], 0, 4ull * B), Hsub(e, pl->ids_dev[k], 0, 4ull * B), &e->idsq[k]);
+    return FG_OK;
+}
+
+/* Sample the batches whose logits are out already, oldest first, without
+ * waiting: issuing the next commands never waits for a DONE to be delivered
+ * (on a machine whose cores the compute fills, that can take a scheduler
+ * slice). */
+static fg_status sample_ready(engine *e, const sampler *sm) {
+    while (e->sq_len) {
+        int t = e->sq_head;
+        if (fg_super_test(e->sup, e->lgcopy[e->sq_k[t]]) != 1) break;
+        e->sq_head = (t + 1) % e->pl.K, e->sq_len--;
+        fg_status st = sample_batch(e, sm, e->sq_i[t], e->sq_k[t]);
+        if (st) return st;
+    }
+    return FG_OK;
+}
+
+/* Sample, waiting, the batches up to and including batch k (-1: all). */
+static fg_status sample_until(engine *e, const sampler *sm, int k) {
+    int found = k < 0;
+    for (int q = 0; q < e->sq_len && !found; q++) found = e->sq_k[(e->sq_head + q) % e->pl.K] == k;
+    while (found && e->sq_len) {
+        int t = e->sq_head, kt = e->sq_k[t];
+        e->sq_head = (t + 1) % e->pl.K, e->sq_len--;
+        fg_status st = sample_batch(e, sm, e->sq_i[t], kt);
+        if (st) return st;
+        if (kt == k) break;
+    }
     return FG_OK;
 }
 
@@ -880,7 +928,7 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
                            const fg_flex_opts *fo, fg_seq_out *out, fg_gen_stats *stats) {
     const plan *pl = &e->pl;
     const fg_opt_config *c = pl->c;
-    int K = pl->K, B = pl->gbs, G = pl->G, L = pl->L, V = c->vocab_size, Tm = pl->Tmax;
+    int K = pl->K, B = pl->gbs, G = pl->G, L = pl->L, Tm = pl->Tmax;
     int S_k[64];
     FG_ASSERT(K <= 64);
     fg_status st = FG_OK;
@@ -906,20 +954,25 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
                 out[q].finish = FG_FINISH_LENGTH;
             }
         }
+        /* each sequence's generator, as the reference engine seeds it */
+        uint64_t *rng = P(e, pl->rng_io[k]);
+        for (int b = 0; b < B; b++) {
+            fg_rng r;
+            fg_rng_init(&r, opt->samp.seed, (uint64_t)(first + k * B + b));
+            rng[b] = r.state;
+        }
         if ((st = copy_sync(e, Hsub(e, pl->ids_io[k], 0, 4ull * B * S_k[k]), Hsub(e, pl->ids_dev[k], 0, 4ull * B * S_k[k]))) ||
-            (st = copy_sync(e, H(e, pl->mask_io[k]), H(e, pl->mask_dev[k]))))
+            (st = copy_sync(e, H(e, pl->mask_io[k]), H(e, pl->mask_dev[k]))) ||
+            (st = copy_sync(e, H(e, pl->rng_io[k]), H(e, pl->rng_dev[k]))))
             return st;
     }
-    fg_rng *rng = fg_xcalloc((size_t)K * B, sizeof *rng);
     uint8_t *done = fg_xcalloc((size_t)K * B, 1);
-    for (int r = 0; r < K * B; r++) fg_rng_init(&rng[r], opt->samp.seed, (uint64_t)(first + r));
-    void *scratch = fg_alloc_tensor(sizeof(float) * 2 * (size_t)V);
     int nu = (L + 2) * K;
     unit *order = fg_xcalloc((size_t)nu, sizeof *order);
 
-    sampler sm = {in, n, first, G, opt, out, rng, done, scratch};
-    for (int k = 0; k < K; k++) e->lgcopy[k] = e->idsq[k] = 0;
-    e->to_sample = -1;
+    sampler sm = {in, n, first, G, opt, out, done};
+    for (int k = 0; k < K; k++) e->lgcopy[k] = 0;
+    e->sq_head = e->sq_len = 0;
     int more_blocks = first + K * B < n;
 
     for (int i = 0; i < G && !st; i++) {
@@ -951,11 +1004,9 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
                 }
                 int slot = e->slot;
                 /* an embedding needs its batch's sampled ids */
-                if (order[u].j == 0 && e->to_sample == order[u].k) {
-                    st = sample_batch(e, &sm, e->to_sample_i, e->to_sample);
-                    e->to_sample = -1;
-                    if (st) break;
-                }
+                /* an LM head overwrites the outputs of its batch's last one:
+                 * recorded first (a token ago, long out) */
+                if (order[u].j == L + 1 && (st = sample_until(e, &sm, order[u].k))) break;
                 /* the unit's compute waits on the gpu worker for its loads */
                 deps cd = ld;
                 if ((st = finish_load(e, slot)) || (st = need(e, &cd, e->wload[slot]))) break;
@@ -982,21 +1033,17 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
                 }
                 /* the batch whose LM head went out before this unit: sampled
                  * now, while this unit computes */
-                if (e->to_sample >= 0) {
-                    st = sample_batch(e, &sm, e->to_sample_i, e->to_sample);
-                    e->to_sample = -1;
-                    if (st) break;
+                if (order[u].j == L + 1) {
+                    int t = (e->sq_head + e->sq_len++) % K;
+                    e->sq_k[t] = order[u].k, e->sq_i[t] = i;
                 }
-                if (order[u].j == L + 1) e->to_sample = order[u].k, e->to_sample_i = i;
+                if ((st = sample_ready(e, &sm))) break;
                 if (e->npend > 512 && (st = reap(e))) break;
             }
         if (!st) st = unit_store(e);
         /* the last batch is sampled behind the next token's first unit (its
          * embedding needs the first batch's ids only), or now at the end */
-        if (!st && e->to_sample >= 0 && i + 1 == G) {
-            st = sample_batch(e, &sm, i, e->to_sample);
-            e->to_sample = -1;
-        }
+        if (!st && i + 1 == G) st = sample_until(e, &sm, -1);
         if (!st) st = reap(e);
         if (st) break;
         if (e->restarted) {
@@ -1020,9 +1067,7 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
     if (!st) st = s2;
     int real = n - first < K * B ? n - first : K * B;
     if (!st) stats->generated += (long)real * G;
-    free(scratch);
     free(order);
-    free(rng);
     free(done);
     return st;
 }
@@ -1031,7 +1076,7 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
 
 static const char *op_name(int op) {
     static const char *n[] = {"device_init", "embed", "attn", "attn_qkv", "attn_out", "mlp", "lm_head", "attn_core",
-                              "layer"};
+                              "layer", "sample"};
     int i = op - FG_OP_DEVICE_INIT;
     return i >= 0 && i < (int)(sizeof n / sizeof n[0]) ? n[i] : "op";
 }
@@ -1118,12 +1163,13 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     int S = 1;
     for (int q = 0; q < n; q++) S = in[q].len > S ? in[q].len : S;
     engine e = {.ws = ws, .fs = fs, .overlap = fo->policy.overlap, .wgroup = {-2, -2}, .tracing = fo->trace != NULL,
-                .progress = isatty(2), .gcur = -3, .to_sample = -1};
+                .progress = isatty(2), .gcur = -3, .temperature = opt->samp.temperature, .top_p = opt->samp.top_p};
     fg_status st = fg_policy_validate(&fo->policy);
     if (!st) st = plan_build(&e.pl, c, fg_wsrc_specs(ws), fo, S, opt->gen_len);
     if (!st) {
         e.lgcopy = fg_xcalloc((size_t)e.pl.K, sizeof *e.lgcopy);
-        e.idsq = fg_xcalloc((size_t)e.pl.K, sizeof *e.idsq);
+        e.sq_k = fg_xcalloc((size_t)e.pl.K, sizeof *e.sq_k);
+        e.sq_i = fg_xcalloc((size_t)e.pl.K, sizeof *e.sq_i);
     }
     if (st) {
         plan_free(&e.pl);
@@ -1145,7 +1191,8 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     if (olen < 0 || (size_t)olen >= sizeof offdir) {
         plan_free(&e.pl);
         free(e.lgcopy);
-        free(e.idsq);
+        free(e.sq_k);
+        free(e.sq_i);
         return fg_err_set(FG_EINPUT, "--offload-dir %s: the absolute path is too long or the working directory "
                                      "cannot be read", fo->offload_dir);
     }
@@ -1219,7 +1266,8 @@ out:
     if (e.spill[0]) unlink(e.spill);
     free(e.pend);
     free(e.lgcopy);
-    free(e.idsq);
+    free(e.sq_k);
+    free(e.sq_i);
     free(e.ev);
     plan_free(&e.pl);
     return st;

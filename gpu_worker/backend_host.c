@@ -12,20 +12,24 @@
 #include <string.h>
 
 #include "fg_backend.h"
+#include "fg_sample.h"
 
 typedef struct {
     fg_op_init p;        /* the current DEVICE_INIT, when arena != NULL */
     uint8_t *arena;      /* (p.arena_bytes), FG_SHM_ALIGN-aligned */
     fg_opt_ws ws;        /* fg_opt's scratch, p.max_rows rows */
     float *h;            /* (max_rows, H) fp32: the op's hidden states */
+    float *samp;         /* (2 V) fp32: SAMPLE's scratch, (prob, id) pairs */
     uint64_t held, peak; /* arena + workspace bytes */
 } host_ctx;
 
 /* ---- memory ------------------------------------------------------------- */
 
-/* Workspace bytes for max_rows rows: fg_opt's scratch plus h. */
+/* Workspace bytes for max_rows rows: fg_opt's scratch, h, SAMPLE's scratch
+ * (the coordinator counts the same against --gpu-mem). */
 static uint64_t ws_bytes(const fg_opt_config *c, uint32_t max_rows) {
-    return fg_opt_ws_bytes(c, (int)max_rows) + sizeof(float) * (uint64_t)max_rows * (uint64_t)c->hidden;
+    return fg_opt_ws_bytes(c, (int)max_rows) + sizeof(float) * (uint64_t)max_rows * (uint64_t)c->hidden +
+           8ull * (uint64_t)c->vocab_size;
 }
 
 static float *alloc_f32(uint64_t n, int *failed) {
@@ -41,8 +45,10 @@ static void release(host_ctx *hc) {
     free(hc->arena);
     fg_opt_ws_free(&hc->ws);
     free(hc->h);
+    free(hc->samp);
     hc->arena = NULL;
     hc->h = NULL;
+    hc->samp = NULL;
     hc->held = 0;
 }
 
@@ -61,6 +67,7 @@ static int alloc_ws(host_ctx *hc, const fg_opt_config *c, uint32_t rows) {
     hc->ws.ff = alloc_f32(r * (uint64_t)c->ffn_dim, &failed);
     hc->ws.e = alloc_f32(r * (uint64_t)c->word_embed_proj_dim, &failed);
     hc->h = alloc_f32(r * H, &failed);
+    hc->samp = alloc_f32(2 * (uint64_t)c->vocab_size, &failed);
     return failed ? -1 : 0;
 }
 
@@ -178,6 +185,18 @@ static fg_status host_lm_head(void *ctx, const fg_op_args *a, const fg_half *h, 
     return FG_OK;
 }
 
+static fg_status host_sample(void *ctx, const fg_op_args *a, const float *logits, uint64_t *rng, int32_t *ids) {
+    host_ctx *hc = ctx;
+    int V = a->cfg.vocab_size;
+    fg_sampler_cfg cfg = {.temperature = a->temperature, .top_p = a->top_p};
+    for (int b = 0; b < a->st.B; b++) {
+        fg_rng r = {rng[b]};
+        ids[b] = fg_sample(logits + (size_t)b * V, V, &cfg, &r, hc->samp);
+        rng[b] = r.state;
+    }
+    return FG_OK;
+}
+
 const fg_backend fg_backend_host = {
     .name = "host",
     .open = host_open,               /* a context; the arena waits for DEVICE_INIT */
@@ -190,4 +209,5 @@ const fg_backend fg_backend_host = {
     .attn_out = host_attn_out,       /* fg_opt_attn_out */
     .mlp = host_mlp,                 /* fg_opt_mlp_block */
     .lm_head = host_lm_head,         /* fg_opt_lm_head straight into the fp32 logits */
+    .sample = host_sample,           /* fg_sample row by row */
 };

@@ -61,6 +61,9 @@ typedef struct {
     /* LM_HEAD: logits (B, V) fp32 of each sequence's last new token of h
      * (B*S, H). */
     fg_status (*lm_head)(void *ctx, const fg_op_args *a, const fg_half *h, float *logits);
+    /* SAMPLE: ids (B) from logits (B, V) with fg_sample's rule (bitwise the
+     * reference engine's choice), advancing each row's generator rng[b]. */
+    fg_status (*sample)(void *ctx, const fg_op_args *a, const float *logits, uint64_t *rng, int32_t *ids);
 } fg_backend;
 
 extern const fg_backend fg_backend_host;

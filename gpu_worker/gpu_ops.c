@@ -110,6 +110,7 @@ fg_status fg_gpu_op(fg_worker *w, const fg_msg *cmd) {
         if ((st = be->attn(c, &a, a.in[0], a.in[2], a.in[3], a.out[0]))) return st;
         return be->mlp(c, &a, a.out[0], a.out[0]);
     case FG_OP_LM_HEAD: return be->lm_head(c, &a, a.in[0], a.out[0]);
+    case FG_OP_SAMPLE: return be->sample(c, &a, a.in[0], a.in[1], a.out[0]);
     default: return fg_err_set(FG_EINPUT, "%s does not run on the gpu worker", a.name);
     }
 }

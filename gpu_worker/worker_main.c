@@ -20,6 +20,7 @@ static const fg_worker_op compute_ops[] = {
     {FG_OP_MLP, "mlp", fg_gpu_op},
     {FG_OP_LAYER, "layer", fg_gpu_op},
     {FG_OP_LM_HEAD, "lm_head", fg_gpu_op},
+    {FG_OP_SAMPLE, "sample", fg_gpu_op},
 };
 
 int main(int argc, char **argv) {

@@ -31,6 +31,12 @@
  *   FG_OP_LM_HEAD      gpu  in: h, final_ln_w, final_ln_b (0 bytes for
  *                      post-LN models), project_out (0 if none), embed_tokens;
  *                      out: logits (B, V) of each sequence's last new token
+ *   FG_OP_SAMPLE       gpu  in: logits (B, V) fp32, rng (B) u64 generator
+ *                      states, advanced in place; out: ids (B) int32, the
+ *                      next token of each sequence (fg_sample: greedy, or
+ *                      temperature and top-p). params: fg_op_sample. Sampling
+ *                      where the logits are lets the next embedding follow
+ *                      the LM head with no round trip through the coordinator
  *   FG_OP_ATTN_CORE    cpu (CPU_ATTN) in: q, k, v, kc, vc, mask; out: ctx.
  *                      cpu_cache_compute: attention where the cache lives
  *   FG_OP_LAYER        gpu  ATTN then MLP as one command (half the commands
@@ -39,7 +45,7 @@
  *                      ln2_w ln2_b; out: h;
  *                      writes k, v into kc, vc at [past, past+S) like ATTN
  *
- * Every op but DEVICE_INIT takes params fg_op_step; on the gpu its model must
+ * Every op but DEVICE_INIT takes params fg_op_step (SAMPLE: fg_op_sample); on the gpu its model must
  * be DEVICE_INIT's and B*S <= max_rows. Tmax is read only by the cache ops
  * (ATTN, ATTN_CORE: Tmax >= past+S), mask_stride only by the ops with a mask
  * (>= past+S); EMBED needs past+S <= max_pos and ids in [0, V). Each handle
@@ -64,6 +70,7 @@ enum {
     FG_OP_LM_HEAD,
     FG_OP_ATTN_CORE,
     FG_OP_LAYER,
+    FG_OP_SAMPLE,
 };
 
 /* The model shape every op needs (a subset of fg_opt_config). */
@@ -85,6 +92,14 @@ typedef struct {
     uint32_t B, S, past, Tmax, mask_stride;
 } fg_op_step;
 
+/* SAMPLE's params: the step (B; S = 1), then the sampler's settings. */
+typedef struct {
+    fg_op_step step;
+    float temperature;   /* 0 = greedy */
+    float top_p;         /* 1 = off */
+} fg_op_sample;
+
+_Static_assert(sizeof(fg_op_sample) == 56, "fg_op_sample: no hidden padding");
 _Static_assert(sizeof(fg_op_model) == 28, "fg_op_model: 7 x u32");
 _Static_assert(sizeof(fg_op_init) == 56, "fg_op_init: no hidden padding");
 _Static_assert(sizeof(fg_op_step) == 48, "fg_op_step: no hidden padding");

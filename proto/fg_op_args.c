@@ -18,6 +18,7 @@ typedef enum {
     K_MASK,   /* (B, mask_stride) uint8 */
     K_CACHE,  /* (Tmax, B, H) fp16 */
     K_LOGITS, /* (B, V) fp32 */
+    K_RNG,    /* (B) u64 generator states */
     K_LW,     /* layer weight FG_LW_<which> */
     K_GW,     /* model weight FG_GW_<which>; 0 bytes where the config has none */
 } slot_kind;
@@ -70,6 +71,7 @@ static const op_spec specs[] = {
       LW("ln1_w", LN1_W), LW("ln1_b", LN1_B), LW("fc1_w", FC1_W), LW("fc1_b", FC1_B), LW("fc2_w", FC2_W),
       LW("fc2_b", FC2_B), LW("ln2_w", LN2_W), LW("ln2_b", LN2_B)},
      {H_("h")}},
+    {FG_OP_SAMPLE, "SAMPLE", 2, 1, {{"logits", K_LOGITS, 0}, {"rng", K_RNG, 0}}, {{"ids", K_IDS, 0}}},
     {FG_OP_ATTN_CORE, "ATTN_CORE", 6, 1,
      {H_("q"), H_("k"), H_("v"), {"kc", K_CACHE, 0}, {"vc", K_CACHE, 0}, {"mask", K_MASK, 0}},
      {H_("ctx")}},
@@ -120,6 +122,7 @@ static uint64_t slot_bytes(const slot *s, const fg_op_args *a, const fg_spec *sp
     case K_MASK: snprintf(why, cap, "B*mask_stride uint8"); return B * a->p.mask_stride;
     case K_CACHE: snprintf(why, cap, "Tmax*B*H fp16"); return (uint64_t)a->p.Tmax * B * H * 2;
     case K_LOGITS: snprintf(why, cap, "B*V fp32"); return B * V * 4;
+    case K_RNG: snprintf(why, cap, "B u64"); return B * 8;
     case K_LW:
     case K_GW: {
         const fg_spec *t = &sp[s->kind == K_LW ? fg_spec_layer(0, s->which) : fg_spec_global(s->which)];
@@ -153,7 +156,7 @@ static fg_status take_slot(fg_worker *w, fg_op_args *a, const slot *s, const cha
             snprintf(inner, sizeof inner, "%s", fg_err_msg());
             return fg_err_set(FG_EINPUT, "%s: %s[%d] %s: %s", a->name, dir, i, s->name, inner);
         }
-        unsigned align = s->kind == K_MASK ? 1 : s->kind == K_IDS || s->kind == K_LOGITS ? 4 : 2;
+        unsigned align = s->kind == K_MASK ? 1 : s->kind == K_RNG ? 8 : s->kind == K_IDS || s->kind == K_LOGITS ? 4 : 2;
         if ((uintptr_t)*ptr % align)
             return fg_err_set(FG_EINPUT, "%s: %s[%d] %s at offset %" PRIu64 " is not %u-byte aligned", a->name, dir,
                               i, s->name, h.offset, align);
@@ -201,10 +204,21 @@ fg_status fg_op_args_parse(fg_worker *w, const fg_msg *cmd, fg_op_args *a) {
     if (c->n_in != (uint32_t)os->n_in || c->n_out != (uint32_t)os->n_out)
         return fg_err_set(FG_EINPUT, "%s takes %d inputs and %d outputs, got %" PRIu32 " and %" PRIu32, os->name,
                           os->n_in, os->n_out, c->n_in, c->n_out);
-    if (c->params_len != sizeof(fg_op_step))
-        return fg_err_set(FG_EINPUT, "%s: params are %" PRIu32 " bytes, want %zu (fg_op_step)", os->name,
-                          c->params_len, sizeof(fg_op_step));
+    size_t want = os->op == FG_OP_SAMPLE ? sizeof(fg_op_sample) : sizeof(fg_op_step);
+    if (c->params_len != want)
+        return fg_err_set(FG_EINPUT, "%s: params are %" PRIu32 " bytes, want %zu (%s)", os->name, c->params_len, want,
+                          os->op == FG_OP_SAMPLE ? "fg_op_sample" : "fg_op_step");
     memcpy(&a->p, c->params, sizeof a->p);
+    if (os->op == FG_OP_SAMPLE) {
+        fg_op_sample sp;
+        memcpy(&sp, c->params, sizeof sp);
+        if (!(sp.temperature >= 0 && sp.temperature <= 100) || !(sp.top_p > 0 && sp.top_p <= 1))
+            return fg_err_set(FG_EINPUT, "SAMPLE: temperature %g must be in [0, 100] and top_p %g in (0, 1]",
+                              (double)sp.temperature, (double)sp.top_p);
+        if (a->p.S != 1) return fg_err_set(FG_EINPUT, "SAMPLE: S=%" PRIu32 " must be 1", a->p.S);
+        a->temperature = sp.temperature;
+        a->top_p = sp.top_p;
+    }
     fg_status st = fg_op_model_config(&a->p.model, os->name, &a->cfg);
     if (st) return st;
     if ((st = check_step(os, a))) return st;

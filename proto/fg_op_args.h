@@ -27,6 +27,7 @@ typedef struct {
     fg_global_w gw;                           /* the model weights the op takes, NULL if absent */
     void *in[FG_MSG_MAX_HANDLES];             /* by slot; NULL for a 0-byte (absent) tensor */
     void *out[FG_MSG_MAX_HANDLES];
+    float temperature, top_p;                 /* SAMPLE only */
 } fg_op_args;
 
 /* "EMBED", ... or "op N". */
@@ -36,7 +37,7 @@ const char *fg_op_name(uint32_t op);
 fg_status fg_op_model_config(const fg_op_model *m, const char *who, fg_opt_config *c);
 
 /* Check and resolve cmd (COMPUTE or CPU_ATTN) as op cmd->u.compute.op, one of
- * EMBED .. ATTN_CORE. */
+ * EMBED .. SAMPLE. */
 fg_status fg_op_args_parse(fg_worker *w, const fg_msg *cmd, fg_op_args *a);
 
 #endif

@@ -72,6 +72,21 @@ if (cd "$work" && "$flexgen" run "${rel[@]}" --percent 0 0 0 0 0 0 --num-gpu-bat
 else
   echo "FAIL relative-offload-dir: $(grep error: "$work/rel.err")"; fails=$((fails + 1))
 fi
+# sampling with temperature and top-p (on the gpu worker, each sequence's
+# generator there): the same tokens and logits as the reference engine's
+samp=(--temperature 0.8 --top-p 0.9 --seed 7)
+"$flexgen" run --engine reference "${common[@]}" "${samp[@]}" --out "$work/sref.jsonl" \
+  --dump-logits "$work/sref.npy" 2>/dev/null || { echo "sampled reference run failed"; exit 1; }
+if "$flexgen" run --engine flexgen "${common[@]}" "${samp[@]}" --percent 30 30 0 100 0 100 --num-gpu-batches 3 \
+      --cpu-cache-compute --out "$work/samp.jsonl" --dump-logits "$work/samp.npy" 2>"$work/samp.err" &&
+   cmp -s "$work/sref.npy" "$work/samp.npy" &&
+   diff -q <(grep -o '"output_ids":\[[0-9,]*\]' "$work/sref.jsonl") \
+           <(grep -o '"output_ids":\[[0-9,]*\]' "$work/samp.jsonl") >/dev/null &&
+   ! cmp -s "$work/ref.npy" "$work/sref.npy"; then
+  echo "ok   sampled: temperature 0.8, top-p 0.9: tokens and logits bitwise equal to the reference"
+else
+  echo "FAIL sampled: $(grep error: "$work/samp.err")"; fails=$((fails + 1))
+fi
 # a policy over the GPU budget is refused before any work, with the numbers
 "$flexgen" run --engine flexgen "${common[@]}" --percent 100 0 100 0 100 0 --gpu-mem 64K --out "$work/b.jsonl" \
   2>"$work/b.err"
@@ -81,6 +96,6 @@ if [ $rc -ne 2 ] || ! grep -q "GPU memory.*--gpu-mem is" "$work/b.err" || [ -e "
 else
   echo "ok   over-budget: $(grep error: "$work/b.err" | cut -c1-160)"
 fi
-echo "placement: $(( ${#policies[@]} + 2 - fails )) passed, $fails failed"
+echo "placement: $(( ${#policies[@]} + 3 - fails )) passed, $fails failed"
 [ $fails -eq 0 ] && rm -rf "$work"
 [ $fails -eq 0 ]

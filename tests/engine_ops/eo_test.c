@@ -31,6 +31,7 @@
 
 #include "fg_engine_ops.h"
 #include "fg_opt.h"
+#include "fg_sample.h"
 #include "fg_super.h"
 
 static int failures;
@@ -435,6 +436,39 @@ static void generate(bench *b, int split) {
         snprintf(what, sizeof what, "%s %s step %d: logits", b->v->label, split ? "split" : "fused", step);
         same_bytes(P(b, b->a_shm[A_LOGITS]), r.logits, sizeof(float) * (size_t)B * V, what);
 
+        /* SAMPLE where the logits are, with temperature and top-p: the
+         * same ids and generator states as fg_sample here, which is what
+         * the reference engine calls */
+        {
+            fg_shm_handle rng_dev = sized(b->a_dev[A_Q], 8ull * B), rng_shm = sized(b->a_shm[A_Q], 8ull * B);
+            fg_shm_handle sids_dev = sized(b->a_dev[A_IDS], 4ull * B), sids_shm = sized(b->a_shm[A_CTX], 4ull * B);
+            uint64_t *rs = P(b, rng_shm), want_rng[64];
+            int32_t want_ids[64];
+            float *scratch = fg_xmalloc(sizeof(float) * 2 * (size_t)V);
+            fg_sampler_cfg cfg = {.temperature = 0.8f, .top_p = 0.9f};
+            for (int i = 0; i < B && i < 64; i++) {
+                fg_rng g;
+                fg_rng_init(&g, 1234, (uint64_t)(step * B + i));
+                rs[i] = g.state;
+                want_ids[i] = fg_sample(r.logits + (size_t)i * V, V, &cfg, &g, scratch);
+                want_rng[i] = g.state;
+            }
+            free(scratch);
+            copy1(b, FG_ROLE_GPU, rng_shm, rng_dev, "rng to device");
+            fg_op_sample sp = {.step = p, .temperature = 0.8f, .top_p = 0.9f};
+            sp.step.S = 1;
+            fg_shm_handle in[] = {b->a_dev[A_LOGITS], rng_dev};
+            fg_msg m = op_msg(FG_MSG_COMPUTE, FG_OP_SAMPLE, in, 2, &sids_dev, 1, &sp, sizeof sp);
+            run_ok(b->sup, FG_ROLE_GPU, &m, "SAMPLE");
+            copy1(b, FG_ROLE_GPU, sids_dev, sids_shm, "sampled ids to shm");
+            copy1(b, FG_ROLE_GPU, rng_dev, rng_shm, "rng to shm");
+            snprintf(what, sizeof what, "%s %s step %d: SAMPLE ids", b->v->label, split ? "split" : "fused", step);
+            same_bytes(P(b, sids_shm), want_ids, 4ull * B, what);
+            snprintf(what, sizeof what, "%s %s step %d: SAMPLE generator states", b->v->label,
+                     split ? "split" : "fused", step);
+            same_bytes(P(b, rng_shm), want_rng, 8ull * B, what);
+        }
+
         /* greedy next tokens from the reference (the same bits if the above held) */
         for (int i = 0; i < B; i++) {
             const float *lg = r.logits + (size_t)i * V;
@@ -443,7 +477,7 @@ static void generate(bench *b, int split) {
             ids[i] = best;
         }
     }
-    fprintf(stderr, "%s, %s attention: %d steps, B=%d S=%d, hidden states, caches and logits bitwise equal%s\n",
+    fprintf(stderr, "%s, %s attention: %d steps, B=%d S=%d, hidden states, caches, logits and sampled ids bitwise equal%s\n",
             b->v->label, split ? "split (ATTN_QKV + cpu ATTN_CORE + ATTN_OUT)" : "fused (ATTN)", STEPS, B, S,
             failures ? " (NOT: see above)" : "");
     ref_free(&r);
@@ -513,8 +547,9 @@ static int test_errors(fg_super *sup) {
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP before DEVICE_INIT", "before DEVICE_INIT", NULL);
 
     /* the host backend's workspace: fg_opt's scratch and fp32 h for max_rows
-     * rows. One byte over the budget is refused, an exact fit accepted. */
-    uint64_t ws = fg_opt_ws_bytes(&v.c, 21) + 4ull * 21 * 64;
+     * rows, and SAMPLE's (prob, id) pairs for the vocabulary. One byte over
+     * the budget is refused, an exact fit accepted. */
+    uint64_t ws = fg_opt_ws_bytes(&v.c, 21) + 4ull * 21 * 64 + 8ull * (uint64_t)v.c.vocab_size;
     fg_op_init big = b.init;
     big.budget_bytes = b.init.arena_bytes + ws - 1;
     m = op_msg(FG_MSG_COMPUTE, FG_OP_DEVICE_INIT, NULL, 0, NULL, 0, &big, sizeof big);
