@@ -160,26 +160,56 @@ static job *pick(const fg_worker *w, job **prev_out) {
     return NULL;
 }
 
+/* Take job j (prev: the one before it in the queue) off the queue as
+ * running. Under w->mu. */
+static void take(fg_worker *w, job *j, job *prev) {
+    if (prev) prev->next = j->next;
+    else w->qhead = j->next;
+    if (w->qtail == j) w->qtail = prev;
+    j->next = NULL;
+    w->running++;
+    w->stream_busy[j->stream]++;
+    for (int t = 0; t < w->nthreads; t++)
+        if (!w->running_seq[t]) {
+            w->running_seq[t] = j->cmd.seq;
+            break;
+        }
+    if (j->exclusive) w->exclusive_running = 1;
+}
+
+static void wake_io(fg_worker *w) {
+    uint64_t one = 1;
+    ssize_t rc = write(w->evfd, &one, sizeof one);
+    (void)rc;
+}
+
+/* An executor takes its next job before it wakes the I/O thread for the
+ * DONE of the last one, and wakes another executor only when a job is
+ * there for it: on a machine whose cores the compute fills, each wakeup
+ * between two jobs of a stream could cost a scheduler slice. */
 static void *executor(void *arg) {
     fg_worker *w = arg;
+    int done_unsent = 0;
     pthread_mutex_lock(&w->mu);
     for (;;) {
         job *j = NULL, *prev = NULL;
-        while (!w->stopping && !(j = pick(w, &prev))) pthread_cond_wait(&w->cv, &w->mu);
-        if (w->stopping) break;
-        if (prev) prev->next = j->next;
-        else w->qhead = j->next;
-        if (w->qtail == j) w->qtail = prev;
-        j->next = NULL;
-        w->running++;
-        w->stream_busy[j->stream]++;
-        for (int t = 0; t < w->nthreads; t++)
-            if (!w->running_seq[t]) {
-                w->running_seq[t] = j->cmd.seq;
-                break;
+        while (!w->stopping && !(j = pick(w, &prev))) {
+            if (done_unsent) {   /* nothing to run: the DONE goes out now */
+                pthread_mutex_unlock(&w->mu);
+                wake_io(w);
+                done_unsent = 0;
+                pthread_mutex_lock(&w->mu);
+                continue;
             }
-        if (j->exclusive) w->exclusive_running = 1;
+            pthread_cond_wait(&w->cv, &w->mu);
+        }
+        if (w->stopping) break;
+        take(w, j, prev);
+        job *other, *oprev;
+        if ((other = pick(w, &oprev)) != NULL) pthread_cond_signal(&w->cv);
         pthread_mutex_unlock(&w->mu);
+        if (done_unsent) wake_io(w);
+        done_unsent = 0;
 
         run_job(w, j);
 
@@ -195,12 +225,10 @@ static void *executor(void *arg) {
         if (w->dtail) w->dtail->next = j;
         else w->dhead = j;
         w->dtail = j;
-        if (w->qhead) pthread_cond_broadcast(&w->cv);
-        uint64_t one = 1;
-        ssize_t rc = write(w->evfd, &one, sizeof one);  /* wakes the I/O thread */
-        (void)rc;
+        done_unsent = 1;
     }
     pthread_mutex_unlock(&w->mu);
+    if (done_unsent) wake_io(w);
     return NULL;
 }
 
