@@ -866,11 +866,13 @@ typedef struct {
     const fg_gen_opts *opt;
     fg_seq_out *out;
     uint8_t *done;
+    fg_gen_stats *stats;
+    double t_mark;   /* when the last token was complete (or the block began) */
 } sampler;
 
 /* Record token i of batch k, sampled on the gpu worker, once it and the
  * logits are out. Runs while the next batches compute. */
-static fg_status sample_batch(engine *e, const sampler *sm, int i, int k) {
+static fg_status sample_batch(engine *e, sampler *sm, int i, int k) {
     const plan *pl = &e->pl;
     const fg_opt_config *c = pl->c;
     int B = pl->gbs, V = c->vocab_size, G = sm->G;
@@ -892,6 +894,12 @@ static fg_status sample_batch(engine *e, const sampler *sm, int i, int k) {
         else if (sm->opt->stop && sm->opt->stop(sm->opt->stop_ctx, q, o->ids, o->n))
             o->finish = FG_FINISH_STOP, sm->done[r] = 1;
     }
+    if (k == pl->K - 1) {   /* token i is complete: its time, for the prefill/decode split */
+        double now = fg_now();
+        if (i == 0) sm->stats->prefill_s += now - sm->t_mark;
+        else sm->stats->decode_s += now - sm->t_mark;
+        sm->t_mark = now;
+    }
     return FG_OK;
 }
 
@@ -899,7 +907,7 @@ static fg_status sample_batch(engine *e, const sampler *sm, int i, int k) {
  * waiting: issuing the next commands never waits for a DONE to be delivered
  * (on a machine whose cores the compute fills, that can take a scheduler
  * slice). */
-static fg_status sample_ready(engine *e, const sampler *sm) {
+static fg_status sample_ready(engine *e, sampler *sm) {
     while (e->sq_len) {
         int t = e->sq_head;
         if (fg_super_test(e->sup, e->lgcopy[e->sq_k[t]]) != 1) break;
@@ -911,7 +919,7 @@ static fg_status sample_ready(engine *e, const sampler *sm) {
 }
 
 /* Sample, waiting, the batches up to and including batch k (-1: all). */
-static fg_status sample_until(engine *e, const sampler *sm, int k) {
+static fg_status sample_until(engine *e, sampler *sm, int k) {
     int found = k < 0;
     for (int q = 0; q < e->sq_len && !found; q++) found = e->sq_k[(e->sq_head + q) % e->pl.K] == k;
     while (found && e->sq_len) {
@@ -970,13 +978,12 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
     int nu = (L + 2) * K;
     unit *order = fg_xcalloc((size_t)nu, sizeof *order);
 
-    sampler sm = {in, n, first, G, opt, out, done};
+    sampler sm = {in, n, first, G, opt, out, done, stats, fg_now()};
     for (int k = 0; k < K; k++) e->lgcopy[k] = 0;
     e->sq_head = e->sq_len = 0;
     int more_blocks = first + K * B < n;
 
     for (int i = 0; i < G && !st; i++) {
-        double t0 = fg_now();
         /* the token's units in schedule order */
         int x = 0;
         for (int a = 0; a < (fo->schedule_row ? K : L + 2); a++)
@@ -1050,9 +1057,6 @@ static fg_status run_block(engine *e, const fg_seq_in *in, int n, int first, con
             st = fg_err_set(FG_ERUNTIME, "gpu worker restarted mid-block");
             break;
         }
-        double dt = fg_now() - t0;
-        if (i == 0) stats->prefill_s += dt;
-        else stats->decode_s += dt;
         if (e->progress) {   /* a terminal: one self-overwriting line */
             double spent = stats->prefill_s + stats->decode_s;
             long made = stats->generated + (long)(n - first < K * B ? n - first : K * B) * (i + 1);
