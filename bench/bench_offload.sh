@@ -7,7 +7,8 @@
 #     from the trace of the zig-zag run (target <= 1.15);
 #  3. overhead of the process split: share of the run no worker was busy,
 #     --dummy opt-125m, gbs 8, 4 GPU batches (target < 5%).
-# Usage: bench/bench_offload.sh [K] [GEN] [PROMPT_LEN] [GBS]   (build first: scripts/build.sh)
+# Usage: [REPS=N] bench/bench_offload.sh [K] [GEN] [PROMPT_LEN] [GBS]   (build first: scripts/build.sh)
+# REPS: rounds of block, row and no-overlap, interleaved; ratios are medians.
 # Defaults: K 16, GEN 8, PROMPT_LEN 8, GBS 4 (~5 min on 2 cores, most of it
 # the row baseline). With the host backend the "GPU" is these CPUs, so
 # compute is orders of magnitude slower than on a GPU and shares the cores
@@ -17,7 +18,7 @@
 # VM's disk is served from its host's cache): run it more than once.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-K=${1:-16} GEN=${2:-8} PLEN=${3:-8} gbs=${4:-4}
+K=${1:-16} GEN=${2:-8} PLEN=${3:-8} gbs=${4:-4} REPS=${REPS:-1}
 py=/usr/bin/python3
 flexgen=$root/build/bin/flexgen
 work=$(mktemp -d /var/tmp/flexgen-bench.XXXXXX)
@@ -38,22 +39,33 @@ run() { # name, extra args
     2>"$work/$name.log" || { cat "$work/$name.log"; exit 1; }
   "$py" -c "import json,sys; r=json.load(open(sys.argv[1])); print(f\"  {sys.argv[2]:<10} {r['throughput_tokens_per_s']:8.2f} tokens/s  prefill {r['prefill_s']:.1f} s  decode {r['decode_s']:.1f} s  busy {r['worker_busy_s']}\")" "$work/$name.json" "$name"
 }
-run block --num-gpu-batches "$K"
-run row --num-gpu-batches "$K" --schedule row
-run nooverlap --num-gpu-batches "$K" --no-overlap
-"$py" - "$work" <<'PY'
-import json, sys
-w = sys.argv[1]
-r = {n: json.load(open(f"{w}/{n}.json")) for n in ("block", "row", "nooverlap")}
-t = {n: r[n]["throughput_tokens_per_s"] for n in r}
-d = {n: r[n]["decode_s"] for n in r}
-print(f"ratio block/row: {t['block'] / t['row']:.2f}x   block/no-overlap: {t['block'] / t['nooverlap']:.2f}x"
-      "   (throughput: generated tokens / (prefill + decode), FlexGen's definition)")
-print(f"decode only:     {d['row'] / d['block']:.2f}x                  {d['nooverlap'] / d['block']:.2f}x"
-      "   (decode time ratio, same tokens)")
+# REPS rounds of the three, interleaved, so that the disk's drift hits all
+# of them alike; the ratios are per round, then their median
+for rep in $(seq 1 "$REPS"); do
+  [ "$REPS" -gt 1 ] && echo " round $rep/$REPS"
+  run "block-$rep" --num-gpu-batches "$K"
+  run "row-$rep" --num-gpu-batches "$K" --schedule row
+  run "nooverlap-$rep" --num-gpu-batches "$K" --no-overlap
+done
+"$py" - "$work" "$REPS" <<'PY'
+import json, statistics, sys
+w, reps = sys.argv[1], int(sys.argv[2])
+def ratios(i):
+    r = {n: json.load(open(f"{w}/{n}-{i}.json")) for n in ("block", "row", "nooverlap")}
+    t = {n: r[n]["throughput_tokens_per_s"] for n in r}
+    d = {n: r[n]["decode_s"] for n in r}
+    return (t["block"] / t["row"], t["block"] / t["nooverlap"], d["row"] / d["block"], d["nooverlap"] / d["block"])
+rs = [ratios(i) for i in range(1, reps + 1)]
+m = [statistics.median(x[c] for x in rs) for c in range(4)]
+label = f"median of {reps} rounds" if reps > 1 else "one round"
+print(f"ratio block/row: {m[0]:.2f}x   block/no-overlap: {m[1]:.2f}x   ({label}; throughput: generated tokens /"
+      " (prefill + decode), FlexGen's definition)")
+print(f"decode only:     {m[2]:.2f}x                  {m[3]:.2f}x   (decode time ratio, same tokens)")
+if reps > 1:
+    print("  per round, block/row: " + ", ".join(f"{x[0]:.2f}x" for x in rs))
 PY
-echo "overlap (zig-zag run's trace):"
-"$py" "$root/bench/trace_stats.py" "$work/block.trace"
+echo "overlap (the first zig-zag run's trace):"
+"$py" "$root/bench/trace_stats.py" "$work/block-1.trace"
 
 echo "case 3: opt-125m dummy, gbs 8, 4 GPU batches, all on the GPU (host backend), prompt 32, gen 16"
 "$py" -c "

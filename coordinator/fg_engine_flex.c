@@ -903,6 +903,14 @@ static fg_status sample_batch(engine *e, sampler *sm, int i, int k) {
     return FG_OK;
 }
 
+/* Has command seq ended? Awaited already (no longer pending here), or its
+ * DONE is in. Never waits. */
+static int has_ended(engine *e, uint64_t seq) {
+    size_t i = 0;
+    while (i < e->npend && e->pend[i].seq != seq) i++;
+    return i == e->npend || fg_super_test(e->sup, seq) == 1;
+}
+
 /* Sample the batches whose logits are out already, oldest first, without
  * waiting: issuing the next commands never waits for a DONE to be delivered
  * (on a machine whose cores the compute fills, that can take a scheduler
@@ -910,7 +918,7 @@ static fg_status sample_batch(engine *e, sampler *sm, int i, int k) {
 static fg_status sample_ready(engine *e, sampler *sm) {
     while (e->sq_len) {
         int t = e->sq_head;
-        if (fg_super_test(e->sup, e->lgcopy[e->sq_k[t]]) != 1) break;
+        if (!has_ended(e, e->lgcopy[e->sq_k[t]])) break;
         e->sq_head = (t + 1) % e->pl.K, e->sq_len--;
         fg_status st = sample_batch(e, sm, e->sq_i[t], e->sq_k[t]);
         if (st) return st;
