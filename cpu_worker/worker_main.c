@@ -1,6 +1,6 @@
 /* worker_main.c - flexgen-cpu-worker: owns the CPU tier (staging copies and,
  * with cpu_cache_compute, attention over a CPU-resident KV cache). This file
- * only says what the worker can do; the loop is proto/fg_worker_loop.c and
+ * only says what the worker can do; the loop is runtime/fg_worker_loop.c and
  * the attention op is attn_core.c. Any other op is answered "unknown op N". */
 #include "attn_core.h"
 #include "fg_engine_ops.h"

@@ -1,6 +1,6 @@
 /* worker_main.c - flexgen-disk-worker: owns the offload directory and moves
  * bytes between its files and shm buffers (disk_io.h). This file only says
- * what the worker can do; the loop is proto/fg_worker_loop.c. Several
+ * what the worker can do; the loop is runtime/fg_worker_loop.c. Several
  * executor threads keep several transfers in flight, each with its own
  * libaio engine (disk_aio.c). */
 #include "disk_io.h"

@@ -1,6 +1,6 @@
 /* worker_main.c - flexgen-gpu-worker: owns the accelerator. This file only
  * says what the worker can do; the loop (heartbeats, queue, replies) is
- * proto/fg_worker_loop.c, the engine ops are gpu_ops.c and the compute
+ * runtime/fg_worker_loop.c, the engine ops are gpu_ops.c and the compute
  * backends are backend_*.c here (fg_backend.h). Three executor threads run
  * three streams as a GPU does: compute, host-to-device copies and
  * device-to-host copies (the engine tags each command with its stream);

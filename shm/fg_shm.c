@@ -1,7 +1,7 @@
 /* fg_shm.c - POSIX shared-memory segments: create, attach with header
  * validation, unlink, the handle table, the layout function and the sweep of
  * segments left by dead runs. Who creates which segment, and when, is the
- * coordinator's business (coordinator/fg_super.c); this file only keeps the
+ * coordinator's business (runtime/fg_super.c); this file only keeps the
  * objects honest. */
 #include "fg_shm.h"
 
