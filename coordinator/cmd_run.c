@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fg_backend.h"
 #include "fg_cmds.h"
 #include "fg_engine_flex.h"
 #include "fg_msg.h"
@@ -73,7 +74,9 @@ static void run_usage(FILE *f) {
         "  --gpu-mem SIZE        GPU memory budget (the gpu worker's arena and workspace), e.g. 2G\n"
         "  --cpu-mem SIZE        CPU memory budget for shared memory (weights, cache, activations)\n"
         "  --disk-mem SIZE       disk budget in --offload-dir\n"
-        "  --offload-dir DIR     where the disk tier lives (default: ./flexgen-offload)\n");
+        "  --offload-dir DIR     where the disk tier lives (default: ./flexgen-offload)\n"
+        "  --device NAME         the gpu worker's backend: host (the CPU) or cuda (default: cuda where\n"
+        "                        it is built and a GPU is found, else host)\n");
 }
 
 static fg_status parse_int(const char *flag, const char *v, int lo, int hi, int *out) {
@@ -98,7 +101,7 @@ static fg_status parse_float(const char *flag, const char *v, float lo, float hi
 
 static fg_status parse_args(int argc, char **argv, run_args *a) {
     enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE, O_REPORT, O_PROMPTS, O_STOP, O_TRUNC,
-          O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM, O_OFFDIR, O_NOOVERLAP, O_TRACE };
+          O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM, O_OFFDIR, O_NOOVERLAP, O_TRACE, O_DEVICE };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},      {"dummy", required_argument, 0, O_DUMMY},
         {"prompt-ids", required_argument, 0, O_PIDS},  {"out", required_argument, 0, O_OUT},
@@ -112,7 +115,9 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         {"cpu-cache-compute", no_argument, 0, O_CPUATTN}, {"schedule", required_argument, 0, O_SCHED},
         {"gpu-mem", required_argument, 0, O_GPUMEM},   {"cpu-mem", required_argument, 0, O_CPUMEM},
         {"disk-mem", required_argument, 0, O_DISKMEM}, {"offload-dir", required_argument, 0, O_OFFDIR},
-        {"no-overlap", no_argument, 0, O_NOOVERLAP},    {"trace", required_argument, 0, O_TRACE},        {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0},
+        {"no-overlap", no_argument, 0, O_NOOVERLAP},    {"trace", required_argument, 0, O_TRACE},
+        {"device", required_argument, 0, O_DEVICE},    {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     *a = (run_args){.gen_len = 32, .top_p = 1.0f, .engine = "flexgen", .num_gpu_batches = 1};
     a->flex.offload_dir = "flexgen-offload";
@@ -155,7 +160,7 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
             a->have_percent = 1;
             break;
         }
-        case O_NGB: st = parse_int("--num-gpu-batches", optarg, 1, 64, &a->num_gpu_batches); break;
+        case O_NGB: st = parse_int("--num-gpu-batches", optarg, 1, FG_MAX_GPU_BATCHES, &a->num_gpu_batches); break;
         case O_CPUATTN: a->cpu_cache_compute = 1; break;
         case O_SCHED:
             if (!strcmp(optarg, "row")) a->schedule_row = 1;
@@ -168,6 +173,7 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         case O_OFFDIR: a->flex.offload_dir = optarg; break;
         case O_NOOVERLAP: a->no_overlap = 1; break;
         case O_TRACE: a->flex.trace = optarg; break;
+        case O_DEVICE: st = fg_backend_find(optarg) ? FG_OK : FG_EINPUT, a->flex.device = optarg; break;
         case O_TRUNC: a->truncate = 1; break;
         case O_STOP:
             if (a->n_stop == FG_MAX_STOPS) st = fg_err_set(FG_EINPUT, "--stop: at most %d stop strings", FG_MAX_STOPS);

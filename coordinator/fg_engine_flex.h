@@ -13,6 +13,7 @@ typedef struct {
     uint64_t gpu_mem, cpu_mem, disk_mem;  /* budgets, bytes; 0 = unlimited */
     int schedule_row;                      /* 1: one GPU batch through all layers per token */
     const char *offload_dir;
+    const char *device;                    /* the gpu worker's backend (--device); NULL: host */
     const char *worker_dir;                /* NULL: beside the flexgen binary */
     const char *trace;                     /* Chrome trace-event JSON of every command, or NULL */
 } fg_flex_opts;

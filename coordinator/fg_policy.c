@@ -27,8 +27,12 @@ fg_status fg_policy_validate(const fg_policy *p) {
         if (v[2 * i] + v[2 * i + 1] > 100 + 1e-9)
             return fg_err_set(FG_EINPUT, "--percent: %s GPU %g + CPU %g is over 100 (the rest goes to disk)", what[i],
                               v[2 * i], v[2 * i + 1]);
+    if (!(p->h_gpu == 100 || p->h_cpu == 100 || p->h_gpu + p->h_cpu == 0))
+        return fg_err_set(FG_EINPUT, "--percent: activations must be all on one tier (HG HC = 100 0, 0 100 or 0 0), "
+                                     "as in FlexGen");
     if (p->gbs < 1) return fg_err_set(FG_EINPUT, "--gpu-batch-size must be >= 1");
-    if (p->num_gpu_batches < 1) return fg_err_set(FG_EINPUT, "--num-gpu-batches must be >= 1");
+    if (p->num_gpu_batches < 1 || p->num_gpu_batches > FG_MAX_GPU_BATCHES)
+        return fg_err_set(FG_EINPUT, "--num-gpu-batches must be in [1, %d]", FG_MAX_GPU_BATCHES);
     if (p->compress_weight || p->compress_cache)
         return fg_err_set(FG_EINPUT, "--compress-weight / --compress-cache are not implemented yet");
     return FG_OK;
@@ -60,9 +64,7 @@ fg_tier fg_policy_cache_tier(const fg_policy *p, const fg_opt_config *c, int lay
     return choose(100.0 * (layer + 0.5) / c->n_layers, p->c_gpu, p->c_cpu);
 }
 
-fg_tier fg_policy_act_tier(const fg_policy *p, const fg_opt_config *c, int layer) {
-    return choose(100.0 * (layer + 0.5) / c->n_layers, p->h_gpu, p->h_cpu);
-}
+fg_tier fg_policy_act_tier(const fg_policy *p) { return choose(50, p->h_gpu, p->h_cpu); }
 
 fg_status fg_policy_parse_percent(fg_policy *p, char *const vals[6]) {
     double v[6];
@@ -80,9 +82,8 @@ fg_status fg_policy_parse_percent(fg_policy *p, char *const vals[6]) {
 
 void fg_policy_describe(const fg_policy *p, char *buf, size_t len) {
     snprintf(buf, len,
-             "gbs %d x %d batches; weights gpu/cpu/disk %g/%g/%g, cache %g/%g/%g, activations %g/%g/%g%s%s%s",
+             "gbs %d x %d batches; weights gpu/cpu/disk %g/%g/%g, cache %g/%g/%g, activations %g/%g/%g%s%s",
              p->gbs, p->num_gpu_batches, p->w_gpu, p->w_cpu, 100 - p->w_gpu - p->w_cpu, p->c_gpu, p->c_cpu,
              100 - p->c_gpu - p->c_cpu, p->h_gpu, p->h_cpu, 100 - p->h_gpu - p->h_cpu,
-             p->cpu_cache_compute ? ", cpu attention" : "", p->overlap ? ", overlap" : ", no overlap",
-             p->sep_layer ? ", sep-layer" : "");
+             p->cpu_cache_compute ? ", cpu attention" : "", p->overlap ? ", overlap" : ", no overlap");
 }

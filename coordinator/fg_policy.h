@@ -5,13 +5,19 @@
  * Rules (FlexGen's get_choice over cumulative percentages GPU, CPU, disk):
  *  - weights: within each layer, tensor i goes to the tier whose cumulative
  *    percentage band holds the midpoint of its bytes in the layer's total;
- *  - KV cache and activations: whole layers, layer j to the band holding
- *    (j + 0.5) / L. (FlexGen splits one tensor across devices for mixed
- *    cache percentages; whole layers keep every transfer contiguous.) */
+ *  - KV cache: whole layers, layer j to the band holding (j + 0.5) / L.
+ *    (FlexGen splits one tensor across devices for mixed cache
+ *    percentages; whole layers keep every transfer contiguous.)
+ *  - activations: all on one tier, as in FlexGen.
+ * Attention and MLP of a layer are one weight group (FlexGen's sep_layer
+ * off): the engine loads a decoder layer's weights as one. */
 #ifndef FG_POLICY_H
 #define FG_POLICY_H
 
 #include "fg_config.h"
+
+/* GPU batches per block: the schedule keeps per-batch state for each. */
+#define FG_MAX_GPU_BATCHES 64
 
 typedef enum { FG_TIER_GPU = 0, FG_TIER_CPU = 1, FG_TIER_DISK = 2, FG_NTIERS = 3 } fg_tier;
 
@@ -23,7 +29,6 @@ typedef struct {
     double h_gpu, h_cpu;     /* activation percentages */
     int cpu_cache_compute;   /* decode attention on the CPU worker over a CPU cache */
     int overlap;             /* prefetch and store behind compute */
-    int sep_layer;           /* attention and MLP as separate layers */
     int compress_weight, compress_cache;   /* 4-bit group quantization (not yet) */
 } fg_policy;
 
@@ -37,7 +42,8 @@ fg_status fg_policy_validate(const fg_policy *p);
  * project_in/out), placed as one more layer. */
 fg_tier fg_policy_weight_tier(const fg_policy *p, const fg_opt_config *c, const fg_spec *specs, int layer, int idx);
 fg_tier fg_policy_cache_tier(const fg_policy *p, const fg_opt_config *c, int layer);
-fg_tier fg_policy_act_tier(const fg_policy *p, const fg_opt_config *c, int layer);
+/* The tier of all activations (validate checked that there is one). */
+fg_tier fg_policy_act_tier(const fg_policy *p);
 
 /* "--percent WG WC CG CC HG HC" parsed from 6 strings. */
 fg_status fg_policy_parse_percent(fg_policy *p, char *const vals[6]);

@@ -15,7 +15,7 @@
 
 fg_status fg_cpu_attn_core(fg_worker *w, const fg_msg *cmd) {
     fg_op_args a;
-    fg_status st = fg_op_args_parse(w, cmd, &a);
+    fg_status st = fg_op_args_parse(w, cmd, NULL, NULL, &a);
     if (st) return st;
     if (a.op != FG_OP_ATTN_CORE) return fg_err_set(FG_EINPUT, "%s does not run on the cpu worker", a.name);
     const fg_half *q16 = a.in[0], *k16 = a.in[1], *v16 = a.in[2];  /* (B*S, H) each */

@@ -6,13 +6,12 @@
 #include "fg_engine_ops.h"
 #include "fg_worker.h"
 
-static const fg_worker_op attn_ops[] = {
-    {FG_OP_NOP, "nop", fg_worker_op_nop},
-    {FG_OP_AXPY, "axpy", fg_worker_op_axpy},
-    {FG_OP_ATTN_CORE, "attn_core", fg_cpu_attn_core},
-};
-
 int main(int argc, char **argv) {
+    static const fg_worker_op attn_ops[] = {
+        {FG_OP_NOP, "nop", fg_worker_op_nop},
+        {FG_OP_AXPY, "axpy", fg_worker_op_axpy},
+        {FG_OP_ATTN_CORE, "ATTN_CORE", fg_cpu_attn_core},
+    };
     static fg_worker_def def = {
         .role = FG_ROLE_CPU,
         .program = "flexgen-cpu-worker",

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "fg_backend.h"
+#include "fg_pool.h"
 #include "fg_sample.h"
 
 typedef struct {
@@ -26,8 +27,8 @@ typedef struct {
 /* ---- memory ------------------------------------------------------------- */
 
 /* Workspace bytes for max_rows rows: fg_opt's scratch, h, SAMPLE's scratch
- * (the coordinator counts the same against --gpu-mem). */
-static uint64_t ws_bytes(const fg_opt_config *c, uint32_t max_rows) {
+ * (the coordinator's memory plan calls this same function). */
+static uint64_t host_workspace_bytes(const fg_opt_config *c, uint32_t max_rows) {
     return fg_opt_ws_bytes(c, (int)max_rows) + sizeof(float) * (uint64_t)max_rows * (uint64_t)c->hidden +
            8ull * (uint64_t)c->vocab_size;
 }
@@ -71,10 +72,9 @@ static int alloc_ws(host_ctx *hc, const fg_opt_config *c, uint32_t rows) {
     return failed ? -1 : 0;
 }
 
-static fg_status host_device_init(void *ctx, const fg_op_init *p, const fg_opt_config *c, void **base,
-                                  uint64_t *size) {
+static fg_status host_device_init(void *ctx, const fg_op_init *p, const fg_opt_config *c) {
     host_ctx *hc = ctx;
-    uint64_t ws = ws_bytes(c, p->max_rows);
+    uint64_t ws = host_workspace_bytes(c, p->max_rows);
     fg_status st = FG_OK;
     if (p->arena_bytes > UINT64_MAX - ws || (p->budget_bytes && p->arena_bytes + ws > p->budget_bytes)) {
         st = fg_err_set(FG_EINPUT, "DEVICE_INIT: arena %" PRIu64 " + workspace %" PRIu64 " bytes (%" PRIu32
@@ -100,8 +100,6 @@ static fg_status host_device_init(void *ctx, const fg_op_init *p, const fg_opt_c
     fg_info("host backend: arena %" PRIu64 " + workspace %" PRIu64 " = %" PRIu64 " bytes (budget %" PRIu64
             ", peak %" PRIu64 ")", p->arena_bytes, ws, hc->held, p->budget_bytes, hc->peak);
 out:
-    *base = hc->arena;
-    *size = hc->arena ? hc->p.arena_bytes : 0;
     return st;
 }
 
@@ -110,10 +108,33 @@ static uint64_t host_mem_bytes(const void *ctx, int peak) {
     return peak ? hc->peak : hc->held;
 }
 
-static fg_status host_open(void **ctx) {
+static fg_status host_open(void **ctx, char *info, size_t cap) {
     *ctx = fg_xcalloc(1, sizeof(host_ctx));
+    snprintf(info, cap, "host backend (the CPU; no GPU in use), %d compute threads", fg_pool_threads());
     return FG_OK;
 }
+
+/* ---- data movement: the arena is host memory, every stream already in
+ * order, so a copy is done when it returns ---- */
+
+static void *host_dev_ptr(void *ctx, uint64_t off) { return ((host_ctx *)ctx)->arena + off; }
+
+static fg_status host_set_async(void *ctx, uint64_t dst_off, const void *src, uint64_t n, int stream) {
+    memmove(host_dev_ptr(ctx, dst_off), src, n);
+    return FG_OK;
+}
+
+static fg_status host_get_async(void *ctx, void *dst, uint64_t src_off, uint64_t n, int stream) {
+    memmove(dst, host_dev_ptr(ctx, src_off), n);
+    return FG_OK;
+}
+
+static fg_status host_copy_async(void *ctx, uint64_t dst_off, uint64_t src_off, uint64_t n, int stream) {
+    memmove(host_dev_ptr(ctx, dst_off), host_dev_ptr(ctx, src_off), n);
+    return FG_OK;
+}
+
+static fg_status host_synchronize(void *ctx, int stream) { return FG_OK; }
 
 static void host_close(void *ctx) {
     host_ctx *hc = ctx;
@@ -126,8 +147,10 @@ static void host_close(void *ctx) {
 
 static size_t rows_h(const fg_op_args *a) { return (size_t)a->st.B * a->st.S * (size_t)a->cfg.hidden; }
 
-static fg_status host_embed(void *ctx, const fg_op_args *a, const int32_t *ids, fg_half *h) {
+static fg_status host_embed(void *ctx, const fg_op_args *a) {
     host_ctx *hc = ctx;
+    const int32_t *ids = a->in[0];   /* (B*S) */
+    fg_half *h = a->out[0];          /* (B*S, H) */
     size_t rows = (size_t)a->st.B * a->st.S;
     for (size_t r = 0; r < rows; r++)
         if (ids[r] < 0 || ids[r] >= a->cfg.vocab_size)
@@ -138,18 +161,22 @@ static fg_status host_embed(void *ctx, const fg_op_args *a, const int32_t *ids, 
     return FG_OK;
 }
 
-static fg_status host_attn(void *ctx, const fg_op_args *a, const fg_half *h_in, fg_half *kc, fg_half *vc,
-                           fg_half *h_out) {
+/* ATTN's and LAYER's attention block: slots h, mask, kc, vc first. */
+static fg_status host_attn(void *ctx, const fg_op_args *a) {
     host_ctx *hc = ctx;
+    const fg_half *h_in = a->in[0];         /* (B*S, H) */
+    fg_half *kc = a->in[2], *vc = a->in[3]; /* (Tmax, B, H), written at [past, past+S) */
+    fg_half *h_out = a->out[0];             /* (B*S, H), may be h_in */
     fg_half_to_float_n(h_in, hc->h, rows_h(a));
     fg_opt_attn_block(hc->h, kc, vc, a->Tmax, &a->st, &a->cfg, &a->lw, &hc->ws);
     fg_float_to_half_n(hc->h, h_out, rows_h(a));
     return FG_OK;
 }
 
-static fg_status host_attn_qkv(void *ctx, const fg_op_args *a, const fg_half *h, fg_half *q, fg_half *k,
-                               fg_half *v) {
+static fg_status host_attn_qkv(void *ctx, const fg_op_args *a) {
     host_ctx *hc = ctx;
+    const fg_half *h = a->in[0];                               /* (B*S, H) */
+    fg_half *q = a->out[0], *k = a->out[1], *v = a->out[2];    /* (B*S, H) each */
     size_t n = rows_h(a);
     fg_half_to_float_n(h, hc->h, n);
     fg_opt_attn_qkv(hc->ws.q, hc->ws.k, hc->ws.v, hc->h, &a->st, &a->cfg, &a->lw, &hc->ws);
@@ -159,9 +186,10 @@ static fg_status host_attn_qkv(void *ctx, const fg_op_args *a, const fg_half *h,
     return FG_OK;
 }
 
-static fg_status host_attn_out(void *ctx, const fg_op_args *a, const fg_half *h_in, const fg_half *ctx16,
-                               fg_half *h_out) {
+static fg_status host_attn_out(void *ctx, const fg_op_args *a) {
     host_ctx *hc = ctx;
+    const fg_half *h_in = a->in[0], *ctx16 = a->in[1];   /* (B*S, H) each */
+    fg_half *h_out = a->out[0];                          /* (B*S, H) */
     size_t n = rows_h(a);
     fg_half_to_float_n(h_in, hc->h, n);
     fg_half_to_float_n(ctx16, hc->ws.ctx, n);
@@ -170,23 +198,39 @@ static fg_status host_attn_out(void *ctx, const fg_op_args *a, const fg_half *h_
     return FG_OK;
 }
 
-static fg_status host_mlp(void *ctx, const fg_op_args *a, const fg_half *h_in, fg_half *h_out) {
-    host_ctx *hc = ctx;
+/* The MLP block of h_in (B*S, H) into h_out (B*S, H). */
+static void mlp_block(host_ctx *hc, const fg_op_args *a, const fg_half *h_in, fg_half *h_out) {
     fg_half_to_float_n(h_in, hc->h, rows_h(a));
     fg_opt_mlp_block(hc->h, &a->st, &a->cfg, &a->lw, &hc->ws);
     fg_float_to_half_n(hc->h, h_out, rows_h(a));
+}
+
+static fg_status host_mlp(void *ctx, const fg_op_args *a) {
+    mlp_block(ctx, a, a->in[0], a->out[0]);
     return FG_OK;
 }
 
-static fg_status host_lm_head(void *ctx, const fg_op_args *a, const fg_half *h, float *logits) {
+/* LAYER: the attention block, then the MLP block on its output. */
+static fg_status host_layer(void *ctx, const fg_op_args *a) {
+    fg_status st = host_attn(ctx, a);
+    if (!st) mlp_block(ctx, a, a->out[0], a->out[0]);
+    return st;
+}
+
+static fg_status host_lm_head(void *ctx, const fg_op_args *a) {
     host_ctx *hc = ctx;
+    const fg_half *h = a->in[0];   /* (B*S, H) */
+    float *logits = a->out[0];     /* (B, V) */
     fg_half_to_float_n(h, hc->h, rows_h(a));
     fg_opt_lm_head(logits, hc->h, &a->st, &a->cfg, &a->gw, &hc->ws);
     return FG_OK;
 }
 
-static fg_status host_sample(void *ctx, const fg_op_args *a, const float *logits, uint64_t *rng, int32_t *ids) {
+static fg_status host_sample(void *ctx, const fg_op_args *a) {
     host_ctx *hc = ctx;
+    const float *logits = a->in[0];   /* (B, V) */
+    uint64_t *rng = a->in[1];         /* (B), advanced in place */
+    int32_t *ids = a->out[0];         /* (B) */
     int V = a->cfg.vocab_size;
     fg_sampler_cfg cfg = {.temperature = a->temperature, .top_p = a->top_p};
     for (int b = 0; b < a->st.B; b++) {
@@ -199,15 +243,25 @@ static fg_status host_sample(void *ctx, const fg_op_args *a, const float *logits
 
 const fg_backend fg_backend_host = {
     .name = "host",
-    .open = host_open,               /* a context; the arena waits for DEVICE_INIT */
-    .close = host_close,             /* frees arena and workspace */
-    .device_init = host_device_init, /* posix_memalign arena + fp32 workspace, budget-checked */
-    .mem_bytes = host_mem_bytes,     /* arena + workspace, now / peak */
-    .embed = host_embed,             /* ids checked against V, then fg_opt_embed */
-    .attn = host_attn,               /* fg_opt_attn_block on widened h */
-    .attn_qkv = host_attn_qkv,       /* fg_opt_attn_qkv */
-    .attn_out = host_attn_out,       /* fg_opt_attn_out */
-    .mlp = host_mlp,                 /* fg_opt_mlp_block */
-    .lm_head = host_lm_head,         /* fg_opt_lm_head straight into the fp32 logits */
-    .sample = host_sample,           /* fg_sample row by row */
+    .open = host_open,                       /* a context; the arena waits for DEVICE_INIT */
+    .close = host_close,                     /* frees arena and workspace */
+    .workspace_bytes = host_workspace_bytes, /* fg_opt's scratch + fp32 h + SAMPLE's scratch */
+    .device_init = host_device_init,         /* posix_memalign arena + fp32 workspace, budget-checked */
+    .mem_bytes = host_mem_bytes,             /* arena + workspace, now / peak */
+    .dev_ptr = host_dev_ptr,                 /* arena + offset */
+    .register_host = NULL,                   /* host memory is host memory */
+    .set_async = host_set_async,             /* memmove, done on return */
+    .get_async = host_get_async,
+    .copy_async = host_copy_async,
+    .synchronize = host_synchronize,         /* nothing is ever pending */
+    .ops = {
+        [FG_OPI(FG_OP_EMBED)] = host_embed,       /* ids checked against V, then fg_opt_embed */
+        [FG_OPI(FG_OP_ATTN)] = host_attn,         /* fg_opt_attn_block on widened h */
+        [FG_OPI(FG_OP_ATTN_QKV)] = host_attn_qkv, /* fg_opt_attn_qkv */
+        [FG_OPI(FG_OP_ATTN_OUT)] = host_attn_out, /* fg_opt_attn_out */
+        [FG_OPI(FG_OP_MLP)] = host_mlp,           /* fg_opt_mlp_block */
+        [FG_OPI(FG_OP_LAYER)] = host_layer,       /* attention block, then MLP block */
+        [FG_OPI(FG_OP_LM_HEAD)] = host_lm_head,   /* fg_opt_lm_head straight into the fp32 logits */
+        [FG_OPI(FG_OP_SAMPLE)] = host_sample,     /* fg_sample row by row */
+    },
 };

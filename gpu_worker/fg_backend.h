@@ -1,20 +1,28 @@
-/* fg_backend.h - the gpu_worker's compute backends, ggml-style: a backend is
- * one `static const` table of function pointers plus a context pointer.
- * gpu_ops.c decodes and checks every command (fg_op_args: handle counts,
- * sizes against the shapes, rows against the workspace, the model against
- * DEVICE_INIT's) and then calls a slot here, so a backend only allocates and
- * computes. The host backend (backend_host.c) is the reference; a cuda one
- * fills the same table and a test runs each op on both and compares.
+/* fg_backend.h - the gpu_worker's backends, ggml-style: a backend is one
+ * `static const` table of function pointers plus a context pointer, chosen
+ * when the worker starts (--device) and named in its READY. The worker never
+ * touches device memory itself: copies between shared memory and the
+ * device, device pointers and synchronisation are the backend's, beside its
+ * ops. gpu_ops.c decodes and checks every command (fg_op_args against the
+ * op table: handle counts, sizes against the shapes, arena ranges, rows
+ * against the workspace, the model against DEVICE_INIT's) and then calls a
+ * slot here, so a backend only moves bytes and computes.
  *
- * Tensor pointers are what fg_worker_ptr resolves a handle to: into the arena
- * this backend returned from device_init (FG_SEG_DEVICE handles), or into shm.
- * Shapes: B sequences, S new tokens each, H hidden, V vocabulary, Tmax cache
- * positions; the weights sit in a->lw / a->gw (fg_opt.h), the mask in
- * a->st.mask. An op's output may be its input (h in place); a backend reads
- * all of an input before it writes an output.
+ * The host backend (backend_host.c) is the reference: "device memory" is a
+ * heap arena, a copy is a memcpy and its streams are already in order. A
+ * cuda backend fills the same table (cudaMemcpyAsync on the copy streams,
+ * kernels on the compute stream) and a test runs each op on both.
  *
- * Every slot is required: there is no fallback between ops of one step,
- * whose intermediates live in the backend's own memory.
+ * Streams: 0 compute, 1 host-to-device, 2 device-to-host (the command's
+ * FG_MSG_STREAM). An async slot may return before the bytes land; the
+ * worker calls synchronize(stream) before it answers the command, so a DONE
+ * always means done.
+ *
+ * Op shapes: B sequences, S new tokens each, H hidden, V vocabulary, Tmax
+ * cache positions; a->in[i] / a->out[i] are the op's slots in the table's
+ * order (fg_engine_ops.h), resolved through dev_ptr; weights also sit in
+ * a->lw / a->gw, the mask in a->st.mask. An op's output may be its input (h
+ * in place); a backend reads all of an input before it writes an output.
  *
  * Errors: FG_EINPUT for what the command got wrong that only the backend can
  * see (an id outside the vocabulary), FG_ERUNTIME when the device fails;
@@ -24,47 +32,56 @@
 
 #include "fg_op_args.h"
 
-typedef struct {
-    const char *name;  /* "host": logs and the READY info */
+/* One op: reads a->in, writes a->out. */
+typedef fg_status (*fg_backend_op_fn)(void *ctx, const fg_op_args *a);
 
-    /* At worker start, before READY: open the device, make *ctx. A failure
+typedef struct {
+    const char *name;  /* "host", "cuda": --device, logs */
+
+    /* At worker start, before READY: open the device, make *ctx, and say in
+     * info (for READY and the coordinator's log) what was opened. A failure
      * is a setup failure (the worker exits with the message). */
-    fg_status (*open)(void **ctx);
+    fg_status (*open)(void **ctx, char *info, size_t info_cap);
     /* At worker exit: free everything ctx holds. */
     void (*close)(void *ctx);
 
+    /* Workspace bytes device_init adds to the arena for max_rows rows of
+     * model c. The coordinator's memory plan calls this same function, so
+     * the budget it checks is the one the backend allocates. */
+    uint64_t (*workspace_bytes)(const fg_opt_config *c, uint32_t max_rows);
     /* DEVICE_INIT with params other than the current ones (gpu_ops.c answers
-     * a repeat itself). Allocate an arena of p->arena_bytes and the compute
-     * workspace for p->max_rows rows of model c, in place of what there was.
-     * Over p->budget_bytes (0: no limit) -> FG_EINPUT naming the numbers,
-     * and the old arena stays. Either way *base, *size get the arena that
-     * FG_SEG_DEVICE handles now index (NULL, 0 if none). */
-    fg_status (*device_init)(void *ctx, const fg_op_init *p, const fg_opt_config *c, void **base,
-                             uint64_t *size);
+     * a repeat itself). An arena of p->arena_bytes and the workspace, in
+     * place of what there was. Over p->budget_bytes (0: no limit) ->
+     * FG_EINPUT naming the numbers, and the old arena stays. */
+    fg_status (*device_init)(void *ctx, const fg_op_init *p, const fg_opt_config *c);
     /* Device bytes (arena + workspace): held now, and the most ever held. */
     uint64_t (*mem_bytes)(const void *ctx, int peak);
 
-    /* EMBED: h (B*S, H) fp16 from ids (B*S) int32. */
-    fg_status (*embed)(void *ctx, const fg_op_args *a, const int32_t *ids, fg_half *h);
-    /* ATTN: h_out (B*S, H) = the attention block of h_in (B*S, H); the
-     * step's k, v into kc, vc (Tmax, B, H) fp16 at [past, past+S). */
-    fg_status (*attn)(void *ctx, const fg_op_args *a, const fg_half *h_in, fg_half *kc, fg_half *vc,
-                      fg_half *h_out);
-    /* ATTN_QKV: q, k, v (B*S, H) fp16 from h (B*S, H); q scaled. */
-    fg_status (*attn_qkv)(void *ctx, const fg_op_args *a, const fg_half *h, fg_half *q, fg_half *k, fg_half *v);
-    /* ATTN_OUT: h_out (B*S, H) from h_in and the attention context ctx16
-     * (B*S, H) fp16. */
-    fg_status (*attn_out)(void *ctx, const fg_op_args *a, const fg_half *h_in, const fg_half *ctx16,
-                          fg_half *h_out);
-    /* MLP: h_out (B*S, H) = the MLP block of h_in (B*S, H). */
-    fg_status (*mlp)(void *ctx, const fg_op_args *a, const fg_half *h_in, fg_half *h_out);
-    /* LM_HEAD: logits (B, V) fp32 of each sequence's last new token of h
-     * (B*S, H). */
-    fg_status (*lm_head)(void *ctx, const fg_op_args *a, const fg_half *h, float *logits);
-    /* SAMPLE: ids (B) from logits (B, V) with fg_sample's rule (bitwise the
-     * reference engine's choice), advancing each row's generator rng[b]. */
-    fg_status (*sample)(void *ctx, const fg_op_args *a, const float *logits, uint64_t *rng, int32_t *ids);
+    /* ---- data movement; offsets are into the arena, ranges checked by the
+     * caller ---- */
+    /* Pointer to arena byte `off` as the op kernels take it. */
+    void *(*dev_ptr)(void *ctx, uint64_t off);
+    /* Optional: make host memory (a shm segment, as it is mapped) a DMA
+     * source and destination; NULL where nothing is needed. */
+    fg_status (*register_host)(void *ctx, void *host, uint64_t n);
+    /* n bytes shm -> device, device -> shm, device -> device, on `stream`. */
+    fg_status (*set_async)(void *ctx, uint64_t dst_off, const void *src, uint64_t n, int stream);
+    fg_status (*get_async)(void *ctx, void *dst, uint64_t src_off, uint64_t n, int stream);
+    fg_status (*copy_async)(void *ctx, uint64_t dst_off, uint64_t src_off, uint64_t n, int stream);
+    /* Wait until everything queued on `stream` has ended. */
+    fg_status (*synchronize)(void *ctx, int stream);
+
+    /* ---- compute: one slot per engine op, by FG_OPI(op); NULL for an op
+     * this backend does not run (DEVICE_INIT is device_init above; the cpu
+     * worker's ops have no slot here) ---- */
+    fg_backend_op_fn ops[FG_NUM_ENGINE_OPS];
 } fg_backend;
+
+/* The backend called `name`; NULL and a message naming the ones built. */
+const fg_backend *fg_backend_find(const char *name);
+/* What runs when no --device is given: "cuda" where it is built and a GPU
+ * is found, else "host". */
+const char *fg_backend_default(void);
 
 extern const fg_backend fg_backend_host;
 

@@ -1,42 +1,43 @@
 /* worker_main.c - flexgen-gpu-worker: owns the accelerator. This file only
  * says what the worker can do; the loop (heartbeats, queue, replies) is
- * runtime/fg_worker_loop.c, the engine ops are gpu_ops.c and the compute
- * backends are backend_*.c here (fg_backend.h). Three executor threads run
- * three streams as a GPU does: compute, host-to-device copies and
- * device-to-host copies (the engine tags each command with its stream);
- * within a stream, in order. */
+ * runtime/fg_worker_loop.c, the commands are gpu_ops.c and the backends are
+ * backend_*.c here (fg_backend.h, chosen with --device). Three executor
+ * threads run three streams as a GPU does: compute, host-to-device copies
+ * and device-to-host copies (the engine tags each command with its stream);
+ * within a stream, in order. Its ops are the op table's gpu ops
+ * (fg_engine_ops.h), so an op added there is served here unchanged. */
 #include "fg_engine_ops.h"
 #include "fg_worker.h"
 #include "gpu_ops.h"
 
-static const fg_worker_op compute_ops[] = {
-    {FG_OP_NOP, "nop", fg_worker_op_nop},
-    {FG_OP_AXPY, "axpy", fg_worker_op_axpy},
-    {FG_OP_DEVICE_INIT, "device_init", fg_gpu_device_init},
-    {FG_OP_EMBED, "embed", fg_gpu_op},
-    {FG_OP_ATTN, "attn", fg_gpu_op},
-    {FG_OP_ATTN_QKV, "attn_qkv", fg_gpu_op},
-    {FG_OP_ATTN_OUT, "attn_out", fg_gpu_op},
-    {FG_OP_MLP, "mlp", fg_gpu_op},
-    {FG_OP_LAYER, "layer", fg_gpu_op},
-    {FG_OP_LM_HEAD, "lm_head", fg_gpu_op},
-    {FG_OP_SAMPLE, "sample", fg_gpu_op},
-};
-
 int main(int argc, char **argv) {
+    static fg_worker_op ops[2 + FG_NUM_ENGINE_OPS] = {
+        {FG_OP_NOP, "nop", fg_worker_op_nop},
+        {FG_OP_AXPY, "axpy", fg_worker_op_axpy},
+    };
+    size_t n = 2;
+    for (uint32_t op = FG_OP_ENGINE_FIRST; op < FG_OP_ENGINE_END; op++) {
+        const fg_op_info *oi = fg_op_info_get(op);
+        if (oi->worker == FG_ROLE_GPU)
+            ops[n++] = (fg_worker_op){op, oi->name, op == FG_OP_DEVICE_INIT ? fg_gpu_device_init : fg_gpu_op};
+    }
     static fg_worker_def def = {
         .role = FG_ROLE_GPU,
         .program = "flexgen-gpu-worker",
         .summary = "FlexGen's GPU worker: owns the accelerator's memory and compute.",
-        .info = "host backend",
+        .info = "gpu",
         .caps = FG_CAP_COPY | FG_CAP_COMPUTE,
         .threads = 3,
         .ordered_streams = 1,
-        .compute_ops = compute_ops,
-        .n_compute_ops = sizeof compute_ops / sizeof compute_ops[0],
+        .compute_ops = ops,
         .init = fg_gpu_open,
         .fini = fg_gpu_close,
+        .on_map = fg_gpu_on_map,
+        .option = fg_gpu_option,
+        .options_help = "  --device NAME       the backend: host (the CPU) or cuda (default: cuda where it\n"
+                        "                      is built and a GPU is found, else host)\n",
     };
-    def.handlers[FG_MSG_COPY] = fg_worker_copy;
+    def.n_compute_ops = n;
+    def.handlers[FG_MSG_COPY] = fg_gpu_copy;
     return fg_worker_main(&def, argc, argv);
 }

@@ -217,3 +217,40 @@ int fg_spec_lookup(const fg_opt_config *c, const fg_spec *specs, const char *nam
         if (!strcmp(end + 1, layer_suffix[w])) return fg_spec_layer((int)l, w);
     return -1;
 }
+
+/* ---- the description the workers get ---- */
+
+/* Bounds that keep every size product the ops compute inside uint64 and
+ * every row count inside int, far above any real model. */
+#define DESC_DIM_MAX (1u << 20)
+
+fg_model_desc fg_config_desc(const fg_opt_config *c) {
+    fg_model_desc d = {.family = FG_FAMILY_OPT, .n = 7};
+    const int v[7] = {c->vocab_size, c->hidden, c->n_heads, c->ffn_dim, c->max_pos, c->word_embed_proj_dim, c->pre_ln};
+    for (int i = 0; i < 7; i++) d.v[i] = (uint32_t)v[i];
+    return d;
+}
+
+fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_opt_config *c) {
+    if (d->family != FG_FAMILY_OPT)
+        return fg_err_set(FG_EINPUT, "%s: model family %u is not one this worker runs (OPT is %d)", who,
+                          (unsigned)d->family, FG_FAMILY_OPT);
+    if (d->n != 7) return fg_err_set(FG_EINPUT, "%s: an OPT description has 7 numbers, got %u", who, (unsigned)d->n);
+    for (int i = 0; i < 6; i++)
+        if (d->v[i] > DESC_DIM_MAX)
+            return fg_err_set(FG_EINPUT, "%s: model dimension %u exceeds %u", who, (unsigned)d->v[i], DESC_DIM_MAX);
+    if (d->v[6] > 1) return fg_err_set(FG_EINPUT, "%s: model pre_ln must be 0 or 1, got %u", who, (unsigned)d->v[6]);
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "op");
+    c->vocab_size = (int)d->v[0];
+    c->hidden = (int)d->v[1];
+    c->n_heads = (int)d->v[2];
+    c->n_layers = 1;
+    c->ffn_dim = (int)d->v[3];
+    c->max_pos = (int)d->v[4];
+    c->word_embed_proj_dim = (int)d->v[5];
+    c->pre_ln = (int)d->v[6];
+    char origin[64];
+    snprintf(origin, sizeof origin, "%s: model", who);
+    return fg_config_validate(c, origin);
+}

@@ -34,6 +34,28 @@ fg_status fg_json_load_file(const char *path, struct json_t **root);
 /* Semantic checks shared by both constructors (H % A == 0, sizes > 0, ...). */
 fg_status fg_config_validate(const fg_opt_config *cfg, const char *origin);
 
+/* ---- the shape as a general description ---- */
+
+/* What the workers are told of a model (the ops' params carry it): a family
+ * and that family's numbers in its own order. The struct knows no family,
+ * so another family (its own op kernels and tensor roles) can be added
+ * without a new wire format. OPT: vocab_size, hidden, n_heads, ffn_dim,
+ * max_pos, word_embed_proj_dim, pre_ln. */
+enum { FG_FAMILY_OPT = 1 };
+#define FG_MODEL_DESC_MAX 13
+typedef struct {
+    uint32_t family;                  /* FG_FAMILY_* */
+    uint32_t n;                       /* values used, <= FG_MODEL_DESC_MAX */
+    uint32_t v[FG_MODEL_DESC_MAX];    /* the family's numbers; the rest 0 */
+} fg_model_desc;
+_Static_assert(sizeof(fg_model_desc) == 60, "fg_model_desc: 15 x u32, no padding");
+
+/* cfg -> its description. */
+fg_model_desc fg_config_desc(const fg_opt_config *cfg);
+/* A description -> a one-layer config to run ops with; FG_EINPUT naming
+ * `who` for an unknown family, a wrong count or an out-of-range number. */
+fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_opt_config *cfg);
+
 static inline int fg_config_head_dim(const fg_opt_config *c) { return c->hidden / c->n_heads; }
 static inline int fg_config_has_proj(const fg_opt_config *c) { return c->word_embed_proj_dim != c->hidden; }
 

@@ -1,90 +1,155 @@
-/* fg_engine_ops.h - the engine's COMPUTE and CPU_ATTN ops: op codes, which
- * handle goes in which slot, and the parameter structs (little-endian, packed
- * as written). The coordinator builds these; the gpu_worker's backends and
- * the cpu_worker run them. Every op is idempotent: it reads fixed inputs and
- * writes fixed outputs (the cache writes of an attention op rewrite the same
- * positions with the same values), so a restarted worker can be given it again.
+/* fg_engine_ops.h - the engine's ops, written once: FG_ENGINE_OPS below is
+ * the one table from which the op codes, their names, the worker that runs
+ * each, its parameter struct and its handle slots all come. The workers'
+ * argument checker (runtime/fg_op_args.c) and the coordinator's message
+ * builder (fg_op_build, fg_engine_ops.c) both read the table; nothing else
+ * lists an op's slots. Adding an op: one X(...) line, one FG_SLOTS_<NAME>
+ * line, and its kernels in the backends (gpu_worker/fg_backend.h) or the cpu
+ * worker.
  *
- * Device memory: a handle whose segment is FG_SEG_DEVICE names bytes of the
- * gpu_worker's device arena (GPU memory; the host backend's budget-limited
- * heap), offset from the arena's start. COPY between a shm handle and a
- * device handle is a host-to-device or device-to-host transfer.
+ * Every op is idempotent: it reads fixed inputs and writes fixed outputs
+ * (the cache writes of an attention op rewrite the same positions with the
+ * same values), so a restarted worker can be given it again.
  *
- * Tensors: hidden states, q, k, v, ctx and the KV cache are fp16; weights are
- * fp16 in the shapes fg_specs_new() gives; ids int32; masks uint8 (1 = real
- * token); logits fp32. B = sequences, S = new tokens per sequence.
+ * Device memory: a handle whose segment is FG_SEG_DEVICE (fg_shm.h) names
+ * bytes of the gpu worker's device memory (its backend's arena), offset
+ * from the arena's start. A COPY between a shm handle and a device handle
+ * is a host-to-device or device-to-host transfer, done by the backend.
  *
- *   FG_OP_DEVICE_INIT  gpu  params fg_op_init. Allocates the arena (and the
- *                      compute workspace), both within budget, or refuses.
- *                      Again with the same params: no-op. Other params:
- *                      a fresh arena (contents lost). No handles.
- *   FG_OP_EMBED        gpu  in: ids (B*S), mask (B, mask_stride), embed_tokens,
- *                      embed_pos, project_in (nbytes 0 if none); out: h (B*S, H)
- *   FG_OP_ATTN         gpu  in: h, mask, kc, vc (Tmax, B, H) time-major, then the layer's
- *                      q_w q_b k_w k_b v_w v_b o_w o_b ln1_w ln1_b; out: h
- *                      (in place allowed: out[0] may equal in[0]); writes k, v
- *                      of the step into kc, vc at [past, past+S)
- *   FG_OP_ATTN_QKV     gpu  in: h, q_w q_b k_w k_b v_w v_b ln1_w ln1_b;
- *                      out: q, k, v (B*S, H)
- *   FG_OP_ATTN_OUT     gpu  in: h, ctx, o_w o_b ln1_w ln1_b; out: h
- *   FG_OP_MLP          gpu  in: h, fc1_w fc1_b fc2_w fc2_b ln2_w ln2_b; out: h
- *   FG_OP_LM_HEAD      gpu  in: h, final_ln_w, final_ln_b (0 bytes for
- *                      post-LN models), project_out (0 if none), embed_tokens;
- *                      out: logits (B, V) of each sequence's last new token
- *   FG_OP_SAMPLE       gpu  in: logits (B, V) fp32, rng (B) u64 generator
- *                      states, advanced in place; out: ids (B) int32, the
- *                      next token of each sequence (fg_sample: greedy, or
- *                      temperature and top-p). params: fg_op_sample. Sampling
- *                      where the logits are lets the next embedding follow
- *                      the LM head with no round trip through the coordinator
- *   FG_OP_ATTN_CORE    cpu (CPU_ATTN) in: q, k, v, kc, vc, mask; out: ctx.
- *                      cpu_cache_compute: attention where the cache lives
- *   FG_OP_LAYER        gpu  ATTN then MLP as one command (half the commands
- *                      per layer): in: h, mask, kc, vc, then q_w q_b k_w k_b
- *                      v_w v_b o_w o_b ln1_w ln1_b fc1_w fc1_b fc2_w fc2_b
- *                      ln2_w ln2_b; out: h;
- *                      writes k, v into kc, vc at [past, past+S) like ATTN
+ * Tensors: hidden states, q, k, v, ctx and the KV cache are fp16; weights
+ * are fp16 in the shapes fg_specs_new() gives; ids int32; masks uint8 (1 =
+ * real token); logits fp32; generator states u64. B = sequences, S = new
+ * tokens per sequence, H hidden, V vocabulary, Tmax cache positions.
  *
- * Every op but DEVICE_INIT takes params fg_op_step (SAMPLE: fg_op_sample); on the gpu its model must
- * be DEVICE_INIT's and B*S <= max_rows. Tmax is read only by the cache ops
- * (ATTN, ATTN_CORE: Tmax >= past+S), mask_stride only by the ops with a mask
- * (>= past+S); EMBED needs past+S <= max_pos and ids in [0, V). Each handle
- * must have exactly the bytes its shape implies (an absent weight: 0) and be
- * aligned to its element size, or the op is refused naming the slot. */
+ *   DEVICE_INIT  gpu  params fg_op_init. Allocates the arena and the compute
+ *                     workspace, both within budget, or refuses. Again with
+ *                     the same params: no-op. Other params: a fresh arena
+ *                     (contents lost). No handles.
+ *   EMBED        gpu  ids -> h: token and position embeddings (+ project_in)
+ *   ATTN         gpu  the attention block of h, in place allowed; writes the
+ *                     step's k, v into kc, vc (Tmax, B, H) at [past, past+S)
+ *   ATTN_QKV     gpu  h -> q (scaled), k, v
+ *   ATTN_OUT     gpu  h, ctx -> h: out_proj and the residual
+ *   MLP          gpu  the MLP block of h
+ *   LM_HEAD      gpu  h -> logits (B, V) of each sequence's last new token
+ *   ATTN_CORE    cpu  q, k, v, kc, vc, mask -> ctx: attention where the
+ *                     cache lives (cpu_cache_compute); writes k, v into the
+ *                     cache like ATTN
+ *   LAYER        gpu  ATTN then MLP as one command (half the commands)
+ *   SAMPLE       gpu  logits, rng -> ids (B): the next token of each
+ *                     sequence (fg_sample: greedy, or temperature and
+ *                     top-p), generator states advanced in place; params
+ *                     fg_op_sample. Sampling where the logits are lets the
+ *                     next embedding follow the LM head on the device
+ *
+ * Every op but DEVICE_INIT takes params fg_op_step (SAMPLE: fg_op_sample);
+ * on the gpu its model must be DEVICE_INIT's and B*S <= max_rows. Tmax is
+ * read only by ops with a cache slot (Tmax >= past+S), mask_stride only by
+ * ops with a mask (>= past+S); EMBED needs past+S <= max_pos and ids in
+ * [0, V). Each handle must have exactly the bytes its slot's shape implies
+ * (an absent weight: 0) and be aligned to its element size, or the op is
+ * refused naming the slot. */
 #ifndef FG_ENGINE_OPS_H
 #define FG_ENGINE_OPS_H
 
 #include <stdint.h>
 
+#include "fg_config.h"
 #include "fg_msg.h"
 
-#define FG_SEG_DEVICE (FG_SHM_MAX_SEGMENTS - 1)   /* handle segment of device memory */
+/* ---- the table ----------------------------------------------------------- */
 
-enum {
-    FG_OP_DEVICE_INIT = FG_OP_ENGINE_FIRST,
-    FG_OP_EMBED,
-    FG_OP_ATTN,
-    FG_OP_ATTN_QKV,
-    FG_OP_ATTN_OUT,
-    FG_OP_MLP,
-    FG_OP_LM_HEAD,
-    FG_OP_ATTN_CORE,
-    FG_OP_LAYER,
-    FG_OP_SAMPLE,
-};
+/* X(NAME, worker, params): worker GPU (a COMPUTE message to the gpu worker)
+ * or CPU (a CPU_ATTN message to the cpu worker); params INIT, STEP or
+ * SAMPLE. The order fixes the op codes: append, never reorder. */
+#define FG_ENGINE_OPS(X)        \
+    X(DEVICE_INIT, GPU, INIT)   \
+    X(EMBED, GPU, STEP)         \
+    X(ATTN, GPU, STEP)          \
+    X(ATTN_QKV, GPU, STEP)      \
+    X(ATTN_OUT, GPU, STEP)      \
+    X(MLP, GPU, STEP)           \
+    X(LM_HEAD, GPU, STEP)       \
+    X(ATTN_CORE, CPU, STEP)     \
+    X(LAYER, GPU, STEP)         \
+    X(SAMPLE, GPU, SAMPLE)
 
-/* The model shape every op needs (a subset of fg_opt_config). */
+/* Each op's handle slots in message order: I(name, kind, which) the inputs,
+ * O(name, kind, which) the outputs. Kinds (fg_slot_kind): ACT an fp16 (B*S,
+ * H) activation, `which` an FG_ACT_*; IDS (B*S) int32; MASK (B,
+ * mask_stride) uint8; CACHE (Tmax, B, H) fp16, which 0 = k, 1 = v; LOGITS
+ * (B, V) fp32; RNG (B) u64; LW a decoder-layer weight FG_LW_<which>; GW a
+ * model weight FG_GW_<which> (0 bytes where the model has none). */
+#define FG_SLOTS_QKV_W(I) \
+    I(q_w, LW, Q_W) I(q_b, LW, Q_B) I(k_w, LW, K_W) I(k_b, LW, K_B) I(v_w, LW, V_W) I(v_b, LW, V_B)
+#define FG_SLOTS_O_W(I) I(o_w, LW, O_W) I(o_b, LW, O_B)
+#define FG_SLOTS_LN1_W(I) I(ln1_w, LW, LN1_W) I(ln1_b, LW, LN1_B)
+#define FG_SLOTS_ATTN_W(I) FG_SLOTS_QKV_W(I) FG_SLOTS_O_W(I) FG_SLOTS_LN1_W(I)
+#define FG_SLOTS_MLP_W(I) \
+    I(fc1_w, LW, FC1_W) I(fc1_b, LW, FC1_B) I(fc2_w, LW, FC2_W) I(fc2_b, LW, FC2_B) I(ln2_w, LW, LN2_W) I(ln2_b, LW, LN2_B)
+#define FG_SLOTS_CACHE(I) I(kc, CACHE, 0) I(vc, CACHE, 1)
+
+#define FG_SLOTS_DEVICE_INIT(I, O)
+#define FG_SLOTS_EMBED(I, O)                                                                          \
+    I(ids, IDS, 0) I(mask, MASK, 0) I(embed_tokens, GW, EMBED_TOKENS) I(embed_pos, GW, EMBED_POS) \
+    I(project_in, GW, PROJ_IN) O(h, ACT, H)
+#define FG_SLOTS_ATTN(I, O) I(h, ACT, H) I(mask, MASK, 0) FG_SLOTS_CACHE(I) FG_SLOTS_ATTN_W(I) O(h, ACT, H)
+#define FG_SLOTS_ATTN_QKV(I, O) I(h, ACT, H) FG_SLOTS_QKV_W(I) FG_SLOTS_LN1_W(I) O(q, ACT, Q) O(k, ACT, K) O(v, ACT, V)
+#define FG_SLOTS_ATTN_OUT(I, O) I(h, ACT, H) I(ctx, ACT, CTX) FG_SLOTS_O_W(I) FG_SLOTS_LN1_W(I) O(h, ACT, H)
+#define FG_SLOTS_MLP(I, O) I(h, ACT, H) FG_SLOTS_MLP_W(I) O(h, ACT, H)
+#define FG_SLOTS_LM_HEAD(I, O)                                                                  \
+    I(h, ACT, H) I(final_ln_w, GW, FINAL_LN_W) I(final_ln_b, GW, FINAL_LN_B)                   \
+    I(project_out, GW, PROJ_OUT) I(embed_tokens, GW, EMBED_TOKENS) O(logits, LOGITS, 0)
+#define FG_SLOTS_ATTN_CORE(I, O) \
+    I(q, ACT, Q) I(k, ACT, K) I(v, ACT, V) FG_SLOTS_CACHE(I) I(mask, MASK, 0) O(ctx, ACT, CTX)
+#define FG_SLOTS_LAYER(I, O) \
+    I(h, ACT, H) I(mask, MASK, 0) FG_SLOTS_CACHE(I) FG_SLOTS_ATTN_W(I) FG_SLOTS_MLP_W(I) O(h, ACT, H)
+#define FG_SLOTS_SAMPLE(I, O) I(logits, LOGITS, 0) I(rng, RNG, 0) O(ids, IDS, 0)
+
+/* ---- what the table expands to ------------------------------------------- */
+
+#define FG_OP_ENUM_(name, worker, params) FG_OP_##name,
+enum { FG_OP_ENGINE_BEFORE_ = FG_OP_ENGINE_FIRST - 1, FG_ENGINE_OPS(FG_OP_ENUM_) FG_OP_ENGINE_END };
+#undef FG_OP_ENUM_
+#define FG_NUM_ENGINE_OPS (FG_OP_ENGINE_END - FG_OP_ENGINE_FIRST)
+/* Index of an engine op in per-op arrays (a backend's table). */
+#define FG_OPI(op) ((op) - FG_OP_ENGINE_FIRST)
+
+typedef enum { FG_SLOT_ACT, FG_SLOT_IDS, FG_SLOT_MASK, FG_SLOT_CACHE, FG_SLOT_LOGITS, FG_SLOT_RNG, FG_SLOT_LW, FG_SLOT_GW } fg_slot_kind;
+enum { FG_ACT_H, FG_ACT_Q, FG_ACT_K, FG_ACT_V, FG_ACT_CTX };   /* ACT slots' which */
+typedef enum { FG_PARAMS_INIT, FG_PARAMS_STEP, FG_PARAMS_SAMPLE } fg_params_kind;
+
 typedef struct {
-    uint32_t vocab_size, hidden, n_heads, ffn_dim, max_pos, word_embed_proj_dim, pre_ln;
-} fg_op_model;
+    const char *name;    /* "kc" */
+    fg_slot_kind kind;
+    int which;           /* FG_ACT_*, FG_LW_*, FG_GW_*, cache 0 k / 1 v */
+} fg_op_slot;
+
+typedef struct {
+    uint32_t op;         /* FG_OP_* */
+    const char *name;    /* "ATTN" */
+    fg_role worker;      /* FG_ROLE_GPU (COMPUTE) or FG_ROLE_CPU (CPU_ATTN) */
+    fg_params_kind params;
+    int n_in, n_out;
+    const fg_op_slot *in, *out;
+} fg_op_info;
+
+/* The table's entry for op, or NULL if op is not an engine op. */
+const fg_op_info *fg_op_info_get(uint32_t op);
+/* "ATTN", ... or "op N". */
+const char *fg_op_name(uint32_t op);
+/* The message type that carries op (COMPUTE or CPU_ATTN). */
+int fg_op_msg_type(const fg_op_info *oi);
+
+/* ---- parameters (little-endian, packed as written) ------------------------ */
+
+typedef fg_model_desc fg_op_model;   /* the model's shape, family-neutral */
 
 typedef struct {
     fg_op_model model;
-    uint32_t pad0;             /* 0: the padding made explicit */
+    uint32_t max_rows;         /* workspace rows: gbs * prompt length */
     uint64_t arena_bytes;      /* device arena */
     uint64_t budget_bytes;     /* --gpu-mem: arena + workspace must fit; 0 = no limit */
-    uint32_t max_rows;         /* workspace rows: gbs * prompt length */
-    uint32_t pad1;             /* 0 */
 } fg_op_init;
 
 typedef struct {
@@ -99,9 +164,19 @@ typedef struct {
     float top_p;         /* 1 = off */
 } fg_op_sample;
 
-_Static_assert(sizeof(fg_op_sample) == 56, "fg_op_sample: no hidden padding");
-_Static_assert(sizeof(fg_op_model) == 28, "fg_op_model: 7 x u32");
-_Static_assert(sizeof(fg_op_init) == 56, "fg_op_init: no hidden padding");
-_Static_assert(sizeof(fg_op_step) == 48, "fg_op_step: no hidden padding");
+_Static_assert(sizeof(fg_op_init) == 80, "fg_op_init: no hidden padding");
+_Static_assert(sizeof(fg_op_step) == 80, "fg_op_step: no hidden padding");
+_Static_assert(sizeof(fg_op_sample) == 88, "fg_op_sample: no hidden padding");
+
+/* ---- building an op's message from the table ------------------------------ */
+
+/* The handle for one slot of op (called in slot order, inputs first). */
+typedef fg_shm_handle (*fg_op_resolve_fn)(void *ctx, const fg_op_info *oi, const fg_op_slot *s);
+
+/* Fill m (COMPUTE or CPU_ATTN, as the table says) with op's handles, each
+ * from resolve, and its params (len must be the op's params struct).
+ * layer and gpu_batch label the command in traces. */
+void fg_op_build(fg_msg *m, uint32_t op, uint32_t layer, uint32_t gpu_batch, const void *params, uint32_t len,
+                 fg_op_resolve_fn resolve, void *ctx);
 
 #endif

@@ -1,8 +1,9 @@
 /* fg_op_args.h - one engine op's command (fg_engine_ops.h), checked and
  * resolved, for whichever worker runs it: the gpu_worker's backends and the
- * cpu_worker's attention. It knows every op's handle slots, checks the
- * counts, the params and each handle's size against the shape the params
- * imply, and resolves the handles to pointers. What the tensors hold (ids in
+ * cpu_worker's attention. The slots come from the op table
+ * (fg_engine_ops.h); this checks the counts, the params and each handle's
+ * size against the shape the params imply, and resolves the handles to
+ * pointers. What the tensors hold (ids in
  * range, say) is the op's own business.
  *
  * Errors: FG_EINPUT with a message naming the op and the slot
@@ -19,6 +20,7 @@
 typedef struct {
     uint32_t op;                              /* FG_OP_* */
     const char *name;                         /* "ATTN" */
+    const fg_op_info *info;                   /* its table entry */
     fg_op_step p;                             /* the params as sent */
     fg_opt_config cfg;                        /* p.model as a config: name "op", one layer */
     fg_step st;                               /* B, S, past, mask (NULL if the op has none) */
@@ -30,14 +32,14 @@ typedef struct {
     float temperature, top_p;                 /* SAMPLE only */
 } fg_op_args;
 
-/* "EMBED", ... or "op N". */
-const char *fg_op_name(uint32_t op);
+/* Resolves a device handle (segment FG_SEG_DEVICE) to a pointer the op's
+ * kernels use: the gpu worker's backend. NULL + fg_err_set if out of range. */
+typedef void *(*fg_op_dev_ptr_fn)(void *ctx, fg_shm_handle h);
 
-/* Check an fg_op_model and turn it into a config (FG_EINPUT names `who`). */
-fg_status fg_op_model_config(const fg_op_model *m, const char *who, fg_opt_config *c);
-
-/* Check and resolve cmd (COMPUTE or CPU_ATTN) as op cmd->u.compute.op, one of
- * EMBED .. SAMPLE. */
-fg_status fg_op_args_parse(fg_worker *w, const fg_msg *cmd, fg_op_args *a);
+/* Check and resolve cmd (COMPUTE or CPU_ATTN) as op cmd->u.compute.op, an
+ * engine op with tensors (fg_engine_ops.h's table), arriving on the worker
+ * the table names. Shm handles resolve through fg_worker_ptr, device handles
+ * through dev_ptr (NULL: this worker has no device memory). */
+fg_status fg_op_args_parse(fg_worker *w, const fg_msg *cmd, fg_op_dev_ptr_fn dev_ptr, void *dev_ctx, fg_op_args *a);
 
 #endif

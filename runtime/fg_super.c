@@ -247,6 +247,10 @@ static void spawn(fg_super *s, int role) {
         argv[n++] = "--offload-dir";
         argv[n++] = (char *)s->opts.offload_dir;
     }
+    if (role == FG_ROLE_GPU && s->opts.gpu_device) {
+        argv[n++] = "--device";
+        argv[n++] = (char *)s->opts.gpu_device;
+    }
     argv[n] = NULL;
     pid_t pid;
     int pidfd;

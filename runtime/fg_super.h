@@ -80,6 +80,7 @@ typedef struct {
                                     this executable */
     const char *worker_path[FG_NROLES]; /* full path per role; beats worker_dir */
     const char *offload_dir;     /* passed to the disk worker as --offload-dir */
+    const char *gpu_device;      /* passed to the gpu worker as --device (NULL: its default) */
     int ready_timeout_ms;        /* spawned worker: exec to READY. 0: 30000 */
     int max_restarts;            /* deaths in a row with no command done before
                                     giving up on a role. 0: 5 */

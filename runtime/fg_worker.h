@@ -54,6 +54,10 @@ typedef struct {
      * failure: the worker exits 1 with the message. */
     fg_status (*init)(fg_worker *w);
     void (*fini)(fg_worker *w);
+    /* Optional: a shm segment was just mapped at [base, base + size) (a
+     * backend registers it with the device for DMA). A failure refuses the
+     * SHM_MAP with the message. */
+    fg_status (*on_map)(fg_worker *w, void *base, uint64_t size);
     /* Optional: flags of this worker beside the loop's own. Called with each
      * flag the loop does not know and the argument after it (NULL if none);
      * returns how many arguments it took (1 or 2), 0 for a flag it does not
@@ -73,17 +77,17 @@ typedef struct {
 int fg_worker_main(const fg_worker_def *def, int argc, char **argv);
 
 /* For handlers. */
-void *fg_worker_ptr(fg_worker *w, fg_shm_handle h); /* NULL + fg_err_set if out of range */
-/* Device arena that FG_SEG_DEVICE handles resolve into (fg_engine_ops.h);
- * set by a backend once it has allocated it. Memory a host process can
- * address: the host backend's heap. */
-void fg_worker_set_device(fg_worker *w, void *base, uint64_t size);
+/* A shm handle's bytes; NULL + fg_err_set if out of range or a device
+ * handle (FG_SEG_DEVICE: the gpu worker's backend resolves those). */
+void *fg_worker_ptr(fg_worker *w, fg_shm_handle h);
+/* READY's info text (from init: the backend and device it opened). */
+void fg_worker_set_info(fg_worker *w, const char *info);
 const char *fg_worker_offload_dir(const fg_worker *w); /* "." unless --offload-dir */
 void fg_worker_set_ctx(fg_worker *w, void *ctx);    /* backend state, from init */
 void *fg_worker_ctx(const fg_worker *w);
 
 /* Handlers more than one worker uses (fg_worker_ops.c). */
-fg_status fg_worker_copy(fg_worker *w, const fg_msg *cmd);      /* COPY via memmove */
+fg_status fg_worker_copy(fg_worker *w, const fg_msg *cmd);      /* COPY between shm buffers, memmove */
 fg_status fg_worker_op_nop(fg_worker *w, const fg_msg *cmd);    /* FG_OP_NOP */
 fg_status fg_worker_op_axpy(fg_worker *w, const fg_msg *cmd);   /* FG_OP_AXPY, fp32 */
 

@@ -9,7 +9,6 @@
  * exclusive job (SHM_MAP), during which no other job runs, so executors read
  * it without a lock. */
 #include "fg_worker.h"
-#include "fg_engine_ops.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -41,8 +40,7 @@ struct fg_worker {
     const char *offload_dir;
     void *ctx;
     fg_shm_table *shm;
-    uint8_t *dev_base;   /* device arena, when the worker has one (FG_SEG_DEVICE) */
-    uint64_t dev_size;
+    char info[FG_MSG_INFO_MAX + 1];   /* READY's: def->info, or what init set */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -66,25 +64,14 @@ static uint64_t now_ns(void) {
 /* ---- handler helpers -------------------------------------------------- */
 
 void *fg_worker_ptr(fg_worker *w, fg_shm_handle h) {
-    if (h.segment == FG_SEG_DEVICE) {
-        if (!w->dev_base) {
-            fg_err_set(FG_EINPUT, "device handle but this worker has no device arena (DEVICE_INIT first)");
-            return NULL;
-        }
-        if (h.offset > w->dev_size || h.nbytes > w->dev_size - h.offset) {
-            fg_err_set(FG_EINPUT, "device handle [%llu, +%llu) leaves the %llu-byte arena",
-                       (unsigned long long)h.offset, (unsigned long long)h.nbytes, (unsigned long long)w->dev_size);
-            return NULL;
-        }
-        return w->dev_base + h.offset;
+    if (h.segment == FG_SEG_DEVICE) {   /* the gpu worker's backend resolves these, not the loop */
+        fg_err_set(FG_EINPUT, "a device handle where shared memory is wanted");
+        return NULL;
     }
     return fg_shm_resolve(w->shm, h);
 }
 
-void fg_worker_set_device(fg_worker *w, void *base, uint64_t size) {
-    w->dev_base = base;
-    w->dev_size = size;
-}
+void fg_worker_set_info(fg_worker *w, const char *info) { snprintf(w->info, sizeof w->info, "%s", info); }
 const char *fg_worker_offload_dir(const fg_worker *w) { return w->offload_dir; }
 void fg_worker_set_ctx(fg_worker *w, void *ctx) { w->ctx = ctx; }
 void *fg_worker_ctx(const fg_worker *w) { return w->ctx; }
@@ -106,6 +93,10 @@ static fg_status run_shm_map(fg_worker *w, const fg_msg *cmd) {
                           (unsigned long long)m->size);
     }
     fg_debug("mapped segment %u: %s", m->segment, m->name);
+    if (w->def->on_map && (st = w->def->on_map(w, fg_shm_base(seg), fg_shm_size(seg))) != FG_OK) {
+        fg_shm_destroy(&seg);
+        return st;
+    }
     return fg_shm_table_add(w->shm, seg);
 }
 
@@ -394,7 +385,7 @@ static void send_ready(fg_worker *w, void *sock) {
     r.u.ready.pid = (uint32_t)getpid();
     r.u.ready.threads = (uint32_t)w->nthreads;
     r.u.ready.caps = w->def->caps;
-    snprintf(r.u.ready.info, sizeof r.u.ready.info, "%s", w->def->info ? w->def->info : "");
+    snprintf(r.u.ready.info, sizeof r.u.ready.info, "%s", w->info);
     fg_msg_send(sock, NULL, &r, 0);
 }
 
@@ -492,6 +483,7 @@ int fg_worker_main(const fg_worker_def *def, int argc, char **argv) {
     fg_worker *w = fg_xcalloc(1, sizeof *w);
     w->def = def;
     w->offload_dir = ".";
+    fg_worker_set_info(w, def->info ? def->info : "");
     int rc = parse_args(w, argc, argv);
     if (rc) {
         free(w);

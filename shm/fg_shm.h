@@ -31,7 +31,11 @@
 #define FG_SHM_RUNID_LEN 16        /* hex characters of a run id */
 #define FG_SHM_SEGNAME_MAX 64      /* [A-Za-z0-9_.-], 1..64 characters */
 #define FG_SHM_NAME_MAX 96         /* "/flexgen-<runid>-<segname>" + NUL */
-#define FG_SHM_MAX_SEGMENTS 64     /* segments per run (index < this) */
+#define FG_SHM_MAX_SEGMENTS 63     /* shm segments per run: indices 0..62 */
+/* The segment number of a handle into the gpu worker's device memory: never
+ * a shm segment, so the two can not collide. Defined here, beside the shm
+ * limit, so that there is one place for both. */
+#define FG_SEG_DEVICE FG_SHM_MAX_SEGMENTS
 
 /* A tensor reference: bytes [offset, offset + nbytes) of segment `segment`. */
 typedef struct {

@@ -104,10 +104,7 @@ static fg_shm_handle sized(fg_shm_handle h, uint64_t nbytes) {
     return h;
 }
 
-static fg_op_model op_model(const fg_opt_config *c) {
-    return (fg_op_model){(uint32_t)c->vocab_size, (uint32_t)c->hidden, (uint32_t)c->n_heads, (uint32_t)c->ffn_dim,
-                         (uint32_t)c->max_pos, (uint32_t)c->word_embed_proj_dim, (uint32_t)c->pre_ln};
-}
+static fg_op_model op_model(const fg_opt_config *c) { return fg_config_desc(c); }
 
 /* Random fp16 weights: Linear weights and embeddings small, LayerNorm scales
  * near 1, so activations stay in a range where every bit still matters. */
@@ -587,7 +584,7 @@ static int test_errors(fg_super *sup) {
     m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p, sizeof p - 4);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP with short params", "params", NULL);
     fg_op_step p2 = p;
-    p2.model.ffn_dim = 256;
+    p2.model.v[3] = 256;   /* OPT's ffn_dim */
     m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p2, sizeof p2);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP of another model", "DEVICE_INIT", NULL);
     p2 = p;
@@ -629,7 +626,7 @@ static int test_errors(fg_super *sup) {
     run_err(sup, FG_ROLE_CPU, &m, FG_MSG_EBADCMD, "ATTN_CORE with a short kc", "ATTN_CORE: in[3] kc", "Tmax*B*H");
     core_in[3] = b.a_shm[A_KC0];
     p2 = p;
-    p2.model.hidden = 65;
+    p2.model.v[1] = 65;    /* OPT's hidden */
     m = op_msg(FG_MSG_CPU_ATTN, FG_OP_ATTN_CORE, core_in, 6, &ctx, 1, &p2, sizeof p2);
     run_err(sup, FG_ROLE_CPU, &m, FG_MSG_EBADCMD, "ATTN_CORE with hidden 65, 4 heads", "multiple", NULL);
     p2 = p;

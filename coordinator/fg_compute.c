@@ -1,0 +1,157 @@
+/* fg_compute.c - FlexGen's compute(i, j, k): the ops of one unit, each
+ * message built from the op table (fg_op_build) with every slot resolved
+ * here, by its kind, to the unit's place in the plan. The slot lists live
+ * only in the table; this file knows where each kind of tensor of a unit
+ * is, and which ops a schedule layer runs. */
+#include "fg_flex_int.h"
+
+fg_shm_handle fg_weight_handle(const fg_engine *e, int idx, int s);   /* fg_moves.c */
+
+fg_op_init fg_device_init_params(const fg_plan *pl) {
+    return (fg_op_init){.model = fg_config_desc(pl->c), .max_rows = (uint32_t)(pl->gbs * pl->S),
+                        .arena_bytes = pl->used[SEG_DEV], .budget_bytes = fg_plan_gpu_bytes(pl)};
+}
+
+fg_op_step fg_unit_step(const fg_engine *e, const fg_unit *u) {
+    const fg_plan *pl = &e->pl;
+    return (fg_op_step){.model = fg_config_desc(pl->c), .B = (uint32_t)pl->gbs,
+                        .S = u->i == 0 ? (uint32_t)u->S_k : 1,
+                        .past = u->i == 0 ? 0 : (uint32_t)(u->S_k + u->i - 1),
+                        .Tmax = (uint32_t)pl->Tmax, .mask_stride = (uint32_t)pl->Tmax};
+}
+
+fg_loc fg_unit_hidden(const fg_engine *e, const fg_unit *u) {
+    const fg_plan *pl = &e->pl;
+    fg_op_step st = fg_unit_step(e, u);
+    fg_loc l = pl->atier == FG_TIER_GPU ? pl->hhome[u->k] : pl->hslot[u->k % 2];
+    return fg_loc_sub(l, 0, 2ull * st.B * st.S * pl->c->hidden);
+}
+
+int fg_unit_cpu_attn(const fg_plan *pl, const fg_unit *u) {
+    return fg_plan_cache_off_gpu(pl, u->j) && !fg_plan_cache_on_disk(pl, u->j) && pl->p.cpu_cache_compute && u->i > 0;
+}
+
+/* ---- slots -> handles ---------------------------------------------------- */
+
+typedef struct {
+    fg_engine *e;
+    const fg_unit *u;
+    fg_op_step step;   /* the op's: S is 1 for SAMPLE */
+    int s;             /* the weight slot */
+} unit_ctx;
+
+static fg_shm_handle resolve(void *ctx, const fg_op_info *oi, const fg_op_slot *sl) {
+    unit_ctx *x = ctx;
+    const fg_engine *e = x->e;
+    const fg_plan *pl = &e->pl;
+    const fg_unit *u = x->u;
+    int k = u->k, p = k % 2, l = u->j - 1, cpu = oi->worker == FG_ROLE_CPU;
+    uint64_t rows = (uint64_t)x->step.B * x->step.S;
+    fg_loc loc = {SEG_DEV, 0, 0};
+    switch (sl->kind) {
+    case FG_SLOT_ACT: {
+        const fg_loc dev[] = {[FG_ACT_Q] = pl->q_dev, [FG_ACT_K] = pl->k_dev, [FG_ACT_V] = pl->v_dev, [FG_ACT_CTX] = pl->ctx_dev};
+        const fg_loc io[] = {[FG_ACT_Q] = pl->q_io, [FG_ACT_K] = pl->k_io, [FG_ACT_V] = pl->v_io, [FG_ACT_CTX] = pl->ctx_io};
+        if (sl->which == FG_ACT_H) return fg_engine_handle(e, fg_unit_hidden(e, u));
+        loc = fg_loc_sub(cpu ? io[sl->which] : dev[sl->which], 0, 2 * rows * pl->c->hidden);
+        break;
+    }
+    case FG_SLOT_IDS: loc = fg_loc_sub(pl->ids_dev[k], 0, 4 * rows); break;
+    case FG_SLOT_MASK: loc = cpu ? pl->mask_io[k] : pl->mask_dev[k]; break;
+    case FG_SLOT_CACHE: {
+        int home = cpu || !fg_plan_cache_off_gpu(pl, u->j);   /* else the device slots the prefix was loaded into */
+        if (sl->which == 0) loc = home ? pl->kc[l * pl->K + k] : pl->kslot[p];
+        else loc = home ? pl->vc[l * pl->K + k] : pl->vslot[p];
+        break;
+    }
+    case FG_SLOT_LOGITS: loc = pl->logits_dev[p]; break;
+    case FG_SLOT_RNG: loc = pl->rng_dev[k]; break;
+    case FG_SLOT_LW: return fg_weight_handle(e, fg_spec_layer(l, sl->which), x->s);
+    case FG_SLOT_GW: return fg_weight_handle(e, fg_spec_global(sl->which), x->s);
+    }
+    return fg_engine_handle(e, loc);
+}
+
+/* Op `op` of unit u on its worker, behind d (gpu ops only). */
+static fg_status op(fg_engine *e, uint32_t opc, const fg_unit *u, int s, const void *params, uint32_t len,
+                    const fg_deps *d, uint64_t *seq) {
+    unit_ctx x = {e, u, *(const fg_op_step *)params, s};
+    fg_msg m;
+    fg_op_build(&m, opc, (uint32_t)u->j, (uint32_t)u->k, params, len, resolve, &x);
+    if (fg_op_info_get(opc)->worker == FG_ROLE_CPU) return fg_cmdq_submit(&e->q, FG_ROLE_CPU, &m, 0, seq);
+    return fg_cmdq_submit_gpu(&e->q, &m, ST_COMPUTE, d, seq);
+}
+
+/* A COPY of n pairs (src[i] -> dst[i]) on the copy stream its direction
+ * takes, behind d. */
+static fg_status copy(fg_engine *e, const fg_loc *src, const fg_loc *dst, int n, const fg_deps *d, uint64_t *seq) {
+    fg_msg m;
+    fg_msg_init(&m, FG_MSG_COPY);
+    for (int i = 0; i < n; i++) fg_msg_copy_add(&m, fg_engine_handle(e, src[i]), fg_engine_handle(e, dst[i]));
+    return fg_cmdq_submit_gpu(&e->q, &m, dst[0].seg == SEG_DEV ? ST_H2D : ST_D2H, d, seq);
+}
+
+/* ---- compute(i, j, k) ------------------------------------------------------ */
+
+/* The LM head, then SAMPLE where the logits are (the next token's
+ * embedding of this batch follows on the compute stream), then the logits
+ * and ids out for the coordinator to record. */
+static fg_status lm_head(fg_engine *e, const fg_unit *u, int s, fg_deps d, const fg_op_step *st) {
+    const fg_plan *pl = &e->pl;
+    int k = u->k, p = k % 2;
+    uint64_t last, smp;
+    fg_status rc;
+    /* the logits buffer of this parity, once its last copy out ended */
+    if ((rc = fg_cmdq_need(&e->q, &d, e->par[p].logits_read)) ||
+        (rc = op(e, FG_OP_LM_HEAD, u, s, st, sizeof *st, &d, &last)))
+        return rc;
+    e->w[s].last_read = last;
+    /* nothing is stored from its hidden-state slot: the next load into the
+     * slot waits for this, its last reader */
+    if (pl->atier != FG_TIER_GPU) e->par[p].h.read[0] = last;
+    fg_op_sample sp = {.step = *st, .temperature = e->temperature, .top_p = e->top_p};
+    sp.step.S = 1;
+    if ((rc = op(e, FG_OP_SAMPLE, u, s, &sp, sizeof sp, NULL, &smp))) return rc;
+    fg_deps after = {{[ST_COMPUTE] = smp}};
+    const fg_loc src[] = {pl->logits_dev[p], fg_loc_sub(pl->ids_dev[k], 0, 4ull * pl->gbs)};
+    const fg_loc dst[] = {pl->logits_io[k], fg_loc_sub(pl->ids_io[k], 0, 4ull * pl->gbs)};
+    rc = copy(e, src, dst, 2, &after, &e->par[p].logits_read);
+    e->lgcopy[k] = e->par[p].logits_read;   /* recorded once that ends */
+    return rc;
+}
+
+/* Decode attention on the cpu worker, where the cache is: q, k, v from the
+ * GPU, the context back; then the MLP. *last gets the MLP. */
+static fg_status cpu_attention_layer(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, const fg_op_step *st,
+                                     uint64_t *last) {
+    const fg_plan *pl = &e->pl;
+    uint64_t n = 2ull * st->B * pl->c->hidden, q;
+    fg_status rc;
+    if ((rc = op(e, FG_OP_ATTN_QKV, u, s, st, sizeof *st, d, &q))) return rc;
+    fg_deps dq = {{[ST_COMPUTE] = q}};
+    const fg_loc dev[] = {fg_loc_sub(pl->q_dev, 0, n), fg_loc_sub(pl->k_dev, 0, n), fg_loc_sub(pl->v_dev, 0, n)};
+    const fg_loc io[] = {fg_loc_sub(pl->q_io, 0, n), fg_loc_sub(pl->k_io, 0, n), fg_loc_sub(pl->v_io, 0, n)};
+    if ((rc = copy(e, dev, io, 3, &dq, &q)) || (rc = fg_cmdq_await(&e->q, q)) ||
+        (rc = op(e, FG_OP_ATTN_CORE, u, s, st, sizeof *st, NULL, &q)) || (rc = fg_cmdq_await(&e->q, q)) ||
+        (rc = copy(e, &pl->ctx_io, &pl->ctx_dev, 1, NULL, &q)))
+        return rc;
+    fg_deps dc = {{[ST_H2D] = q}};
+    if ((rc = op(e, FG_OP_ATTN_OUT, u, s, st, sizeof *st, &dc, NULL))) return rc;
+    return op(e, FG_OP_MLP, u, s, st, sizeof *st, NULL, last);
+}
+
+fg_status fg_compute(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, fg_pending_store *ps) {
+    const fg_plan *pl = &e->pl;
+    fg_op_step st = fg_unit_step(e, u);
+    uint64_t last = 0, attn = 0;
+    fg_status rc;
+    ps->valid = 0;
+    if (u->j == pl->L + 1) return lm_head(e, u, s, *d, &st);
+    if (u->j == 0) rc = op(e, FG_OP_EMBED, u, s, &st, sizeof st, d, &last);   /* ids: prompts, or SAMPLE's */
+    else if (fg_unit_cpu_attn(pl, u)) rc = cpu_attention_layer(e, u, s, d, &st, &last);
+    else rc = op(e, FG_OP_LAYER, u, s, &st, sizeof st, d, &attn), last = attn;   /* attention and MLP, one command */
+    if (rc) return rc;
+    e->w[s].last_read = last;
+    *ps = (fg_pending_store){1, *u, attn, last};
+    return FG_OK;
+}

@@ -1,0 +1,146 @@
+/* fg_flex_int.h - the offloading engine's state, shared by its files, as
+ * llama2.c splits a model: the plan (fg_plan.h, immutable once built), the
+ * command queue (fg_cmdq.h), and the run's state below: what each device
+ * slot holds and which commands last touched it. Each file does one job:
+ *
+ *   fg_engine_flex.c  the block schedule and the run's setup
+ *   fg_moves.c        tier moves: load_weight, load_cache, load_hidden,
+ *                     store_cache, store_hidden (device <-> shm <-> disk)
+ *   fg_compute.c      compute: a unit's ops, built from the op table
+ *   fg_sampler.c      a block's inputs, and recording each sampled token
+ *
+ * Letters: i token (0 is the prefill), j schedule layer (0 embedding,
+ * 1..L decoder layers, L+1 LM head), k GPU batch in the block (0..K-1), s a
+ * weight slot, p a batch-parity slot (k % 2). */
+#ifndef FG_FLEX_INT_H
+#define FG_FLEX_INT_H
+
+#include "fg_cmdq.h"
+#include "fg_engine_flex.h"
+#include "fg_engine_ops.h"
+#include "fg_plan.h"
+#include "fg_store.h"
+
+/* One cell of the schedule: token i, schedule layer j, batch k, whose
+ * prompts are padded to S_k. */
+typedef struct {
+    int i, j, k, S_k;
+} fg_unit;
+
+/* The commands that last used a buffer: the next command that writes it
+ * waits for all of them. (A load writes a slot, a compute reads it, a store
+ * reads it, a disk write reads the stage behind it.) */
+typedef struct {
+    uint64_t write, read[2];
+} fg_use;
+
+#define NO_GROUP (-2)   /* a weight slot holding nothing; groups are -1 (model-level) .. L-1 */
+
+/* A weight slot: the device slot a group's off-GPU weights are copied
+ * into, and its stage in shared memory for the disk-tier ones. */
+typedef struct {
+    int group;                      /* the group it holds or is loading, NO_GROUP */
+    uint64_t load;                  /* the COPY into the device slot */
+    uint64_t last_read;             /* the last compute reading it */
+    uint64_t readers_before_load;   /* what the pending COPY waits for: the previous group's last reader */
+    uint64_t stage_read;            /* the last COPY out of the stage */
+    uint64_t disk[FG_LW_COUNT];     /* disk reads into the stage, in flight */
+    int ndisk;
+    int copy_pending;               /* the COPY to the device is still to be issued */
+} fg_wslot;
+
+/* The slots of one batch parity: its KV cache and hidden-state device
+ * slots (with their stages), and its logits buffer. */
+typedef struct {
+    fg_use kv;        /* kslot/vslot and kstage/vstage of this parity */
+    fg_use h;         /* hslot and hstage */
+    uint64_t logits_read;   /* the last COPY out of logits_dev */
+} fg_pslot;
+
+/* What a computed unit still has to store: its new cache rows and its
+ * hidden state, each behind its compute. */
+typedef struct {
+    int valid;
+    fg_unit u;
+    uint64_t attn;    /* the command that wrote its cache rows on the GPU (0: none there) */
+    uint64_t last;    /* its last compute */
+} fg_pending_store;
+
+typedef struct {
+    fg_plan pl;
+    fg_cmdq q;
+    fg_super *sup;
+    uint32_t seg_idx[NSEG];        /* shm segments' indices */
+    fg_wsrc *ws;
+    int restarted;                 /* the gpu worker was restarted: the block is redone */
+    int progress;                  /* stderr is a terminal */
+    char spill[FG_MSG_PATH_MAX + 1];   /* the run's file for disk-tier cache and activations */
+    fg_store *store;               /* the tier store of disk-tier weights */
+    int *wfile;                    /* (nspec) disk tier: its store file (layer or FG_STORE_GLOBALS) */
+    uint64_t *wfoff;               /* (nspec) offset in it */
+    uint64_t *wsum;                /* (nspec) its checksum */
+    uint8_t *wchecked;             /* (nspec) verified once this run */
+    /* the slots */
+    fg_wslot w[FG_NSLOTS];
+    int cur_slot;                  /* the weight slot of the group computing */
+    fg_pslot par[FG_NSLOTS];
+    fg_pending_store ps;           /* the last computed unit's stores, not yet issued */
+    /* sampling: one batch at a time behind the LM heads still computing */
+    float temperature, top_p;
+    uint64_t *lgcopy;              /* (K) per batch: the copy out of its logits and sampled ids */
+    int *sq_k, *sq_i, sq_head, sq_len;   /* batches whose LM head went out, not yet recorded (FIFO, <= K) */
+} fg_engine;
+
+/* Handles of plan locations; device locations get FG_SEG_DEVICE. */
+fg_shm_handle fg_engine_handle(const fg_engine *e, fg_loc l);
+void *fg_engine_ptr(fg_engine *e, fg_loc l);   /* shm locations only */
+
+/* The weight group of schedule layer j: -1 (model-level) for the
+ * embedding and the head, else the decoder layer. */
+static inline int fg_group_of(const fg_plan *pl, int j) { return j == 0 || j == pl->L + 1 ? -1 : j - 1; }
+
+/* The step params of a unit's ops. */
+fg_op_step fg_unit_step(const fg_engine *e, const fg_unit *u);
+/* The unit's hidden state on the device (its home on the GPU tier, or the
+ * slot of its parity). */
+fg_loc fg_unit_hidden(const fg_engine *e, const fg_unit *u);
+/* CPU attention for this unit: decode, a CPU-tier cache, cpu_cache_compute. */
+int fg_unit_cpu_attn(const fg_plan *pl, const fg_unit *u);
+
+/* ---- fg_moves.c ---- */
+fg_status fg_load_weight(fg_engine *e, int group, int s);   /* start loading group into slot s */
+fg_status fg_weight_ready(fg_engine *e, int s, fg_deps *d); /* finish slot s's load; d waits for it */
+fg_status fg_weight_poll(fg_engine *e, int s);              /* issue slot s's COPY if its disk reads are in */
+fg_status fg_load_cache(fg_engine *e, const fg_unit *u, fg_deps *d);
+fg_status fg_load_hidden(fg_engine *e, const fg_unit *u, fg_deps *d);
+fg_status fg_store_cache(fg_engine *e, const fg_pending_store *ps);
+fg_status fg_store_hidden(fg_engine *e, const fg_pending_store *ps);
+
+/* ---- fg_compute.c ---- */
+/* Queue unit u's ops behind d with its weights in slot s; *ps gets its stores. */
+fg_status fg_compute(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, fg_pending_store *ps);
+/* DEVICE_INIT's params for the plan. */
+fg_op_init fg_device_init_params(const fg_plan *pl);
+
+/* ---- fg_sampler.c ---- */
+typedef struct {
+    const fg_seq_in *in;
+    int n, first, G;
+    const fg_gen_opts *opt;
+    fg_seq_out *out;
+    uint8_t *done;            /* (K*B) a sequence has ended */
+    fg_gen_stats *stats;
+    double t_mark;            /* when the last token was complete (or the block began) */
+} fg_sampler;
+
+/* The block's inputs to the device: prompts left-padded per batch, masks,
+ * each sequence's generator. S_k (K) gets each batch's padded length. */
+fg_status fg_block_inputs(fg_engine *e, fg_sampler *sm, int *S_k);
+/* Batch k's LM head of token i went out: record it once its copy is in. */
+void fg_sample_enqueue(fg_engine *e, int i, int k);
+/* Record the batches whose logits are out already, oldest first; never waits. */
+fg_status fg_sample_ready(fg_engine *e, fg_sampler *sm);
+/* Record, waiting, the batches up to and including batch k (-1: all). */
+fg_status fg_sample_until(fg_engine *e, fg_sampler *sm, int k);
+
+#endif

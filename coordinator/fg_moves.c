@@ -1,0 +1,269 @@
+/* fg_moves.c - the offloading engine's tier moves, FlexGen's load_weight,
+ * load_cache, load_hidden, store_cache and store_hidden: bytes between the
+ * device slots, their homes in shared memory, and the disk (through a stage
+ * in shared memory, as O_DIRECT needs aligned host buffers). Each move is
+ * queued behind what it depends on and records itself on the slot it
+ * touches (fg_flex_int.h), so the compute that follows can wait for it on
+ * the gpu worker. The schedule decides when; this file decides how. */
+#include <stdio.h>
+#include <string.h>
+
+#include "fg_flex_int.h"
+#include "fg_hash.h"
+
+static fg_shm_handle Hs(const fg_engine *e, fg_loc l) { return fg_engine_handle(e, l); }
+static fg_shm_handle Hsub(const fg_engine *e, fg_loc l, uint64_t off, uint64_t n) {
+    return fg_engine_handle(e, fg_loc_sub(l, off, n));
+}
+
+/* Everything that last used buffer u, into d (the next writer waits for
+ * it); u is then free. */
+static fg_status claim(fg_engine *e, fg_deps *d, fg_use *u) {
+    fg_status st = FG_OK;
+    if ((st = fg_cmdq_need(&e->q, d, u->write)) || (st = fg_cmdq_need(&e->q, d, u->read[0])) ||
+        (st = fg_cmdq_need(&e->q, d, u->read[1])))
+        return st;
+    *u = (fg_use){0, {0, 0}};
+    return FG_OK;
+}
+
+/* Spill-file bytes [off, off + h.nbytes) to or from shared memory h. */
+static fg_status spill_io(fg_engine *e, int type, uint64_t off, fg_shm_handle h, uint64_t *seq) {
+    fg_msg m;
+    fg_msg_init(&m, type);
+    m.u.disk.file_offset = off;
+    m.u.disk.buf = h;
+    memcpy(m.u.disk.path, e->spill, sizeof m.u.disk.path);
+    return fg_cmdq_submit(&e->q, FG_ROLE_DISK, &m, 0, seq);
+}
+
+/* ---- weights -------------------------------------------------------------- */
+
+static void group_range(int g, int *first, int *count) {
+    *first = g < 0 ? 0 : fg_spec_layer(g, 0);
+    *count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
+}
+
+/* The device handle of tensor idx when its group sits in weight slot s. */
+fg_shm_handle fg_weight_handle(const fg_engine *e, int idx, int s) {
+    const fg_plan *pl = &e->pl;
+    if (!pl->sp[idx].present) return (fg_shm_handle){.segment = FG_SEG_DEVICE, .offset = 0, .nbytes = 0};
+    if (pl->wtier[idx] == FG_TIER_GPU) return Hs(e, pl->whome[idx]);
+    return Hsub(e, pl->wslot[s], pl->wslot_off[idx], pl->whome[idx].n);
+}
+
+static fg_status issue_weight_copy(fg_engine *e, int s);
+
+/* Make slot s hold group g: the disk-tier tensors are read into the slot's
+ * stage first (not waiting for the slot: only for the stage's last COPY
+ * out); the group's one COPY to the device follows when they are in, at
+ * once without disk tensors. */
+fg_status fg_load_weight(fg_engine *e, int g, int s) {
+    const fg_plan *pl = &e->pl;
+    fg_wslot *w = &e->w[s];
+    if (w->group == g) return FG_OK;
+    int first, count;
+    group_range(g, &first, &count);
+    /* the COPY into the device slot waits for every compute reading it */
+    w->readers_before_load = w->last_read;
+    w->last_read = w->load = 0;
+    w->group = NO_GROUP;
+    w->ndisk = 0;
+    fg_status st = FG_OK;
+    for (int i = first; i < first + count && !st; i++) {
+        if (!pl->sp[i].present || pl->wtier[i] != FG_TIER_DISK) continue;
+        if (!w->ndisk && (st = fg_cmdq_await(&e->q, w->stage_read))) break;
+        fg_msg m;
+        fg_msg_init(&m, FG_MSG_DISK_READ);
+        m.u.disk.file_offset = e->wfoff[i];
+        m.u.disk.buf = Hsub(e, pl->wstage[s], pl->wslot_off[i], pl->whome[i].n);
+        snprintf(m.u.disk.path, sizeof m.u.disk.path, "%s", fg_store_path(e->store, e->wfile[i]));
+        st = fg_cmdq_submit(&e->q, FG_ROLE_DISK, &m, 0, &w->disk[w->ndisk++]);
+    }
+    if (st) return st;
+    w->group = g;
+    w->copy_pending = 1;
+    return w->ndisk ? FG_OK : issue_weight_copy(e, s);
+}
+
+/* The first time a run reads a tensor from the store, its bytes are checked
+ * against the store's checksum: corrupted weights are never used. */
+static fg_status check_stage(fg_engine *e, int s, int first, int count) {
+    const fg_plan *pl = &e->pl;
+    for (int i = first; i < first + count; i++) {
+        if (!pl->sp[i].present || pl->wtier[i] != FG_TIER_DISK || e->wchecked[i]) continue;
+        const void *p = fg_engine_ptr(e, fg_loc_sub(pl->wstage[s], pl->wslot_off[i], pl->whome[i].n));
+        if (!p || fg_xxh64(p, pl->whome[i].n, 0) != e->wsum[i]) {
+            const char *path = fg_store_path(e->store, e->wfile[i]);
+            fg_store_invalidate(e->store, e->wfile[i]);   /* the next run rebuilds it */
+            return fg_err_set(FG_ERUNTIME, "%s: tensor '%s' at offset %llu does not match its checksum: the tier "
+                                           "store is damaged (the file is removed and will be rebuilt on the next run)",
+                              path, pl->sp[i].name, (unsigned long long)e->wfoff[i]);
+        }
+        e->wchecked[i] = 1;
+    }
+    return FG_OK;
+}
+
+/* The group's disk reads are in (waited for here): one COPY of all its
+ * off-GPU tensors to the device slot, behind the slot's last readers. */
+static fg_status issue_weight_copy(fg_engine *e, int s) {
+    const fg_plan *pl = &e->pl;
+    fg_wslot *w = &e->w[s];
+    if (!w->copy_pending) return FG_OK;
+    fg_status st = FG_OK;
+    for (int q = 0; q < w->ndisk && !st; q++) st = fg_cmdq_await(&e->q, w->disk[q]);
+    w->ndisk = 0;
+    w->copy_pending = 0;
+    int first, count;
+    group_range(w->group, &first, &count);
+    if (st || (st = check_stage(e, s, first, count))) return st;
+    fg_msg m;
+    fg_msg_init(&m, FG_MSG_COPY);
+    int from_stage = 0;
+    for (int i = first; i < first + count; i++) {
+        if (!pl->sp[i].present || pl->wtier[i] == FG_TIER_GPU) continue;
+        int disk = pl->wtier[i] == FG_TIER_DISK;
+        fg_shm_handle src = disk ? Hsub(e, pl->wstage[s], pl->wslot_off[i], pl->whome[i].n) : Hs(e, pl->whome[i]);
+        from_stage |= disk;
+        fg_msg_copy_add(&m, src, fg_weight_handle(e, i, s));
+    }
+    fg_deps d = {{0}};
+    if (m.u.copy.n && !(st = fg_cmdq_need(&e->q, &d, w->readers_before_load)))
+        st = fg_cmdq_submit_gpu(&e->q, &m, ST_H2D, &d, &w->load);
+    w->readers_before_load = 0;
+    if (from_stage) w->stage_read = w->load;
+    return st;
+}
+
+fg_status fg_weight_ready(fg_engine *e, int s, fg_deps *d) {
+    fg_status st = issue_weight_copy(e, s);
+    return st ? st : fg_cmdq_need(&e->q, d, e->w[s].load);
+}
+
+fg_status fg_weight_poll(fg_engine *e, int s) {
+    fg_wslot *w = &e->w[s];
+    if (!w->copy_pending) return FG_OK;
+    for (int q = 0; q < w->ndisk; q++)
+        if (fg_super_test(e->sup, w->disk[q]) == 0) return FG_OK;
+    return issue_weight_copy(e, s);
+}
+
+/* ---- KV cache and hidden states ------------------------------------------- */
+
+/* Bytes of positions [0, t) of a time-major (Tmax, gbs, H) cache block. */
+static uint64_t cache_rows(const fg_plan *pl, int t) { return 2ull * t * pl->gbs * pl->c->hidden; }
+
+/* The unit's KV cache prefix [0, past) from its CPU or disk home into the
+ * device slots of its parity (GPU attention over an off-GPU cache), once
+ * the slots' last users are done. */
+fg_status fg_load_cache(fg_engine *e, const fg_unit *u, fg_deps *ld) {
+    const fg_plan *pl = &e->pl;
+    if (!fg_plan_cache_off_gpu(pl, u->j) || fg_unit_cpu_attn(pl, u)) return FG_OK;
+    int p = u->k % 2;
+    fg_deps d = {{0}};
+    fg_status st = claim(e, &d, &e->par[p].kv);
+    fg_op_step s = fg_unit_step(e, u);
+    if (!st && s.past > 0) {
+        int l = u->j - 1;
+        uint64_t nb = cache_rows(pl, (int)s.past);
+        fg_loc ksrc = pl->kc[l * pl->K + u->k], vsrc = pl->vc[l * pl->K + u->k];
+        if (fg_plan_cache_on_disk(pl, u->j)) {   /* the prefix from disk into the stage first */
+            uint64_t r1, r2;
+            if ((st = spill_io(e, FG_MSG_DISK_READ, ksrc.off, Hsub(e, pl->kstage[p], 0, nb), &r1)) ||
+                (st = spill_io(e, FG_MSG_DISK_READ, vsrc.off, Hsub(e, pl->vstage[p], 0, nb), &r2)) ||
+                (st = fg_cmdq_await(&e->q, r1)) || (st = fg_cmdq_await(&e->q, r2)))
+                return st;
+            ksrc = pl->kstage[p], vsrc = pl->vstage[p];
+        }
+        fg_msg c;
+        fg_msg_init(&c, FG_MSG_COPY);
+        fg_msg_copy_add(&c, Hsub(e, ksrc, 0, nb), Hsub(e, pl->kslot[p], 0, nb));
+        fg_msg_copy_add(&c, Hsub(e, vsrc, 0, nb), Hsub(e, pl->vslot[p], 0, nb));
+        st = fg_cmdq_submit_gpu(&e->q, &c, ST_H2D, &d, &e->par[p].kv.write);
+        d.s[ST_H2D] = e->par[p].kv.write;
+    }
+    fg_deps_merge(ld, &d);
+    return st;
+}
+
+/* The unit's hidden state from its CPU or disk home into the device slot
+ * of its parity. The compute writes that slot too, so it waits for the
+ * slot's last users even when nothing is loaded (the embedding). */
+fg_status fg_load_hidden(fg_engine *e, const fg_unit *u, fg_deps *ld) {
+    const fg_plan *pl = &e->pl;
+    if (pl->atier == FG_TIER_GPU) return FG_OK;
+    int p = u->k % 2;
+    fg_deps d = {{0}};
+    fg_status st = claim(e, &d, &e->par[p].h);
+    if (!st && u->j > 0) {
+        fg_loc dev = fg_unit_hidden(e, u);
+        fg_shm_handle src = Hsub(e, pl->hhome[u->k], 0, dev.n);
+        if (pl->atier == FG_TIER_DISK) {   /* disk -> stage, then stage -> device */
+            uint64_t r;
+            src = Hsub(e, pl->hstage[p], 0, dev.n);
+            if ((st = spill_io(e, FG_MSG_DISK_READ, pl->hhome[u->k].off, src, &r)) || (st = fg_cmdq_await(&e->q, r)))
+                return st;
+        }
+        fg_msg c;
+        fg_msg_init(&c, FG_MSG_COPY);
+        fg_msg_copy_add(&c, src, Hs(e, dev));
+        st = fg_cmdq_submit_gpu(&e->q, &c, ST_H2D, &d, &e->par[p].h.write);
+        d.s[ST_H2D] = e->par[p].h.write;
+    }
+    fg_deps_merge(ld, &d);
+    return st;
+}
+
+/* The step's new cache rows [past, past+S) from the device slots back to
+ * the layer's CPU home, or through the stage to disk, behind the compute
+ * that wrote them. */
+fg_status fg_store_cache(fg_engine *e, const fg_pending_store *ps) {
+    const fg_plan *pl = &e->pl;
+    const fg_unit *u = &ps->u;
+    if (!ps->valid || !ps->attn || !fg_plan_cache_off_gpu(pl, u->j)) return FG_OK;
+    int p = u->k % 2, l = u->j - 1;
+    fg_use *kv = &e->par[p].kv;
+    fg_loc kh = pl->kc[l * pl->K + u->k], vh = pl->vc[l * pl->K + u->k];
+    fg_op_step s = fg_unit_step(e, u);
+    fg_deps d = {{0}};
+    fg_status st = fg_cmdq_need(&e->q, &d, ps->attn);
+    if (st) return st;
+    uint64_t o = cache_rows(pl, (int)s.past), nb = cache_rows(pl, (int)s.S);
+    int disk = fg_plan_cache_on_disk(pl, u->j);
+    fg_loc kd = disk ? pl->kstage[p] : kh, vd = disk ? pl->vstage[p] : vh;
+    fg_msg c;
+    fg_msg_init(&c, FG_MSG_COPY);
+    fg_msg_copy_add(&c, Hsub(e, pl->kslot[p], o, nb), Hsub(e, kd, o, nb));
+    fg_msg_copy_add(&c, Hsub(e, pl->vslot[p], o, nb), Hsub(e, vd, o, nb));
+    if ((st = fg_cmdq_submit_gpu(&e->q, &c, ST_D2H, &d, &kv->read[0])) || !disk) return st;
+    /* then to disk: O_DIRECT wants an aligned start, so from the 4096-byte
+     * boundary below the new rows (the stage holds the prefix loaded for
+     * this step) */
+    uint64_t a0 = o & ~(uint64_t)4095;
+    if ((st = fg_cmdq_await(&e->q, kv->read[0])) ||
+        (st = spill_io(e, FG_MSG_DISK_WRITE, kh.off + a0, Hsub(e, pl->kstage[p], a0, o + nb - a0), &kv->read[0])))
+        return st;
+    return spill_io(e, FG_MSG_DISK_WRITE, vh.off + a0, Hsub(e, pl->vstage[p], a0, o + nb - a0), &kv->read[1]);
+}
+
+/* The hidden state back to its CPU home (or via the stage to disk) behind
+ * the unit's last compute. */
+fg_status fg_store_hidden(fg_engine *e, const fg_pending_store *ps) {
+    const fg_plan *pl = &e->pl;
+    if (!ps->valid || pl->atier == FG_TIER_GPU) return FG_OK;
+    const fg_unit *u = &ps->u;
+    int p = u->k % 2, disk = pl->atier == FG_TIER_DISK;
+    fg_use *h = &e->par[p].h;
+    fg_loc dev = fg_unit_hidden(e, u);
+    fg_deps d = {{0}};
+    fg_status st = fg_cmdq_need(&e->q, &d, ps->last);
+    if (st) return st;
+    fg_shm_handle dst = Hsub(e, disk ? pl->hstage[p] : pl->hhome[u->k], 0, dev.n);
+    fg_msg c;
+    fg_msg_init(&c, FG_MSG_COPY);
+    fg_msg_copy_add(&c, Hs(e, dev), dst);
+    if ((st = fg_cmdq_submit_gpu(&e->q, &c, ST_D2H, &d, &h->read[0])) || !disk) return st;
+    if ((st = fg_cmdq_await(&e->q, h->read[0]))) return st;
+    return spill_io(e, FG_MSG_DISK_WRITE, pl->hhome[u->k].off, dst, &h->read[0]);
+}

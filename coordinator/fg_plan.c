@@ -1,0 +1,172 @@
+/* fg_plan.c - the memory plan (see fg_plan.h): a bump allocator per
+ * segment, 4096-aligned (O_DIRECT and page pinning), filled in a fixed
+ * order so that every process that needs an offset reads it from here. */
+#include "fg_plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "fg_backend.h"
+#include "fg_shm.h"
+
+const char *fg_plan_seg_name(int seg) {
+    static const char *n[NSEG] = {"device", "w", "wgpu", "kv", "act", "io", "stage", "spill"};
+    return seg >= 0 && seg < NSEG ? n[seg] : "?";
+}
+
+const char *fg_human_bytes(uint64_t b, char *buf) {
+    if (b >= (1ull << 30)) sprintf(buf, "%.2f GiB", b / (double)(1ull << 30));
+    else sprintf(buf, "%.1f MiB", b / (double)(1ull << 20));
+    return buf;
+}
+
+static uint64_t align4k(uint64_t x) { return (x + 4095) & ~(uint64_t)4095; }
+
+/* n bytes at the end of segment seg (shared memory starts past its header page). */
+static fg_loc place(fg_plan *pl, int seg, uint64_t n) {
+    uint64_t start = seg >= FG_PLAN_FIRST_SHM && seg < FG_PLAN_END_SHM ? FG_SHM_HEADER_BYTES : 0;
+    uint64_t off = align4k(pl->used[seg] < start ? start : pl->used[seg]);
+    pl->used[seg] = off + n;
+    return (fg_loc){seg, off, n};
+}
+
+static fg_loc *locs(int n) { return fg_xcalloc((size_t)n, sizeof(fg_loc)); }
+
+void fg_plan_free(fg_plan *pl) {
+    free(pl->wtier); free(pl->whome); free(pl->wsrc); free(pl->wslot_off);
+    free(pl->ctier); free(pl->kc); free(pl->vc); free(pl->hhome);
+    free(pl->ids_dev); free(pl->ids_io); free(pl->mask_dev); free(pl->mask_io);
+    free(pl->rng_dev); free(pl->rng_io); free(pl->logits_io);
+    memset(pl, 0, sizeof *pl);
+}
+
+uint64_t fg_plan_gpu_bytes(const fg_plan *pl) { return pl->used[SEG_DEV] + pl->ws_bytes; }
+
+uint64_t fg_plan_shm_bytes(const fg_plan *pl) {
+    uint64_t n = 0;
+    for (int s = FG_PLAN_FIRST_SHM; s < FG_PLAN_END_SHM; s++) n += pl->used[s];
+    return n;
+}
+
+/* Weights: a home per tensor by the policy; the off-GPU tensors of each
+ * group (a decoder layer, or the model-level tensors) packed into a slot. */
+static void plan_weights(fg_plan *pl) {
+    const fg_spec *sp = pl->sp;
+    int n = fg_spec_count(pl->c);
+    pl->wtier = fg_xcalloc((size_t)n, sizeof *pl->wtier);
+    pl->whome = locs(n);
+    pl->wsrc = locs(n);
+    pl->wslot_off = fg_xcalloc((size_t)n, sizeof *pl->wslot_off);
+    for (int g = -1; g < pl->L; g++) {
+        int first = g < 0 ? 0 : fg_spec_layer(g, 0), count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
+        uint64_t slot = 0;
+        for (int i = first; i < first + count; i++) {
+            if (!sp[i].present) continue;
+            uint64_t bytes = 2 * (uint64_t)fg_spec_numel(&sp[i]);
+            pl->wtier[i] = fg_policy_weight_tier(&pl->p, pl->c, sp, g, i);
+            if (pl->wtier[i] == FG_TIER_GPU) {
+                pl->whome[i] = place(pl, SEG_DEV, bytes);
+                pl->wsrc[i] = place(pl, SEG_WGPU, bytes);
+                continue;
+            }
+            if (pl->wtier[i] == FG_TIER_CPU) pl->whome[i] = place(pl, SEG_W, bytes);
+            else pl->whome[i] = (fg_loc){SEG_STAGE, 0, bytes}, pl->any_disk_weights = 1;   /* in the stage of its slot */
+            slot = align4k(slot);
+            pl->wslot_off[i] = slot;
+            slot += bytes;
+        }
+        if (slot > pl->wslot_bytes) pl->wslot_bytes = slot;
+    }
+    for (int s = 0; s < FG_NSLOTS; s++) pl->wslot[s] = place(pl, SEG_DEV, pl->wslot_bytes);
+    if (pl->any_disk_weights)
+        for (int s = 0; s < FG_NSLOTS; s++) pl->wstage[s] = place(pl, SEG_STAGE, pl->wslot_bytes);
+}
+
+static void plan_cache(fg_plan *pl) {
+    static const int home_seg[FG_NTIERS] = {SEG_DEV, SEG_KV, SEG_SPILL};
+    int L = pl->L, K = pl->K, any_off_gpu = 0, any_disk = 0;
+    uint64_t bytes = 2ull * pl->Tmax * pl->gbs * pl->c->hidden;
+    pl->ctier = fg_xcalloc((size_t)L, sizeof *pl->ctier);
+    pl->kc = locs(L * K);
+    pl->vc = locs(L * K);
+    for (int l = 0; l < L; l++) {
+        pl->ctier[l] = fg_policy_cache_tier(&pl->p, pl->c, l);
+        any_off_gpu |= pl->ctier[l] != FG_TIER_GPU;
+        any_disk |= pl->ctier[l] == FG_TIER_DISK;
+        for (int k = 0; k < K; k++) {
+            pl->kc[l * K + k] = place(pl, home_seg[pl->ctier[l]], bytes);
+            pl->vc[l * K + k] = place(pl, home_seg[pl->ctier[l]], bytes);
+        }
+    }
+    for (int s = 0; s < FG_NSLOTS && any_off_gpu; s++) pl->kslot[s] = place(pl, SEG_DEV, bytes), pl->vslot[s] = place(pl, SEG_DEV, bytes);
+    for (int s = 0; s < FG_NSLOTS && any_disk; s++) pl->kstage[s] = place(pl, SEG_STAGE, bytes), pl->vstage[s] = place(pl, SEG_STAGE, bytes);
+}
+
+static void plan_activations(fg_plan *pl) {
+    static const int home_seg[FG_NTIERS] = {SEG_DEV, SEG_ACT, SEG_SPILL};
+    uint64_t bytes = 2ull * pl->gbs * pl->S * pl->c->hidden;
+    pl->atier = fg_policy_act_tier(&pl->p);
+    pl->hhome = locs(pl->K);
+    for (int k = 0; k < pl->K; k++) pl->hhome[k] = place(pl, home_seg[pl->atier], bytes);
+    for (int s = 0; s < FG_NSLOTS && pl->atier != FG_TIER_GPU; s++) pl->hslot[s] = place(pl, SEG_DEV, bytes);
+    for (int s = 0; s < FG_NSLOTS && pl->atier == FG_TIER_DISK; s++) pl->hstage[s] = place(pl, SEG_STAGE, bytes);
+}
+
+static void plan_io(fg_plan *pl) {
+    int K = pl->K;
+    uint64_t B = (uint64_t)pl->gbs, H = (uint64_t)pl->c->hidden;
+    pl->ids_dev = locs(K), pl->ids_io = locs(K), pl->mask_dev = locs(K), pl->mask_io = locs(K);
+    pl->rng_dev = locs(K), pl->rng_io = locs(K), pl->logits_io = locs(K);
+    for (int k = 0; k < K; k++) {
+        pl->rng_dev[k] = place(pl, SEG_DEV, 8 * B);
+        pl->rng_io[k] = place(pl, SEG_IO, 8 * B);
+        pl->ids_dev[k] = place(pl, SEG_DEV, 4 * B * pl->S);
+        pl->mask_dev[k] = place(pl, SEG_DEV, B * pl->Tmax);
+        pl->ids_io[k] = place(pl, SEG_IO, 4 * B * pl->S);
+        pl->mask_io[k] = place(pl, SEG_IO, B * pl->Tmax);
+        pl->logits_io[k] = place(pl, SEG_IO, 4 * B * pl->c->vocab_size);
+    }
+    for (int s = 0; s < FG_NSLOTS; s++) pl->logits_dev[s] = place(pl, SEG_DEV, 4 * B * pl->c->vocab_size);
+    int any_cpu_cache = 0;
+    for (int l = 0; l < pl->L; l++) any_cpu_cache |= pl->ctier[l] == FG_TIER_CPU;
+    if (pl->p.cpu_cache_compute && any_cpu_cache) {
+        uint64_t x = 2 * B * H;
+        pl->q_dev = place(pl, SEG_DEV, x), pl->k_dev = place(pl, SEG_DEV, x);
+        pl->v_dev = place(pl, SEG_DEV, x), pl->ctx_dev = place(pl, SEG_DEV, x);
+        pl->q_io = place(pl, SEG_IO, x), pl->k_io = place(pl, SEG_IO, x);
+        pl->v_io = place(pl, SEG_IO, x), pl->ctx_io = place(pl, SEG_IO, x);
+    }
+}
+
+fg_status fg_plan_build(fg_plan *pl, const fg_opt_config *c, const fg_spec *sp, const fg_policy *p, int S, int G,
+                        const char *backend, uint64_t gpu_mem, uint64_t cpu_mem, uint64_t disk_mem) {
+    memset(pl, 0, sizeof *pl);
+    fg_status st = fg_policy_validate(p);
+    if (st) return st;
+    const fg_backend *be = fg_backend_find(backend);
+    if (!be) return FG_EINPUT;
+    pl->c = c, pl->sp = sp, pl->p = *p;
+    pl->L = c->n_layers, pl->K = p->num_gpu_batches, pl->gbs = p->gbs, pl->S = S, pl->G = G, pl->Tmax = S + G;
+    plan_weights(pl);
+    plan_cache(pl);
+    plan_activations(pl);
+    plan_io(pl);
+    pl->ws_bytes = be->workspace_bytes(c, (uint32_t)(pl->gbs * S));
+
+    char a[32], b[32], w[32], m[32];
+    uint64_t gpu = fg_plan_gpu_bytes(pl), shm = fg_plan_shm_bytes(pl);
+    if (gpu_mem && gpu > gpu_mem)
+        return fg_err_set(FG_EINPUT, "the policy needs %s of GPU memory (weights, cache and activations placed "
+                                     "there, two weight slots of %s, %s workspace %s) but --gpu-mem is %s; lower "
+                                     "the GPU percentages or the batch size", fg_human_bytes(gpu, a),
+                          fg_human_bytes(pl->wslot_bytes, b), be->name, fg_human_bytes(pl->ws_bytes, w),
+                          fg_human_bytes(gpu_mem, m));
+    if (cpu_mem && shm > cpu_mem)
+        return fg_err_set(FG_EINPUT, "the policy needs %s of CPU memory (shared memory for CPU-tier weights, cache, "
+                                     "activations and staging) but --cpu-mem is %s", fg_human_bytes(shm, a),
+                          fg_human_bytes(cpu_mem, b));
+    if (disk_mem && pl->used[SEG_SPILL] > disk_mem)
+        return fg_err_set(FG_EINPUT, "the KV cache and activations placed on disk need %s but --disk-mem is %s",
+                          fg_human_bytes(pl->used[SEG_SPILL], a), fg_human_bytes(disk_mem, b));
+    return FG_OK;
+}

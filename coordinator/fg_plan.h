@@ -1,0 +1,118 @@
+/* fg_plan.h - the memory plan of an offloading run: where every tensor of
+ * the model, the KV cache, the activations and the per-batch inputs and
+ * outputs lives (the GPU worker's device arena, a shared-memory segment, or
+ * the run's spill file on disk), and the device slots the off-GPU ones are
+ * loaded into before use. One function, fg_plan_build(), computes all of it
+ * from (model config, policy, prompt length, generation length, backend)
+ * before anything runs; budgets are checked against it and refused with the
+ * numbers. The engine reads it and never places anything itself; the policy
+ * search states its memory constraints with the same function, so a policy
+ * it picks is never refused by the run.
+ *
+ * Dimension letters: L decoder layers, K GPU batches per block, B (gbs)
+ * sequences per GPU batch, S prompt length (padded), G tokens to generate,
+ * Tmax = S + G cache positions, H hidden, V vocabulary. */
+#ifndef FG_PLAN_H
+#define FG_PLAN_H
+
+#include "fg_config.h"
+#include "fg_policy.h"
+
+/* Where bytes live. SEG_DEV is the gpu worker's device arena; SEG_W ..
+ * SEG_STAGE are shared-memory segments (created by the coordinator, named
+ * fg_plan_seg_name); SEG_SPILL is no memory: offsets in the run's spill file
+ * in --offload-dir, where disk-tier KV cache and activations live. */
+enum {
+    SEG_DEV,     /* device arena */
+    SEG_W,       /* CPU-tier weights */
+    SEG_WGPU,    /* host copy of GPU-resident weights, uploaded once */
+    SEG_KV,      /* CPU-tier KV cache */
+    SEG_ACT,     /* CPU-tier activations */
+    SEG_IO,      /* per-batch ids, masks, logits, generator states; CPU attention's q k v ctx */
+    SEG_STAGE,   /* between disk and device: disk-tier weights, cache and activations */
+    SEG_SPILL,   /* the spill file */
+    NSEG
+};
+#define FG_PLAN_FIRST_SHM SEG_W
+#define FG_PLAN_END_SHM SEG_SPILL   /* shared memory: FIRST_SHM <= seg < END_SHM */
+const char *fg_plan_seg_name(int seg);
+
+/* Bytes [off, off + n) of a segment. */
+typedef struct {
+    int seg;
+    uint64_t off, n;
+} fg_loc;
+
+/* Bytes [off, off + n) of l. */
+static inline fg_loc fg_loc_sub(fg_loc l, uint64_t off, uint64_t n) { return (fg_loc){l.seg, l.off + off, n}; }
+
+/* Double-buffered device slots: the unit computing uses one while the next
+ * one's inputs load into the other. A batch's cache and hidden state use
+ * the slot of its parity (k % 2); a layer's weights alternate. */
+#define FG_NSLOTS 2
+
+typedef struct {
+    const fg_opt_config *c;
+    const fg_spec *sp;               /* (fg_spec_count(c)) the tensors */
+    fg_policy p;
+    int L, K, gbs, S, G, Tmax;
+    uint64_t used[NSEG];             /* bytes of each segment */
+    uint64_t ws_bytes;               /* the backend's workspace beside the arena */
+
+    /* weights, per spec index (absent tensors: tier GPU, 0 bytes) */
+    fg_tier *wtier;                  /* (nspec) */
+    fg_loc *whome;                   /* (nspec) SEG_DEV (GPU) or SEG_W (CPU); disk: n only */
+    fg_loc *wsrc;                    /* (nspec) GPU tier: the SEG_WGPU host copy */
+    uint64_t *wslot_off;             /* (nspec) off-GPU: offset inside a weight slot */
+    uint64_t wslot_bytes;            /* the largest group's off-GPU bytes */
+    fg_loc wslot[FG_NSLOTS];         /* device: a group's off-GPU weights */
+    fg_loc wstage[FG_NSLOTS];        /* shm: disk-tier weights read for a slot */
+    int any_disk_weights;
+
+    /* KV cache: whole layers; one (Tmax, B, H) fp16 block per (layer, batch) */
+    fg_tier *ctier;                  /* (L) */
+    fg_loc *kc, *vc;                 /* (L*K) homes */
+    fg_loc kslot[FG_NSLOTS], vslot[FG_NSLOTS];    /* device, for an off-GPU cache */
+    fg_loc kstage[FG_NSLOTS], vstage[FG_NSLOTS];  /* shm, for a disk-tier cache */
+
+    /* activations: each batch's hidden state (B*S, H) between layers */
+    fg_tier atier;
+    fg_loc *hhome;                   /* (K) */
+    fg_loc hslot[FG_NSLOTS];         /* device, activations off the GPU */
+    fg_loc hstage[FG_NSLOTS];        /* shm, activations on disk */
+
+    /* per batch (K): inputs and what comes out */
+    fg_loc *ids_dev, *ids_io;        /* (B, S) int32: the prompts, then each token's sampled ids */
+    fg_loc *mask_dev, *mask_io;      /* (B, Tmax) uint8 */
+    fg_loc *rng_dev, *rng_io;        /* (B) u64 generator states */
+    fg_loc *logits_io;               /* (B, V) fp32 */
+    fg_loc logits_dev[FG_NSLOTS];    /* (B, V) fp32, by parity */
+    /* CPU attention's exchange (decode: one new token per sequence) */
+    fg_loc q_dev, k_dev, v_dev, ctx_dev, q_io, k_io, v_io, ctx_io;   /* (B, H) fp16 */
+} fg_plan;
+
+/* The plan for policy p (validated) on model c with prompts padded to S and
+ * G new tokens, counting `backend`'s workspace (fg_backend_find). Refuses
+ * (FG_EINPUT) what does not fit gpu_mem / cpu_mem / disk_mem (0: no limit;
+ * disk counts the spill file only: the tier store is checked when it is
+ * opened), saying how much each tier needs. */
+fg_status fg_plan_build(fg_plan *pl, const fg_opt_config *c, const fg_spec *sp, const fg_policy *p, int S, int G,
+                        const char *backend, uint64_t gpu_mem, uint64_t cpu_mem, uint64_t disk_mem);
+void fg_plan_free(fg_plan *pl);
+
+/* Device bytes (arena + workspace) and shared-memory bytes it needs. */
+uint64_t fg_plan_gpu_bytes(const fg_plan *pl);
+uint64_t fg_plan_shm_bytes(const fg_plan *pl);
+
+/* Schedule layer j (0 embedding, 1..L decoder layers, L+1 LM head). */
+static inline int fg_plan_cache_off_gpu(const fg_plan *pl, int j) {   /* its cache lives on the CPU or disk */
+    return j >= 1 && j <= pl->L && pl->ctier[j - 1] != FG_TIER_GPU;
+}
+static inline int fg_plan_cache_on_disk(const fg_plan *pl, int j) {
+    return j >= 1 && j <= pl->L && pl->ctier[j - 1] == FG_TIER_DISK;
+}
+
+/* "1.50 GiB" / "12.0 MiB" into buf (>= 32 bytes). */
+const char *fg_human_bytes(uint64_t b, char *buf);
+
+#endif
