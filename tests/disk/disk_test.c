@@ -1,5 +1,5 @@
-/* disk_test.c - tests of the disk tier's library (store/): the aio engine's
- * round trips and fault handling, XXH64 against the reference libxxhash,
+/* disk_test.c - tests of the disk tier's libraries (aio/, store/): the aio
+ * engine's round trips and fault handling, XXH64 against the reference libxxhash,
  * and the tier store's build / validate / rebuild cycle. The shell wrappers
  * beside this file set up what needs root (a full tmpfs, a loop device that
  * fails reads) and call the subcommands here:
