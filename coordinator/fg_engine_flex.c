@@ -35,7 +35,6 @@
 
 #include "fg_engine_ops.h"
 #include "fg_opt.h"
-#include "fg_hash.h"
 #include "fg_store.h"
 #include "fg_super.h"
 
@@ -521,7 +520,7 @@ static fg_status finish_load(engine *e, int s) {
         plan *mp = &e->pl;
         if (!pl->sp[i].present || pl->wtier[i] != FG_TIER_DISK || mp->wchecked[i]) continue;
         const void *p = fg_super_ptr(e->sup, Hsub(e, pl->wstage[s], pl->wslot_off[i], pl->whome[i].n));
-        if (!p || fg_xxh64(p, pl->whome[i].n, 0) != pl->wsum[i]) {
+        if (!p || fg_store_checksum(p, pl->whome[i].n) != pl->wsum[i]) {
             const char *path = fg_store_path(e->store, pl->wfile[i]);
             fg_store_invalidate(e->store, pl->wfile[i]);   /* the next run rebuilds it */
             return fg_err_set(FG_ERUNTIME, "%s: tensor '%s' at offset %llu does not match its checksum: the tier "

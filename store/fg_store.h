@@ -13,7 +13,10 @@
  * it, for the next open to rebuild). A store
  * is never read as if fine when it is not.
  *
- * ON-DISK FORMAT, version 1 (integers little-endian):
+ * ON-DISK FORMAT, version 2 (integers little-endian). Checksums are
+ * XXH3_64bits with seed 0 (libxxhash; fg_store_checksum). Version 1 had XXH64
+ * checksums: its files are stale and rebuilt on open, as any other version's.
+ *
  *
  *   <offload-dir>/<model-id>/      model-id = "<config name>-<format>": "-fp16" for
  *                                  compression none (a 4-bit store would get its own
@@ -37,7 +40,7 @@
  *   Header (header_bytes, a multiple of 4096, zero-filled past the table):
  *     off size
  *       0    8  magic "FGSTORE\0"
- *       8    4  format version = 1
+ *       8    4  format version = 2
  *      12    4  header_bytes
  *      16    4  kind: 0 globals, 1 decoder layer
  *      20    4  layer index (0xFFFFFFFF for globals)
@@ -53,7 +56,7 @@
  *      48    8  file_bytes: the file's exact size (a shorter file is truncated)
  *      56    8  data_offset = header_bytes
  *      64    8  data_bytes = file_bytes - data_offset
- *      72    8  header checksum: XXH64 (seed 0) of the header_bytes bytes of
+ *      72    8  header checksum: XXH3_64bits of the header_bytes bytes of
  *               the header with these 8 bytes zero
  *      80   64  model name, NUL-padded
  *     144  176  weight source description, NUL-padded (messages only)
@@ -67,7 +70,7 @@
  *               120   8  dims[1] (1 when ndim == 1)
  *               128   8  offset from the start of the file (multiple of 4096)
  *               136   8  nbytes = numel x 2
- *               144   8  XXH64 (seed 0) of those nbytes bytes
+ *               144   8  XXH3_64bits of those nbytes bytes
  *               152   8  reserved, 0
  */
 #ifndef FG_STORE_H
@@ -76,7 +79,7 @@
 #include "fg_aio.h"
 #include "fg_weights.h"
 
-#define FG_STORE_VERSION 1
+#define FG_STORE_VERSION 2
 #define FG_STORE_GLOBALS (-1)   /* the file argument for globals.bin */
 
 typedef struct fg_store fg_store;
@@ -88,7 +91,7 @@ typedef struct {
     int64_t dims[2];
     uint64_t offset;    /* from the start of the file, a multiple of 4096 */
     uint64_t nbytes;    /* fp16: numel * 2 */
-    uint64_t checksum;  /* XXH64 of the nbytes bytes */
+    uint64_t checksum;  /* fg_store_checksum of the nbytes bytes */
 } fg_store_tensor;
 
 typedef struct {
@@ -128,6 +131,10 @@ void fg_store_data_range(const fg_store *s, int file, uint64_t *offset, uint64_t
 /* The largest data region of any file (a buffer size that fits each). */
 uint64_t fg_store_max_data_bytes(const fg_store *s);
 uint64_t fg_store_total_bytes(const fg_store *s);   /* all files' data regions */
+
+/* The store's checksum of n bytes: XXH3_64bits, seed 0. For a caller that
+ * checks one tensor it read against fg_store_tensor.checksum. */
+uint64_t fg_store_checksum(const void *p, size_t n);
 
 /* Check the checksums of `data`, the file's data region as read into memory.
  * FG_ERUNTIME naming the file and tensor on a mismatch. Pure: the caller

@@ -1,23 +1,22 @@
 /* disk_test.c - tests of the disk tier's libraries (aio/, store/): the aio
- * engine's round trips and fault handling, XXH64 against the reference libxxhash,
- * and the tier store's build / validate / rebuild cycle. The shell wrappers
- * beside this file set up what needs root (a full tmpfs, a loop device that
- * fails reads) and call the subcommands here:
+ * engine's round trips and fault handling, and the tier store's build /
+ * validate / rebuild cycle. The shell wrappers beside this file set up what
+ * needs root (a full tmpfs, a loop device that fails reads) and call the
+ * subcommands here:
  *
  *   disk_test aio DIR                  round trips, sizes, queue depths, async API
  *   disk_test aio-faults DIR           alignment, missing file, EOF, injected faults
- *   disk_test xxh64                    vs libxxhash.so.0 (exit 77 if absent)
  *   disk_test store DIR CKPT_A CKPT_B  build, verify, damage, stale, resume
  *   disk_test enospc FULLDIR CKPT      writes into a small full file system
  *   disk_test eio STORE_MODEL_DIR FILE read of a store file whose blocks fail
  *
  * Independence: contents are checked against the weight source read through
  * model/ and against plain pread(), never against fg_aio reading itself; the
- * on-disk format is checked by store_format.py, written from fg_store.h.
+ * on-disk format and its checksums are checked by store_format.py, written
+ * from fg_store.h, with libxxhash through ctypes.
  * Exit 0 pass, 1 fail, 77 skip. */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -27,7 +26,6 @@
 #include <unistd.h>
 
 #include "fg_aio.h"
-#include "fg_hash.h"
 #include "fg_store.h"
 
 static int failures;
@@ -287,34 +285,6 @@ static int test_aio_faults(const char *dir) {
 }
 
 /* ------------------------------------------------------------------ */
-/* xxh64 vs the reference library                                      */
-/* ------------------------------------------------------------------ */
-
-static int test_xxh64(void) {
-    void *lib = dlopen("libxxhash.so.0", RTLD_NOW);
-    if (!lib) {
-        fprintf(stderr, "SKIP: libxxhash.so.0 not found (apt-get install libxxhash0)\n");
-        return 77;
-    }
-    typedef unsigned long long (*xxh64_fn)(const void *, size_t, unsigned long long);
-    xxh64_fn ref = (xxh64_fn)dlsym(lib, "XXH64");
-    if (!ref) return 77;
-    uint8_t *buf = malloc(1 << 20);
-    fill(buf, 1 << 20, 7);
-    /* every length 0..300 covers each tail path (8/4/1-byte steps) on both
-     * sides of the 32-byte stripe loop; then large and odd offsets */
-    for (size_t len = 0; len <= 300; len++)
-        for (uint64_t seed = 0; seed < 3; seed++)
-            CHECK(fg_xxh64(buf, len, seed * 0x1234567) == ref(buf, len, seed * 0x1234567), "len %zu seed %" PRIu64,
-                  len, seed);
-    size_t big[] = {4096, 65536 + 3, (1 << 20) - 1, 1 << 20};
-    for (size_t i = 0; i < 4; i++) CHECK(fg_xxh64(buf + 1, big[i] - 1, 0) == ref(buf + 1, big[i] - 1, 0), "big %zu", big[i]);
-    free(buf);
-    dlclose(lib);
-    return failures ? 1 : 0;
-}
-
-/* ------------------------------------------------------------------ */
 /* the tier store                                                      */
 /* ------------------------------------------------------------------ */
 
@@ -433,7 +403,7 @@ static int test_store(const char *dir, const char *ckpt_a, const char *ckpt_b) {
     check_contents(s, ws);
 
     /* 4. foreign file (bad magic), damaged header byte, stale format
-     * version: each rebuilt */
+     * version (1: XXH64 checksums; the message says so): each rebuilt */
     poke(l1, 0, "NOTASTORE", 8);
     fg_store_destroy(&s);
     i1 = ino_of(l1);
@@ -442,8 +412,10 @@ static int test_store(const char *dir, const char *ckpt_a, const char *ckpt_b) {
     fg_store_destroy(&s);
     i1 = ino_of(l1);
     CHECK(!build(dir, ws, 0, &s) && ino_of(l1) != i1, "damaged header not rebuilt: %s", fg_err_msg());
-    uint8_t v2[4] = {2, 0, 0, 0};
-    poke(l1, 8, v2, 4);
+    uint8_t v1[4] = {1, 0, 0, 0};
+    poke(l1, 8, v1, 4);
+    expect_err(fg_store_open(root, &ro), FG_ERUNTIME, "read-only open of a version 1 file", "format version 1",
+               "XXH64");
     fg_store_destroy(&s);
     i1 = ino_of(l1);
     CHECK(!build(dir, ws, 0, &s) && ino_of(l1) != i1, "stale version not rebuilt: %s", fg_err_msg());
@@ -596,7 +568,6 @@ int main(int argc, char **argv) {
     int rc;
     if (!strcmp(cmd, "aio") && argc == 3) rc = test_aio(argv[2]);
     else if (!strcmp(cmd, "aio-faults") && argc == 3) rc = test_aio_faults(argv[2]);
-    else if (!strcmp(cmd, "xxh64") && argc == 2) rc = test_xxh64();
     else if (!strcmp(cmd, "store") && argc == 5) rc = test_store(argv[2], argv[3], argv[4]);
     else if (!strcmp(cmd, "enospc") && argc == 4) rc = test_enospc(argv[2], argv[3]);
     else if (!strcmp(cmd, "eio") && argc == 4) rc = test_eio(argv[2], argv[3]);
@@ -604,7 +575,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: %s\n", cmd, rc == 0 ? "PASS" : rc == 77 ? "SKIP" : "FAIL");
     return rc;
 usage:
-    fprintf(stderr, "usage: disk_test aio DIR | aio-faults DIR | xxh64 | store DIR CKPT_A CKPT_B |\n"
+    fprintf(stderr, "usage: disk_test aio DIR | aio-faults DIR | store DIR CKPT_A CKPT_B |\n"
                     "       enospc FULLDIR CKPT | eio MODEL_DIR FILE\n");
     return 2;
 }
