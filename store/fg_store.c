@@ -12,7 +12,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -55,7 +54,7 @@ uint64_t fg_store_checksum(const void *p, size_t n) { return XXH3_64bits(p, n); 
 /* What an older format version lacks, for the message that rebuilds its
  * files ("" for a version this build never wrote). */
 static const char *version_change(uint32_t v) {
-    if (v == 1) return " (version 1 has XXH64 checksums; this build checks XXH3)";
+    if (v == 1) return " (version 1 has XXH64 checksums and another identity; this build checks XXH3)";
     return "";
 }
 
@@ -105,108 +104,19 @@ static void get_str(const uint8_t *p, size_t n, char *out) {
 /* identity                                                            */
 /* ------------------------------------------------------------------ */
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-} strbuf;
-
-static void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(strbuf *b, const char *fmt, ...) {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (b->s && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        b->cap = (b->cap + (size_t)n + 256) * 2;
-        b->s = realloc(b->s, b->cap);
-        FG_ASSERT(b->s);
-    }
-}
-
-/* The weights' directory named in the source's description (see
- * model/fg_weights.c), or NULL for dummy weights. */
-static const char *source_dir_of(const char *desc, char *buf, size_t n) {
-    const char *p;
-    if (!strncmp(desc, "dummy ", 6)) return NULL;
-    if ((p = strstr(desc, " shards) in "))) return snprintf(buf, n, "%s", p + 12), buf;
-    if (!strncmp(desc, "FlexGen numpy directory ", 24)) return snprintf(buf, n, "%s", desc + 24), buf;
-    if (!strncmp(desc, "safetensors ", 12)) {
-        snprintf(buf, n, "%s", desc + 12);
-        char *slash = strrchr(buf, '/');
-        if (slash) *slash = 0;
-        else snprintf(buf, n, ".");
-        return buf;
-    }
-    return NULL;
-}
-
-static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* The files a weight source reads: safetensors files and their index,
- * config.json, FlexGen's numpy files (decoder.*, lm_head.weight). Tokenizer
- * files, READMEs and the like may change without forcing a rebuild. */
-static int is_weight_file(const char *n) {
-    size_t l = strlen(n);
-    return (l > 12 && !strcmp(n + l - 12, ".safetensors")) || !strcmp(n, "config.json") ||
-           !strcmp(n, "model.safetensors.index.json") || !strncmp(n, "decoder.", 8) || !strncmp(n, "lm_head.", 8);
-}
-
-/* Names, sizes and mtimes of the weight files in dir, sorted: a changed,
- * replaced or re-downloaded checkpoint changes at least one of them. */
-static void fingerprint_dir(strbuf *b, const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) {
-        sb_printf(b, "source dir %s: unreadable\n", dir);
-        return;
-    }
-    char **names = NULL;
-    int n = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.' || !is_weight_file(e->d_name)) continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            names = realloc(names, sizeof *names * (size_t)cap);
-            FG_ASSERT(names);
-        }
-        names[n++] = strdup(e->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, name_cmp);
-    sb_printf(b, "source dir %s\n", dir);
-    for (int i = 0; i < n; i++) {
-        char p[PATH_MAX];
-        struct stat st;
-        int pn = snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        if (pn > 0 && (size_t)pn < sizeof p && stat(p, &st) == 0 && S_ISREG(st.st_mode))
-            sb_printf(b, "file %s %lld %lld.%09ld\n", names[i], (long long)st.st_size, (long long)st.st_mtim.tv_sec,
-                      st.st_mtim.tv_nsec);
-        free(names[i]);
-    }
-    free(names);
-}
-
-static uint64_t model_identity(fg_wsrc *ws, const char *compression, const char *source_dir) {
-    const fg_opt_config *c = fg_wsrc_config(ws);
-    strbuf b = {0};
-    /* Only fields that shape or fill a tensor: token ids (pad/bos/eos) may
-     * be adjusted by a tokenizer and must not force a rebuild. */
-    sb_printf(&b, "flexgen tier store v%d\ncompression %s\n", FG_STORE_VERSION, compression);
-    sb_printf(&b, "config %s vocab=%d hidden=%d heads=%d layers=%d ffn=%d max_pos=%d proj=%d pre_ln=%d\n", c->name,
-              c->vocab_size, c->hidden, c->n_heads, c->n_layers, c->ffn_dim, c->max_pos, c->word_embed_proj_dim,
-              c->pre_ln);
-    sb_printf(&b, "source %s\n", fg_wsrc_describe(ws));
-    char buf[PATH_MAX];
-    const char *dir = source_dir ? source_dir : source_dir_of(fg_wsrc_describe(ws), buf, sizeof buf);
-    if (dir) fingerprint_dir(&b, dir);
-    uint64_t h = fg_store_checksum(b.s, b.len);
-    fg_debug("tier store identity %016" PRIx64 " of:\n%s", h, b.s);
-    free(b.s);
-    return h;
+/* The store's identity: the weight source's own (model/fg_weights.h: its
+ * kind, config, file headers, sizes and mtimes) with what this build makes
+ * of it, the format version and the compression. Files whose header carries
+ * another identity are stale. */
+static uint64_t store_identity(const fg_wsrc *ws, const char *compression) {
+    uint8_t b[8 + 4 + 32];
+    put64(b, fg_wsrc_identity(ws));
+    put32(b + 8, FG_STORE_VERSION);
+    put_str(b + 12, 32, compression);
+    uint64_t id = fg_store_checksum(b, sizeof b);
+    fg_debug("tier store identity %016" PRIx64 ": source %016" PRIx64 " (%s), format v%d, compression %s", id,
+             get64(b), fg_wsrc_describe(ws), FG_STORE_VERSION, compression);
+    return id;
 }
 
 /* ------------------------------------------------------------------ */
@@ -399,7 +309,7 @@ out:
 /* Does the header describe exactly the file this store expects? */
 static int header_matches(const fg_store *s, const sfile *want, const hdr_info *hi, char *why, size_t whyn) {
     if (hi->identity != s->identity) {
-        snprintf(why, whyn, "stale: made from another model (%s, %s)", hi->name, hi->desc);
+        snprintf(why, whyn, "stale: made from another or a changed checkpoint (%s, %s)", hi->name, hi->desc);
         return 0;
     }
     if (hi->compression != (uint32_t)s->compression || hi->n_layers != (uint32_t)s->n_layers ||
@@ -804,7 +714,7 @@ fg_status fg_store_open_or_build_ex(const char *dir, fg_wsrc *ws, const fg_store
         goto out;
     }
     if ((st = mkdir_p(s->root))) goto out;
-    s->identity = model_identity(ws, comp, o->source_dir);
+    s->identity = store_identity(ws, comp);
     const fg_spec *specs = fg_wsrc_specs(ws);
     for (int i = 0; i <= s->n_layers; i++) {
         sfile *sf = &s->files[i];

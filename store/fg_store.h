@@ -3,20 +3,20 @@
  * disk tier reads them with O_DIRECT at full bandwidth straight into shm.
  *
  * The coordinator calls fg_store_open_or_build() on first use of a model:
- * every file's header is checked against the model and format version;
- * missing, stale (other model, other version), foreign (bad magic) and
- * damaged (bad header checksum, wrong size) files are rebuilt, valid ones
- * kept, so an interrupted conversion resumes. Tensor data checksums are
- * checked by whoever reads a file into memory (fg_store_verify), or for the
- * whole store at open with opts.verify_data; a mismatch names the file and
- * the tensor; fg_store_repair rebuilds the file (fg_store_invalidate removes
- * it, for the next open to rebuild). A store
- * is never read as if fine when it is not.
+ * every file's header is checked against the checkpoint's identity and the
+ * format version; missing, stale (another or a changed checkpoint, another
+ * version), foreign (bad magic) and damaged (bad header checksum, wrong
+ * size) files are rebuilt, valid ones kept, so an interrupted conversion
+ * resumes. Tensor data checksums are checked by whoever reads a file into
+ * memory (fg_store_verify, fg_store_checksum), or for the whole store at
+ * open with opts.verify_data; a mismatch names the file and the tensor;
+ * fg_store_repair rebuilds the file (fg_store_invalidate removes it, for the
+ * next open to rebuild). A store is never read as if fine when it is not.
  *
  * ON-DISK FORMAT, version 2 (integers little-endian). Checksums are
  * XXH3_64bits with seed 0 (libxxhash; fg_store_checksum). Version 1 had XXH64
- * checksums: its files are stale and rebuilt on open, as any other version's.
- *
+ * checksums and an identity read from the source's description: its files
+ * are stale and rebuilt on open, as any other version's.
  *
  *   <offload-dir>/<model-id>/      model-id = "<config name>-<format>": "-fp16" for
  *                                  compression none (a 4-bit store would get its own
@@ -48,11 +48,12 @@
  *      28    4  n_tensors in this file
  *      32    4  compression: 0 none (fp16)
  *      36    4  reserved, 0
- *      40    8  model identity: XXH64 of the identity text (format version,
- *               compression, every config field that shapes a tensor, the
- *               weight source's description and its weight files' names,
- *               sizes and mtimes (*.safetensors, the index, config.json,
- *               numpy decoder.* files); for dummy weights: name and seed)
+ *      40    8  model identity: XXH3_64bits of 44 bytes: fg_wsrc_identity()
+ *               of the weight source (u64; its kind, shaping config fields,
+ *               and each weight file's name, format header bytes, size and
+ *               mtime, or a dummy's seed: see model/fg_weights.h), the
+ *               format version (u32) and the compression name (32 bytes,
+ *               NUL-padded). Never derived from the description below.
  *      48    8  file_bytes: the file's exact size (a shorter file is truncated)
  *      56    8  data_offset = header_bytes
  *      64    8  data_bytes = file_bytes - data_offset
@@ -96,8 +97,6 @@ typedef struct {
 
 typedef struct {
     const char *compression;  /* "none" (NULL: "none"); the only one so far */
-    const char *source_dir;   /* the weights' directory for the identity (NULL:
-                                 taken from the source's description) */
     int verify_data;          /* also read every file and check its checksums */
     int qd;                   /* aio queue depth for building/verifying (0: 32) */
     uint64_t req_bytes;       /* aio request size (0: 1 MiB) */
