@@ -23,7 +23,8 @@
 #    the clock stops), rotated with fio's read of the test file (the fio
 #    figure), fio reading the store's own files, and fg_aio alone; medians
 #    and worker/fio.
-# 3. XXH64 speed and the cost of verifying every checksum after a read.
+# 3. The store's checksum speed (XXH3, fg_store_checksum) and the cost of
+#    verifying every checksum after a read.
 #
 # Figures are in 10^9 bytes/s. O_DIRECT keeps the guest's page cache out,
 # but on a virtual machine the host may cache the virtual disk, and
@@ -165,5 +166,5 @@ if [ "$STORE" = 1 ]; then
 fi
 
 # ---- 3. checksum speed ----
-printf "xxh64 (one core): %.2f GB/s\n" "$("$DB" checksum --size 512M | kv xxh64_GBps)"
+printf "checksum, XXH3 (one core): %.2f GB/s\n" "$("$DB" checksum --size 512M | kv checksum_GBps)"
 echo "load at the end: $(load)"

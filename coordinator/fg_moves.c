@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "fg_flex_int.h"
-#include "fg_hash.h"
 
 static fg_shm_handle Hs(const fg_engine *e, fg_loc l) { return fg_engine_handle(e, l); }
 static fg_shm_handle Hsub(const fg_engine *e, fg_loc l, uint64_t off, uint64_t n) {
@@ -93,7 +92,7 @@ static fg_status check_stage(fg_engine *e, int s, int first, int count) {
     for (int i = first; i < first + count; i++) {
         if (!pl->sp[i].present || pl->wtier[i] != FG_TIER_DISK || e->wchecked[i]) continue;
         const void *p = fg_engine_ptr(e, fg_loc_sub(pl->wstage[s], pl->wslot_off[i], pl->whome[i].n));
-        if (!p || fg_xxh64(p, pl->whome[i].n, 0) != e->wsum[i]) {
+        if (!p || fg_store_checksum(p, pl->whome[i].n) != e->wsum[i]) {
             const char *path = fg_store_path(e->store, e->wfile[i]);
             fg_store_invalidate(e->store, e->wfile[i]);   /* the next run rebuilds it */
             return fg_err_set(FG_ERUNTIME, "%s: tensor '%s' at offset %llu does not match its checksum: the tier "

@@ -1,5 +1,5 @@
 /* disk_aio.c - DISK_READ / DISK_WRITE on the libaio O_DIRECT engine
- * (store/fg_aio.h): each command is one fg_aio transfer, split into
+ * (aio/fg_aio.h): each command is one fg_aio transfer, split into
  * --request-size requests with --qd in flight, short transfers resubmitted,
  * EINTR/EAGAIN retried, anything else an ERROR reply naming file and offset.
  *

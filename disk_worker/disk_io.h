@@ -1,6 +1,6 @@
 /* disk_io.h - the disk worker's two handlers, DISK_READ and DISK_WRITE, how a
  * command names its file, the worker's I/O flags, and its --profile mode.
- * disk_aio.c moves the bytes with libaio and O_DIRECT (store/fg_aio.h);
+ * disk_aio.c moves the bytes with libaio and O_DIRECT (aio/fg_aio.h);
  * disk_profile.c measures the offload directory. */
 #ifndef FG_DISK_IO_H
 #define FG_DISK_IO_H

@@ -1,6 +1,6 @@
 /* disk_profile.c - `flexgen-disk-worker --profile`: how fast the offload
  * directory reads and writes, measured alone (no coordinator) by
- * fg_aio_profile (store/fg_aio_profile.h), which does the sweep; this file
+ * fg_aio_profile (aio/fg_aio_profile.h), which does the sweep; this file
  * parses the flags, checks the directory and prints the result: one JSON
  * object on stdout with --json, else a short summary. */
 #include <errno.h>

@@ -1,6 +1,7 @@
 /* fg_weights.c - weight sources: safetensors (single or sharded), FlexGen
  * numpy directories and dummy weights, all validated against the config's
- * tensor specs before any tensor is read. */
+ * tensor specs before any tensor is read, and each source's identity (what
+ * the tier store keys its files on). */
 #include "fg_weights.h"
 
 #include <dirent.h>
@@ -12,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 typedef enum { DT_F16, DT_BF16, DT_F32 } dtype;
 static const int dt_size[] = {2, 2, 4};
@@ -20,7 +22,12 @@ typedef struct {
     char path[PATH_MAX];
     const uint8_t *map; /* whole file, read-only */
     size_t size;
+    int64_t mtime_ns;   /* at open: with size and head, the file's identity */
+    size_t head;        /* bytes of format header at the start (safetensors
+                           length + JSON, .npy preamble + dict) */
 } mapped_file;
+
+typedef enum { WS_SAFETENSORS = 1, WS_NPY = 2, WS_DUMMY = 3 } wsrc_kind;
 
 typedef struct {
     int file;            /* index into ws->files; -1 = not mapped yet */
@@ -34,7 +41,7 @@ struct fg_wsrc {
     tensor_loc *locs;      /* one per spec */
     mapped_file *files;
     int n_files;
-    int dummy;
+    wsrc_kind kind;
     uint64_t seed;
     char desc[PATH_MAX + 64];
 };
@@ -64,6 +71,8 @@ static fg_status map_file(fg_wsrc *ws, const char *path, int *idx) {
     snprintf(f->path, sizeof f->path, "%s", path);
     f->map = m;
     f->size = (size_t)st.st_size;
+    f->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    f->head = 0;
     *idx = ws->n_files++;
     return FG_OK;
 }
@@ -135,6 +144,7 @@ static fg_status parse_safetensors(fg_wsrc *ws, const char *path) {
     if (hlen > f->size - 8)
         return fg_err_set(FG_EINPUT, "%s: header length %llu runs past the end of the file (%zu bytes)", path,
                           (unsigned long long)hlen, f->size);
+    ws->files[fi].head = 8 + (size_t)hlen;
     json_error_t jerr;
     json_t *root = json_loadb((const char *)f->map + 8, (size_t)hlen, 0, &jerr);
     if (!root) return fg_err_set(FG_EINPUT, "%s: header is not valid JSON: %s", path, jerr.text);
@@ -288,6 +298,7 @@ static fg_status parse_npy(fg_wsrc *ws, const char *path, const char *name) {
         hoff = 12;
     } else return fg_err_set(FG_EINPUT, "%s: unsupported .npy version %d", path, m[6]);
     if (hlen > f->size - hoff) return fg_err_set(FG_EINPUT, "%s: .npy header runs past the end of the file", path);
+    ws->files[fi].head = hoff + hlen;
     char hdr[4096];
     if (hlen >= sizeof hdr) return fg_err_set(FG_EINPUT, "%s: .npy header too long", path);
     memcpy(hdr, m + hoff, hlen);
@@ -390,13 +401,16 @@ fg_status fg_wsrc_open_dir(const char *dir, const char *name_hint, fg_wsrc **out
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
     snprintf(idx_path, sizeof idx_path, "%s/model.safetensors.index.json", dir);
     if (path_exists(p)) {
+        ws->kind = WS_SAFETENSORS;
         st = parse_safetensors(ws, p);
         snprintf(ws->desc, sizeof ws->desc, "safetensors %s", p);
         if (!st) st = check_complete(ws, p);
     } else if (path_exists(idx_path)) {
+        ws->kind = WS_SAFETENSORS;
         st = open_sharded(ws, dir, idx_path);
         if (!st) st = check_complete(ws, idx_path);
     } else {
+        ws->kind = WS_NPY;
         st = open_npy_dir(ws, dir);
         if (!st) st = check_complete(ws, dir);
     }
@@ -413,7 +427,7 @@ fg_status fg_wsrc_open_dummy(const char *name, uint64_t seed, fg_wsrc **out) {
     fg_status st = fg_config_by_name(name, &cfg);
     if (st) return st;
     fg_wsrc *ws = wsrc_alloc(&cfg);
-    ws->dummy = 1;
+    ws->kind = WS_DUMMY;
     ws->seed = seed;
     snprintf(ws->desc, sizeof ws->desc, "dummy %s weights (seed %llu)", cfg.name, (unsigned long long)seed);
     *out = ws;
@@ -424,6 +438,59 @@ const fg_opt_config *fg_wsrc_config(const fg_wsrc *ws) { return &ws->cfg; }
 fg_opt_config *fg_wsrc_config_mut(fg_wsrc *ws) { return &ws->cfg; }
 const fg_spec *fg_wsrc_specs(const fg_wsrc *ws) { return ws->specs; }
 const char *fg_wsrc_describe(const fg_wsrc *ws) { return ws->desc; }
+
+/* Identity fields go in as fixed-width little-endian integers, and every
+ * variable-length one behind its length, so no two sources feed the same
+ * byte stream. */
+static void id_u64(XXH3_state_t *h, uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+    XXH3_64bits_update(h, b, sizeof b);
+}
+
+static void id_bytes(XXH3_state_t *h, const void *p, size_t n) {
+    id_u64(h, n);
+    XXH3_64bits_update(h, p, n);
+}
+
+static const char *base_name(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+static int file_name_cmp(const void *a, const void *b) {
+    const mapped_file *x = *(const mapped_file *const *)a, *y = *(const mapped_file *const *)b;
+    return strcmp(base_name(x->path), base_name(y->path));
+}
+
+uint64_t fg_wsrc_identity(const fg_wsrc *ws) {
+    XXH3_state_t *h = XXH3_createState();
+    FG_ASSERT(h && XXH3_64bits_reset(h) == XXH_OK);
+    const fg_opt_config *c = &ws->cfg;
+    id_u64(h, (uint64_t)ws->kind);
+    id_bytes(h, c->name, strlen(c->name));
+    const int shape[] = {c->vocab_size, c->hidden, c->n_heads, c->n_layers, c->ffn_dim, c->max_pos,
+                         c->word_embed_proj_dim, c->pre_ln};
+    for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++) id_u64(h, (uint64_t)(int64_t)shape[i]);
+    if (ws->kind == WS_DUMMY) id_u64(h, ws->seed);
+    /* name order: readdir's order (npy) and the index's (shards) are not
+     * properties of the checkpoint */
+    const mapped_file **fs = fg_xcalloc(ws->n_files ? (size_t)ws->n_files : 1, sizeof *fs);
+    for (int i = 0; i < ws->n_files; i++) fs[i] = &ws->files[i];
+    qsort(fs, (size_t)ws->n_files, sizeof *fs, file_name_cmp);
+    id_u64(h, (uint64_t)ws->n_files);
+    for (int i = 0; i < ws->n_files; i++) {
+        const char *name = base_name(fs[i]->path);
+        id_bytes(h, name, strlen(name));
+        id_bytes(h, fs[i]->map, fs[i]->head);
+        id_u64(h, fs[i]->size);
+        id_u64(h, (uint64_t)fs[i]->mtime_ns);
+    }
+    free(fs);
+    uint64_t id = XXH3_64bits_digest(h);
+    XXH3_freeState(h);
+    return id;
+}
 
 /* Counter-based generator: element i of tensor t depends on (seed, t, i)
  * alone, so any slice can be generated in any order. */
@@ -455,7 +522,7 @@ static void fill_dummy(const fg_wsrc *ws, int idx, fg_half *dst) {
 
 fg_status fg_wsrc_read(fg_wsrc *ws, int idx, fg_half *dst) {
     FG_ASSERT(idx >= 0 && idx < fg_spec_count(&ws->cfg) && ws->specs[idx].present);
-    if (ws->dummy) {
+    if (ws->kind == WS_DUMMY) {
         fill_dummy(ws, idx, dst);
         return FG_OK;
     }

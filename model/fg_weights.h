@@ -25,7 +25,20 @@ fg_status fg_wsrc_open_dummy(const char *name, uint64_t seed, fg_wsrc **out);
 const fg_opt_config *fg_wsrc_config(const fg_wsrc *ws);
 fg_opt_config *fg_wsrc_config_mut(fg_wsrc *ws);   /* e.g. token ids from a tokenizer */
 const fg_spec *fg_wsrc_specs(const fg_wsrc *ws);
-const char *fg_wsrc_describe(const fg_wsrc *ws);  /* "safetensors (3 shards) in DIR" */
+const char *fg_wsrc_describe(const fg_wsrc *ws);  /* "safetensors (3 shards) in DIR", for messages */
+
+/* Which checkpoint this is, as a 64-bit XXH3 digest of what its tensors are
+ * made from, taken from the source itself rather than from its description:
+ * the kind of source; the config fields that shape a tensor (name, sizes,
+ * pre_ln; not the token ids a tokenizer may adjust); for each file read
+ * (safetensors shards, .npy files), in name order, its name, its format
+ * header (the safetensors length and JSON header; the .npy magic, version
+ * and header dict), and its size and mtime (ns) as seen at open; for dummy
+ * weights the seed. A rewritten, re-downloaded or replaced checkpoint gets
+ * another identity; the same files moved or copied with their times kept,
+ * or new files beside them (tokenizer, README), keep it. Tensor data is not
+ * read: a change that keeps every header, size and mtime goes unnoticed. */
+uint64_t fg_wsrc_identity(const fg_wsrc *ws);
 
 /* Read spec index `idx` (must be present) into dst: fg_spec_numel halves. */
 fg_status fg_wsrc_read(fg_wsrc *ws, int idx, fg_half *dst);

@@ -3,17 +3,20 @@
  * disk tier reads them with O_DIRECT at full bandwidth straight into shm.
  *
  * The coordinator calls fg_store_open_or_build() on first use of a model:
- * every file's header is checked against the model and format version;
- * missing, stale (other model, other version), foreign (bad magic) and
- * damaged (bad header checksum, wrong size) files are rebuilt, valid ones
- * kept, so an interrupted conversion resumes. Tensor data checksums are
- * checked by whoever reads a file into memory (fg_store_verify), or for the
- * whole store at open with opts.verify_data; a mismatch names the file and
- * the tensor; fg_store_repair rebuilds the file (fg_store_invalidate removes
- * it, for the next open to rebuild). A store
- * is never read as if fine when it is not.
+ * every file's header is checked against the checkpoint's identity and the
+ * format version; missing, stale (another or a changed checkpoint, another
+ * version), foreign (bad magic) and damaged (bad header checksum, wrong
+ * size) files are rebuilt, valid ones kept, so an interrupted conversion
+ * resumes. Tensor data checksums are checked by whoever reads a file into
+ * memory (fg_store_verify, fg_store_checksum), or for the whole store at
+ * open with opts.verify_data; a mismatch names the file and the tensor;
+ * fg_store_repair rebuilds the file (fg_store_invalidate removes it, for the
+ * next open to rebuild). A store is never read as if fine when it is not.
  *
- * ON-DISK FORMAT, version 1 (integers little-endian):
+ * ON-DISK FORMAT, version 2 (integers little-endian). Checksums are
+ * XXH3_64bits with seed 0 (libxxhash; fg_store_checksum). Version 1 had XXH64
+ * checksums and an identity read from the source's description: its files
+ * are stale and rebuilt on open, as any other version's.
  *
  *   <offload-dir>/<model-id>/      model-id = "<config name>-<format>": "-fp16" for
  *                                  compression none (a 4-bit store would get its own
@@ -37,7 +40,7 @@
  *   Header (header_bytes, a multiple of 4096, zero-filled past the table):
  *     off size
  *       0    8  magic "FGSTORE\0"
- *       8    4  format version = 1
+ *       8    4  format version = 2
  *      12    4  header_bytes
  *      16    4  kind: 0 globals, 1 decoder layer
  *      20    4  layer index (0xFFFFFFFF for globals)
@@ -45,15 +48,16 @@
  *      28    4  n_tensors in this file
  *      32    4  compression: 0 none (fp16)
  *      36    4  reserved, 0
- *      40    8  model identity: XXH64 of the identity text (format version,
- *               compression, every config field that shapes a tensor, the
- *               weight source's description and its weight files' names,
- *               sizes and mtimes (*.safetensors, the index, config.json,
- *               numpy decoder.* files); for dummy weights: name and seed)
+ *      40    8  model identity: XXH3_64bits of 44 bytes: fg_wsrc_identity()
+ *               of the weight source (u64; its kind, shaping config fields,
+ *               and each weight file's name, format header bytes, size and
+ *               mtime, or a dummy's seed: see model/fg_weights.h), the
+ *               format version (u32) and the compression name (32 bytes,
+ *               NUL-padded). Never derived from the description below.
  *      48    8  file_bytes: the file's exact size (a shorter file is truncated)
  *      56    8  data_offset = header_bytes
  *      64    8  data_bytes = file_bytes - data_offset
- *      72    8  header checksum: XXH64 (seed 0) of the header_bytes bytes of
+ *      72    8  header checksum: XXH3_64bits of the header_bytes bytes of
  *               the header with these 8 bytes zero
  *      80   64  model name, NUL-padded
  *     144  176  weight source description, NUL-padded (messages only)
@@ -67,7 +71,7 @@
  *               120   8  dims[1] (1 when ndim == 1)
  *               128   8  offset from the start of the file (multiple of 4096)
  *               136   8  nbytes = numel x 2
- *               144   8  XXH64 (seed 0) of those nbytes bytes
+ *               144   8  XXH3_64bits of those nbytes bytes
  *               152   8  reserved, 0
  */
 #ifndef FG_STORE_H
@@ -76,7 +80,7 @@
 #include "fg_aio.h"
 #include "fg_weights.h"
 
-#define FG_STORE_VERSION 1
+#define FG_STORE_VERSION 2
 #define FG_STORE_GLOBALS (-1)   /* the file argument for globals.bin */
 
 typedef struct fg_store fg_store;
@@ -88,13 +92,11 @@ typedef struct {
     int64_t dims[2];
     uint64_t offset;    /* from the start of the file, a multiple of 4096 */
     uint64_t nbytes;    /* fp16: numel * 2 */
-    uint64_t checksum;  /* XXH64 of the nbytes bytes */
+    uint64_t checksum;  /* fg_store_checksum of the nbytes bytes */
 } fg_store_tensor;
 
 typedef struct {
     const char *compression;  /* "none" (NULL: "none"); the only one so far */
-    const char *source_dir;   /* the weights' directory for the identity (NULL:
-                                 taken from the source's description) */
     int verify_data;          /* also read every file and check its checksums */
     int qd;                   /* aio queue depth for building/verifying (0: 32) */
     uint64_t req_bytes;       /* aio request size (0: 1 MiB) */
@@ -128,6 +130,10 @@ void fg_store_data_range(const fg_store *s, int file, uint64_t *offset, uint64_t
 /* The largest data region of any file (a buffer size that fits each). */
 uint64_t fg_store_max_data_bytes(const fg_store *s);
 uint64_t fg_store_total_bytes(const fg_store *s);   /* all files' data regions */
+
+/* The store's checksum of n bytes: XXH3_64bits, seed 0. For a caller that
+ * checks one tensor it read against fg_store_tensor.checksum. */
+uint64_t fg_store_checksum(const void *p, size_t n);
 
 /* Check the checksums of `data`, the file's data region as read into memory.
  * FG_ERUNTIME naming the file and tensor on a mismatch. Pure: the caller

@@ -176,6 +176,8 @@ void fg_tok_set_cache(fg_tok *t, int on) {
     fg_tok_cache_clear(t);
 }
 
+int fg_tok_jit(const fg_tok *t) { return t->jit; }
+
 static const fg_tok_cache_slot *cache_find(const fg_tok *t, const uint8_t *w, size_t n, uint64_t h) {
     if (!t->cache) return NULL;
     for (size_t i = h & t->cache_mask;; i = (i + 1) & t->cache_mask) {

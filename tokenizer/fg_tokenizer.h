@@ -78,6 +78,11 @@ int32_t fg_tok_eos_id(const fg_tok *t);
  * measures a cold cache filling up). On by default. */
 void fg_tok_set_cache(fg_tok *t, int on);
 
+/* Whether PCRE2 compiled the pre-tokenizer pattern to machine code (JIT);
+ * without it matching runs in PCRE2's interpreter, slower (the benchmark
+ * reports which one it measured). */
+int fg_tok_jit(const fg_tok *t);
+
 /* Check that BUF is UTF-8 as Unicode defines it (no overlong forms, no
  * surrogates, nothing above U+10FFFF). Returns 1 if valid; else 0 and the
  * offset of the first byte of the first ill-formed sequence in *bad. */

@@ -1,23 +1,23 @@
-/* disk_test.c - tests of the disk tier's library (store/): the aio engine's
- * round trips and fault handling, XXH64 against the reference libxxhash,
- * and the tier store's build / validate / rebuild cycle. The shell wrappers
- * beside this file set up what needs root (a full tmpfs, a loop device that
- * fails reads) and call the subcommands here:
+/* disk_test.c - tests of the disk tier's libraries (aio/, store/): the aio
+ * engine's round trips and fault handling, and the tier store's build /
+ * validate / rebuild cycle. The shell wrappers beside this file set up what
+ * needs root (a full tmpfs, a loop device that fails reads) and call the
+ * subcommands here:
  *
  *   disk_test aio DIR                  round trips, sizes, queue depths, async API
  *   disk_test aio-faults DIR           alignment, missing file, EOF, injected faults
- *   disk_test xxh64                    vs libxxhash.so.0 (exit 77 if absent)
  *   disk_test store DIR CKPT_A CKPT_B  build, verify, damage, stale, resume
+ *   disk_test identity DIR CKPT COPY OTHER NPY   when the store is rebuilt
  *   disk_test enospc FULLDIR CKPT      writes into a small full file system
  *   disk_test eio STORE_MODEL_DIR FILE read of a store file whose blocks fail
  *
  * Independence: contents are checked against the weight source read through
  * model/ and against plain pread(), never against fg_aio reading itself; the
- * on-disk format is checked by store_format.py, written from fg_store.h.
+ * on-disk format and its checksums are checked by store_format.py, written
+ * from fg_store.h, with libxxhash through ctypes.
  * Exit 0 pass, 1 fail, 77 skip. */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -27,7 +27,6 @@
 #include <unistd.h>
 
 #include "fg_aio.h"
-#include "fg_hash.h"
 #include "fg_store.h"
 
 static int failures;
@@ -287,34 +286,6 @@ static int test_aio_faults(const char *dir) {
 }
 
 /* ------------------------------------------------------------------ */
-/* xxh64 vs the reference library                                      */
-/* ------------------------------------------------------------------ */
-
-static int test_xxh64(void) {
-    void *lib = dlopen("libxxhash.so.0", RTLD_NOW);
-    if (!lib) {
-        fprintf(stderr, "SKIP: libxxhash.so.0 not found (apt-get install libxxhash0)\n");
-        return 77;
-    }
-    typedef unsigned long long (*xxh64_fn)(const void *, size_t, unsigned long long);
-    xxh64_fn ref = (xxh64_fn)dlsym(lib, "XXH64");
-    if (!ref) return 77;
-    uint8_t *buf = malloc(1 << 20);
-    fill(buf, 1 << 20, 7);
-    /* every length 0..300 covers each tail path (8/4/1-byte steps) on both
-     * sides of the 32-byte stripe loop; then large and odd offsets */
-    for (size_t len = 0; len <= 300; len++)
-        for (uint64_t seed = 0; seed < 3; seed++)
-            CHECK(fg_xxh64(buf, len, seed * 0x1234567) == ref(buf, len, seed * 0x1234567), "len %zu seed %" PRIu64,
-                  len, seed);
-    size_t big[] = {4096, 65536 + 3, (1 << 20) - 1, 1 << 20};
-    for (size_t i = 0; i < 4; i++) CHECK(fg_xxh64(buf + 1, big[i] - 1, 0) == ref(buf + 1, big[i] - 1, 0), "big %zu", big[i]);
-    free(buf);
-    dlclose(lib);
-    return failures ? 1 : 0;
-}
-
-/* ------------------------------------------------------------------ */
 /* the tier store                                                      */
 /* ------------------------------------------------------------------ */
 
@@ -433,7 +404,7 @@ static int test_store(const char *dir, const char *ckpt_a, const char *ckpt_b) {
     check_contents(s, ws);
 
     /* 4. foreign file (bad magic), damaged header byte, stale format
-     * version: each rebuilt */
+     * version (1: XXH64 checksums; the message says so): each rebuilt */
     poke(l1, 0, "NOTASTORE", 8);
     fg_store_destroy(&s);
     i1 = ino_of(l1);
@@ -442,8 +413,10 @@ static int test_store(const char *dir, const char *ckpt_a, const char *ckpt_b) {
     fg_store_destroy(&s);
     i1 = ino_of(l1);
     CHECK(!build(dir, ws, 0, &s) && ino_of(l1) != i1, "damaged header not rebuilt: %s", fg_err_msg());
-    uint8_t v2[4] = {2, 0, 0, 0};
-    poke(l1, 8, v2, 4);
+    uint8_t v1[4] = {1, 0, 0, 0};
+    poke(l1, 8, v1, 4);
+    expect_err(fg_store_open(root, &ro), FG_ERUNTIME, "read-only open of a version 1 file", "format version 1",
+               "XXH64");
     fg_store_destroy(&s);
     i1 = ino_of(l1);
     CHECK(!build(dir, ws, 0, &s) && ino_of(l1) != i1, "stale version not rebuilt: %s", fg_err_msg());
@@ -516,6 +489,158 @@ static int test_store(const char *dir, const char *ckpt_a, const char *ckpt_b) {
     fg_aio_destroy(&a);
     fg_store_destroy(&s);
     fg_wsrc_destroy(&ws);
+    return failures ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* the store's identity, from the checkpoint itself                    */
+/* ------------------------------------------------------------------ */
+
+static uint64_t identity_of(const char *ckpt) {
+    fg_wsrc *ws;
+    fg_status st = fg_wsrc_open_dir(ckpt, NULL, &ws);
+    CHECK(!st, "open %s: %s", ckpt, fg_err_msg());
+    if (st) return 0;
+    uint64_t id = fg_wsrc_identity(ws);
+    fg_wsrc_destroy(&ws);
+    return id;
+}
+
+/* Open the store of ckpt under dir, building what is not valid, and check
+ * its contents against ckpt. Returns the inode of its globals.bin, which
+ * changes exactly when the file is rebuilt (the new one is written beside
+ * the old before the rename, so it never gets the old one's inode). */
+static ino_t store_of(const char *dir, const char *ckpt) {
+    fg_wsrc *ws;
+    fg_store *s = NULL;
+    ino_t ino = 0;
+    CHECK(!fg_wsrc_open_dir(ckpt, NULL, &ws), "open %s: %s", ckpt, fg_err_msg());
+    if (failures) return 0;
+    CHECK(!build(dir, ws, 0, &s), "build from %s: %s", ckpt, fg_err_msg());
+    if (s) {
+        check_contents(s, ws);
+        ino = ino_of(fg_store_path(s, FG_STORE_GLOBALS));
+        fg_store_destroy(&s);
+    }
+    fg_wsrc_destroy(&ws);
+    return ino;
+}
+
+/* Overwrite one byte of a file and put its mtime back, so only the byte
+ * differs (size and mtime are part of the identity on their own). */
+static void poke_keep_mtime(const char *path, uint64_t off, uint8_t b) {
+    struct stat before, after;
+    CHECK(stat(path, &before) == 0, "stat %s", path);
+    poke(path, off, &b, 1);
+    struct timespec t[2] = {before.st_atim, before.st_mtim};
+    CHECK(utimensat(AT_FDCWD, path, t, 0) == 0, "utimensat %s", path);
+    CHECK(stat(path, &after) == 0 && after.st_size == before.st_size &&
+              after.st_mtim.tv_sec == before.st_mtim.tv_sec && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec,
+          "%s: size or mtime not kept", path);
+}
+
+/* The length of a file's format header (safetensors: 8 + JSON; .npy
+ * version 1: 10 + dict), which must fit in n, and the header in buf. */
+static uint64_t read_head(const char *path, int npy, uint8_t *buf, size_t n) {
+    uint64_t hl = 0;
+    CHECK(pread_all(path, 0, buf, 10) == 0, "read the head of %s", path);
+    if (npy) {
+        hl = 10 + (uint64_t)(buf[8] | buf[9] << 8);
+    } else {
+        for (int i = 7; i >= 0; i--) hl = hl << 8 | buf[i];
+        hl += 8;
+    }
+    CHECK(hl <= n && pread_all(path, 0, buf, hl) == 0, "%s: a header of %" PRIu64 " bytes", path, hl);
+    return hl <= n ? hl : 0;
+}
+
+/* CKPT: one model.safetensors; COPY: a copy of it with the times kept;
+ * OTHER: another checkpoint of the same config (other weights); NPY: a
+ * FlexGen numpy directory. The store follows the checkpoint's identity
+ * (fg_wsrc_identity), never its description or its path. */
+static int test_identity(const char *dir, const char *ckpt, const char *copy, const char *other, const char *npy) {
+    /* 1. an unchanged checkpoint: the same identity at every open, and the
+     * store is reused; so is a copy elsewhere with its times kept */
+    uint64_t id0 = identity_of(ckpt);
+    CHECK(id0 && identity_of(ckpt) == id0, "two opens of %s disagree", ckpt);
+    ino_t i0 = store_of(dir, ckpt);
+    CHECK(store_of(dir, ckpt) == i0, "an unchanged checkpoint rebuilt the store");
+    CHECK(identity_of(copy) == id0, "a copy with its times kept has another identity (the path counted)");
+    CHECK(store_of(dir, copy) == i0, "a copy with its times kept rebuilt the store");
+
+    /* 2. one byte of the safetensors JSON header ("pt" -> "Pt" in
+     * __metadata__: still a valid checkpoint), size and mtime kept: a new
+     * identity and a rebuilt store; the byte put back, the old identity */
+    char st_path[4200];
+    const size_t head_max = 1 << 20;
+    uint8_t *head = malloc(head_max);
+    snprintf(st_path, sizeof st_path, "%s/model.safetensors", ckpt);
+    uint64_t hl = read_head(st_path, 0, head, head_max);
+    const uint8_t *pt = memmem(head, hl, "\"pt\"", 4);
+    CHECK(pt, "%s: no \"pt\" in its header", st_path);
+    if (failures) {
+        free(head);
+        return 1;
+    }
+    uint64_t at = (uint64_t)(pt - head) + 1;
+    poke_keep_mtime(st_path, at, 'P');
+    uint64_t id1 = identity_of(ckpt);
+    CHECK(id1 != id0, "a changed safetensors header kept the identity");
+    ino_t i1 = store_of(dir, ckpt);
+    CHECK(i1 != i0, "a changed safetensors header did not rebuild the store");
+    poke_keep_mtime(st_path, at, 'p');
+    CHECK(identity_of(ckpt) == id0, "the header put back, the identity did not come back");
+
+    /* 3. the checkpoint replaced by another one of the same config under the
+     * same path: new identity (the files' mtimes differ), rebuilt store whose
+     * contents follow the new weights (store_of checks them) */
+    char saved[4200];
+    snprintf(saved, sizeof saved, "%s.saved", ckpt);
+    CHECK(rename(ckpt, saved) == 0 && rename(other, ckpt) == 0, "swap %s for %s", ckpt, other);
+    CHECK(identity_of(ckpt) != id0 && identity_of(ckpt) != id1, "a replaced checkpoint kept an identity");
+    ino_t i2 = store_of(dir, ckpt);
+    CHECK(i2 != i1, "a replaced checkpoint did not rebuild the store");
+    CHECK(store_of(dir, ckpt) == i2, "the replaced checkpoint, unchanged, rebuilt the store again");
+    CHECK(rename(ckpt, other) == 0 && rename(saved, ckpt) == 0, "swap back");
+    CHECK(identity_of(ckpt) == id0, "the original back, its identity did not come back");
+
+    /* 4. a numpy directory: one file's .npy header (a padding space of its
+     * dict made a tab, still valid), size and mtime kept: a new identity */
+    uint64_t n0 = identity_of(npy);
+    int tried = 0;
+    DIR *d = opendir(npy);
+    for (struct dirent *e; d && !tried && (e = readdir(d));) {
+        char p[4200];
+        if (strncmp(e->d_name, "decoder.", 8)) continue;
+        snprintf(p, sizeof p, "%s/%s", npy, e->d_name);
+        uint64_t nh = read_head(p, 1, head, head_max);
+        if (nh < 12 || head[nh - 2] != ' ') continue;
+        tried = 1;
+        poke_keep_mtime(p, nh - 2, '\t');
+        CHECK(identity_of(npy) != n0, "%s: a changed .npy header kept the identity", p);
+        poke_keep_mtime(p, nh - 2, ' ');
+        CHECK(identity_of(npy) == n0, "%s: the header put back, the identity did not come back", p);
+    }
+    if (d) closedir(d);
+    free(head);
+    CHECK(tried, "%s: no .npy file with a padded header to change", npy);
+
+    /* 5. dummy weights: the name and the seed */
+    fg_wsrc *x, *y, *z;
+    CHECK(!fg_wsrc_open_dummy("opt-125m", 1, &x) && !fg_wsrc_open_dummy("opt-125m", 2, &y) &&
+              !fg_wsrc_open_dummy("opt-350m", 1, &z),
+          "open dummies: %s", fg_err_msg());
+    if (!failures) {
+        fg_wsrc *x2;
+        CHECK(!fg_wsrc_open_dummy("opt-125m", 1, &x2), "open dummy: %s", fg_err_msg());
+        CHECK(fg_wsrc_identity(x) == fg_wsrc_identity(x2), "two opens of the same dummy disagree");
+        CHECK(fg_wsrc_identity(x) != fg_wsrc_identity(y), "the seed does not count");
+        CHECK(fg_wsrc_identity(x) != fg_wsrc_identity(z), "the model name does not count");
+        fg_wsrc_destroy(&x2);
+    }
+    fg_wsrc_destroy(&x);
+    fg_wsrc_destroy(&y);
+    fg_wsrc_destroy(&z);
     return failures ? 1 : 0;
 }
 
@@ -596,15 +721,15 @@ int main(int argc, char **argv) {
     int rc;
     if (!strcmp(cmd, "aio") && argc == 3) rc = test_aio(argv[2]);
     else if (!strcmp(cmd, "aio-faults") && argc == 3) rc = test_aio_faults(argv[2]);
-    else if (!strcmp(cmd, "xxh64") && argc == 2) rc = test_xxh64();
     else if (!strcmp(cmd, "store") && argc == 5) rc = test_store(argv[2], argv[3], argv[4]);
+    else if (!strcmp(cmd, "identity") && argc == 7) rc = test_identity(argv[2], argv[3], argv[4], argv[5], argv[6]);
     else if (!strcmp(cmd, "enospc") && argc == 4) rc = test_enospc(argv[2], argv[3]);
     else if (!strcmp(cmd, "eio") && argc == 4) rc = test_eio(argv[2], argv[3]);
     else goto usage;
     fprintf(stderr, "%s: %s\n", cmd, rc == 0 ? "PASS" : rc == 77 ? "SKIP" : "FAIL");
     return rc;
 usage:
-    fprintf(stderr, "usage: disk_test aio DIR | aio-faults DIR | xxh64 | store DIR CKPT_A CKPT_B |\n"
-                    "       enospc FULLDIR CKPT | eio MODEL_DIR FILE\n");
+    fprintf(stderr, "usage: disk_test aio DIR | aio-faults DIR | store DIR CKPT_A CKPT_B |\n"
+                    "       identity DIR CKPT COPY OTHER NPY | enospc FULLDIR CKPT | eio MODEL_DIR FILE\n");
     return 2;
 }

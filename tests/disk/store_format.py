@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """Check a tier store against the format written at the top of
 store/fg_store.h, independently of the C code: parse every file with struct,
-recompute the header checksum and each tensor's XXH64 with the reference
-libxxhash (ctypes), check alignment and sizes, and compare every tensor with
-the checkpoint it was built from (loaded by tests/ref/make_checkpoint.py).
+recompute the header checksum and each tensor's XXH3_64bits (seed 0) with
+the reference libxxhash (ctypes), check alignment and sizes, and compare every
+tensor with the checkpoint it was built from (loaded by
+tests/ref/make_checkpoint.py). libxxhash is a build dependency, so a missing
+one fails the check rather than skipping the checksums.
 
   store_format.py STORE_MODEL_DIR CHECKPOINT_DIR
 
@@ -20,21 +22,22 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
 from make_checkpoint import load_checkpoint  # noqa: E402
 
-try:
-    _xxh = ctypes.CDLL("libxxhash.so.0")
-    _xxh.XXH64.restype = ctypes.c_ulonglong
-    _xxh.XXH64.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_ulonglong]
-except OSError:
-    _xxh = None
-
-
-def xxh64(b):
-    return _xxh.XXH64(b, len(b), 0)
-
 
 def fail(msg):
     print("FAIL:", msg)
     sys.exit(1)
+
+
+try:
+    _xxh = ctypes.CDLL("libxxhash.so.0")
+    _xxh.XXH3_64bits.restype = ctypes.c_uint64
+    _xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+except (OSError, AttributeError) as e:
+    fail("cannot load XXH3_64bits from libxxhash.so.0 (apt-get install libxxhash0): %s" % e)
+
+
+def xxh3(b):
+    return _xxh.XXH3_64bits(b, len(b))
 
 
 def check_file(path, cfg, tensors, expect_layer):
@@ -43,7 +46,7 @@ def check_file(path, cfg, tensors, expect_layer):
         fail("%s: magic" % path)
     (version, hbytes, kind, layer, n_layers, n_t, comp, _res, ident, fbytes, doff, dbytes,
      hsum) = struct.unpack_from("<IIIIIII I QQQQQ", data, 8)
-    if version != 1 or comp != 0:
+    if version != 2 or comp != 0:
         fail("%s: version %d compression %d" % (path, version, comp))
     if hbytes % 4096 or doff != hbytes or fbytes != len(data) or dbytes != fbytes - hbytes:
         fail("%s: sizes: header %d data_offset %d file %d (actual %d) data %d"
@@ -54,7 +57,7 @@ def check_file(path, cfg, tensors, expect_layer):
         fail("%s: kind %d layer %d" % (path, kind, layer))
     hdr = bytearray(data[:hbytes])
     hdr[72:80] = b"\0" * 8
-    if _xxh and xxh64(bytes(hdr)) != hsum:
+    if xxh3(bytes(hdr)) != hsum:
         fail("%s: header checksum" % path)
     prev_end = hbytes
     names = []
@@ -69,7 +72,7 @@ def check_file(path, cfg, tensors, expect_layer):
             fail("%s: padding before %s is not zero" % (path, name))
         prev_end = off + nb
         blob = data[off:off + nb]
-        if _xxh and xxh64(blob) != csum:
+        if xxh3(blob) != csum:
             fail("%s: %s: checksum" % (path, name))
         want = tensors[name]
         shape = (d0,) if ndim == 1 else (d0, d1)
@@ -106,8 +109,8 @@ def main():
     missing = set(tensors) - seen - {"lm_head.weight"}
     if missing:
         fail("tensors missing from the store: %s" % sorted(missing))
-    print("store_format: %d files, %d tensors match the checkpoint%s"
-          % (L + 1, len(seen), "" if _xxh else " (libxxhash absent: checksums not recomputed)"))
+    print("store_format: %d files, %d tensors match the checkpoint, XXH3 checksums recomputed"
+          % (L + 1, len(seen)))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fg_tok_internal.h"
+#include "fg_tokenizer.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: flexgen-tok-bench (--gpt2 | --model DIR) [--runs N] CORPUS.json\n"
@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("{\"docs\": %zu, \"bytes\": %zu, \"tokens\": %zu, \"runs\": %d, \"jit\": %s",
-           json_array_size(docs), bytes, n_tok[0], runs, t->jit ? "true" : "false");
+           json_array_size(docs), bytes, n_tok[0], runs, fg_tok_jit(t) ? "true" : "false");
     const char *names[2] = {"cache", "nocache"};
     for (int mode = 0; mode < 2; mode++) {
         printf(", \"%s_mbps\": [", names[mode]);
