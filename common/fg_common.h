@@ -1,7 +1,7 @@
 /* fg_common.h - status codes, the error message slot, check macros and
  * logging shared by every FlexGen process.
  *
- * Two error policies (STYLE.md):
+ * Two error policies:
  *  - library code (loaders, parsers, anything a worker calls at run time)
  *    returns an fg_status and leaves a message in the thread's error slot via
  *    fg_err_set(); it never exits;

@@ -1,5 +1,5 @@
 /* fg_fp16.h - IEEE binary16 <-> binary32 conversion. Every tensor that crosses
- * a tier or a layer boundary is fp16 (DESIGN.md §6); these functions are the
+ * a tier or a layer boundary is fp16 (docs/ARCHITECTURE.md, "Numerics"); these functions are the
  * single rounding point, so all processes round identically (round to nearest
  * even, as F16C's _MM_FROUND_TO_NEAREST_INT and numpy's astype do). F16C is
  * used when the CPU has it, a portable bit-exact fallback otherwise. */

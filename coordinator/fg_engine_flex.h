@@ -1,7 +1,7 @@
 /* fg_engine_flex.h - the offloading engine: the coordinator drives the gpu,
  * cpu and disk workers through FlexGen's block schedule, with weights, KV
  * cache and activations placed over GPU memory (the gpu_worker's arena), CPU
- * DRAM (shared memory) and disk by a policy (DESIGN.md §5-§6). */
+ * DRAM (shared memory) and disk by a policy (docs/ARCHITECTURE.md). */
 #ifndef FG_ENGINE_FLEX_H
 #define FG_ENGINE_FLEX_H
 

@@ -1,6 +1,6 @@
 /* fg_policy.h - FlexGen's placement knobs and the rules that turn them into
  * a tier for every weight tensor, every layer's KV cache and every layer's
- * activations (DESIGN.md §6).
+ * activations (docs/ARCHITECTURE.md, "Numerics").
  *
  * Rules (FlexGen's get_choice over cumulative percentages GPU, CPU, disk):
  *  - weights: within each layer, tensor i goes to the tier whose cumulative

@@ -1,6 +1,6 @@
 /* fg_ops.h - CPU math for OPT, shared by the reference engine, the gpu_worker's
  * host backend and the cpu_worker. fp32 compute between fixed fp16 rounding
- * points (DESIGN.md §6-7); Linear layers go through OpenBLAS sgemm.
+ * points (docs/ARCHITECTURE.md, "Numerics"); Linear layers go through OpenBLAS sgemm.
  * Layouts are row-major; a Linear weight is [out, in] as Hugging Face stores it.
  * Weights are fp16 (as every tier holds them); Linear layers are in fg_gemm.h. */
 #ifndef FG_OPS_H

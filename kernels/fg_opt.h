@@ -1,6 +1,6 @@
 /* fg_opt.h - the OPT forward pass on the CPU, in pieces a scheduler can place:
  * the embedding, a decoder layer's attention block and MLP block, and the LM
- * head. Each piece rounds what it hands on to fp16 at the points DESIGN.md §7
+ * head. Each piece rounds what it hands on to fp16 at the points docs/ARCHITECTURE.md ("Numerics")
  * names (embedding output, q/k/v, attention context, each block's output), so
  * the result is the same bits whichever process runs which piece. */
 #ifndef FG_OPT_H

@@ -5,7 +5,7 @@
 # CPU attention, 1 to 4 GPU batches per block, the row schedule, overlap on
 # and off) and bitwise
 # equal to the reference
-# engine's: every process rounds at the same points (DESIGN.md §6), and the
+# engine's: every process rounds at the same points (docs/ARCHITECTURE.md, "Numerics"), and the
 # reference engine is itself checked against the numpy oracle (tests/model).
 # Usage: placement.sh FLEXGEN WORKDIR [MAKE_CHECKPOINT ARGS]
 set -uo pipefail

@@ -11,7 +11,7 @@
  * fp32 buffers, as coordinator/fg_engine_ref.c calls them. Hidden states
  * after every layer, both KV caches and the logits must match BITWISE: every
  * op only widens fp16 inputs, calls the same function and narrows outputs
- * that function already rounded, so no tolerance is owed (DESIGN.md §6-§7).
+ * that function already rounded, so no tolerance is owed (docs/ARCHITECTURE.md, "Numerics").
  * Both processes run the kernels with the same thread count
  * (FLEXGEN_THREADS), which fixes how the Linear layers split their work.
  *

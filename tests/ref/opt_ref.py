@@ -2,7 +2,7 @@
 """Numpy OPT forward + greedy generation: the independent test oracle (and the
 numpy benchmark baseline). Written from Hugging Face modeling_opt.py semantics
 (eager attention, left padding, KV cache), plus this project's fp16 rounding
-points (DESIGN.md section 6-7), never from the C engine.
+points (docs/ARCHITECTURE.md, "Numerics"), never from the C engine.
 
   opt_ref.py --model DIR --prompt-ids FILE.json --gen-len N
              --out-logits FILE.npy --out-tokens FILE.json [--no-cache]
