@@ -54,6 +54,10 @@ typedef struct {
 typedef struct {
     fg_use kv;        /* kslot/vslot and kstage/vstage of this parity */
     fg_use h;         /* hslot and hstage */
+    /* the last COPY out of a stage to the device: a disk read into the
+     * stage waits for it on the coordinator (the disk worker cannot wait
+     * on the gpu worker), or it would overwrite bytes still being copied */
+    uint64_t kvstage_read, hstage_read;
     uint64_t logits_read;   /* the last COPY out of logits_dev */
 } fg_pslot;
 

@@ -167,9 +167,11 @@ fg_status fg_load_cache(fg_engine *e, const fg_unit *u, fg_deps *ld) {
         int l = u->j - 1;
         uint64_t nb = cache_rows(pl, (int)s.past);
         fg_loc ksrc = pl->kc[l * pl->K + u->k], vsrc = pl->vc[l * pl->K + u->k];
-        if (fg_plan_cache_on_disk(pl, u->j)) {   /* the prefix from disk into the stage first */
+        int disk = fg_plan_cache_on_disk(pl, u->j);
+        if (disk) {   /* the prefix from disk into the stage first */
             uint64_t r1, r2;
-            if ((st = spill_io(e, FG_MSG_DISK_READ, ksrc.off, Hsub(e, pl->kstage[p], 0, nb), &r1)) ||
+            if ((st = fg_cmdq_await(&e->q, e->par[p].kvstage_read)) ||
+                (st = spill_io(e, FG_MSG_DISK_READ, ksrc.off, Hsub(e, pl->kstage[p], 0, nb), &r1)) ||
                 (st = spill_io(e, FG_MSG_DISK_READ, vsrc.off, Hsub(e, pl->vstage[p], 0, nb), &r2)) ||
                 (st = fg_cmdq_await(&e->q, r1)) || (st = fg_cmdq_await(&e->q, r2)))
                 return st;
@@ -181,6 +183,7 @@ fg_status fg_load_cache(fg_engine *e, const fg_unit *u, fg_deps *ld) {
         fg_msg_copy_add(&c, Hsub(e, vsrc, 0, nb), Hsub(e, pl->vslot[p], 0, nb));
         st = fg_cmdq_submit_gpu(&e->q, &c, ST_H2D, &d, &e->par[p].kv.write);
         d.s[ST_H2D] = e->par[p].kv.write;
+        if (disk) e->par[p].kvstage_read = e->par[p].kv.write;
     }
     fg_deps_merge(ld, &d);
     return st;
@@ -198,10 +201,12 @@ fg_status fg_load_hidden(fg_engine *e, const fg_unit *u, fg_deps *ld) {
     if (!st && u->j > 0) {
         fg_loc dev = fg_unit_hidden(e, u);
         fg_shm_handle src = Hsub(e, pl->hhome[u->k], 0, dev.n);
-        if (pl->atier == FG_TIER_DISK) {   /* disk -> stage, then stage -> device */
+        int disk = pl->atier == FG_TIER_DISK;
+        if (disk) {   /* disk -> stage, then stage -> device */
             uint64_t r;
             src = Hsub(e, pl->hstage[p], 0, dev.n);
-            if ((st = spill_io(e, FG_MSG_DISK_READ, pl->hhome[u->k].off, src, &r)) || (st = fg_cmdq_await(&e->q, r)))
+            if ((st = fg_cmdq_await(&e->q, e->par[p].hstage_read)) ||
+                (st = spill_io(e, FG_MSG_DISK_READ, pl->hhome[u->k].off, src, &r)) || (st = fg_cmdq_await(&e->q, r)))
                 return st;
         }
         fg_msg c;
@@ -209,6 +214,7 @@ fg_status fg_load_hidden(fg_engine *e, const fg_unit *u, fg_deps *ld) {
         fg_msg_copy_add(&c, src, Hs(e, dev));
         st = fg_cmdq_submit_gpu(&e->q, &c, ST_H2D, &d, &e->par[p].h.write);
         d.s[ST_H2D] = e->par[p].h.write;
+        if (disk) e->par[p].hstage_read = e->par[p].h.write;
     }
     fg_deps_merge(ld, &d);
     return st;
