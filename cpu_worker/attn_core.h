@@ -1,11 +1,19 @@
-/* attn_core.h - the cpu_worker's engine op: FG_OP_ATTN_CORE (fg_engine_ops.h),
- * attention where the KV cache lives. */
+/* attn_core.h - the cpu_worker's engine ops (fg_engine_ops.h's CPU ops):
+ * fg_cpu_op checks a command against the op table and runs the op's kernel
+ * from fg_cpu_kernels, as the gpu worker runs a backend's slot. */
 #ifndef ATTN_CORE_H
 #define ATTN_CORE_H
 
+#include "fg_op_args.h"
 #include "fg_worker.h"
 
-/* CPU_ATTN FG_OP_ATTN_CORE. in: q, k, v, kc, vc, mask; out: ctx. */
-fg_status fg_cpu_attn_core(fg_worker *w, const fg_msg *cmd);
+/* A cpu op's kernel: reads a->in, writes a->out. */
+typedef fg_status (*fg_cpu_kernel)(const fg_op_args *a);
+
+/* By FG_OPI(op); NULL where the op is not the cpu worker's. */
+extern const fg_cpu_kernel fg_cpu_kernels[FG_NUM_ENGINE_OPS];
+
+/* The handler of every cpu op (CPU_ATTN). */
+fg_status fg_cpu_op(fg_worker *w, const fg_msg *cmd);
 
 #endif
