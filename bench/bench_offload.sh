@@ -74,6 +74,7 @@ r = random.Random(1)
 print(json.dumps([[2] + [r.randrange(4, 50000) for _ in range(31)] for _ in range(32)]))" >"$work/p2.json"
 for rep in 1 2 3 4 5; do
   "$flexgen" run --dummy opt-125m --prompt-ids "$work/p2.json" --gen-len 16 --ignore-eos --gpu-batch-size 8 \
+    --percent 100 0 100 0 100 0 \
     --num-gpu-batches 4 --out "$work/o2.jsonl" --report "$work/r2.json" --trace "$work/t2-$rep.json" 2>/dev/null
   "$py" "$root/bench/trace_stats.py" "$work/t2-$rep.json" >"$work/s2-$rep.json"
   "$py" -c "import json,sys; s=json.load(open(sys.argv[1])); print(f\"  run {sys.argv[2]}: span {s['span_s']:.2f} s, no worker busy {100 * s['uncovered_share']:.2f}%\")" \

@@ -135,3 +135,13 @@ fg_status fg_read_file(const char *path, char **data, size_t *len) {
     *len = n;
     return FG_OK;
 }
+
+fg_status fg_parse_int(const char *flag, const char *v, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi)
+        return fg_err_set(FG_EINPUT, "%s: expected an integer in [%d, %d], got '%s'", flag, lo, hi, v);
+    *out = (int)x;
+    return FG_OK;
+}

@@ -68,6 +68,8 @@ double fg_now(void);
 
 /* Parse "512M", "16G", "1.5T", "4096" into bytes. Returns FG_EINPUT on junk. */
 fg_status fg_parse_size(const char *s, uint64_t *out);
+/* A decimal integer in [lo, hi] for flag `flag`; FG_EINPUT saying so. */
+fg_status fg_parse_int(const char *flag, const char *v, int lo, int hi, int *out);
 
 /* Read a whole file into a NUL-terminated heap buffer. */
 fg_status fg_read_file(const char *path, char **data, size_t *len);

@@ -11,6 +11,8 @@
 
 #include "fg_backend.h"
 #include "fg_cmds.h"
+#include "fg_profile.h"
+#include "fg_search.h"
 #include "fg_engine_flex.h"
 #include "fg_msg.h"
 #include "fg_engine_ref.h"
@@ -25,6 +27,8 @@ typedef struct {
     int n_stop;
     int gen_len, batch, ignore_eos, truncate;
     int have_percent, num_gpu_batches, cpu_cache_compute, schedule_row, no_overlap;
+    const char *policy;          /* without --percent: "auto" (the search) or "default" (the fit rule) */
+    const char *hardware;        /* --hardware: a profile or preset for the cost model */
     fg_flex_opts flex;
     uint64_t seed;
     float temperature, top_p;
@@ -64,9 +68,15 @@ static void run_usage(FILE *f) {
         "                        reference: single process, all in memory (the oracle)\n"
         "placement (engine flexgen):\n"
         "  --percent WG WC CG CC HG HC   percent of weights, KV cache and activations on GPU and\n"
-        "                        CPU, the rest on disk. Default: everything on the GPU when it fits\n"
-        "                        --gpu-mem, else weights filled into the GPU 5%% at a time, cache and\n"
-        "                        activations on the CPU (the chosen policy is logged)\n"
+        "                        CPU, the rest on disk\n"
+        "  --policy auto|default without --percent: auto (default) searches the policy with the cost\n"
+        "                        model over this machine's profile (measured once first, then cached:\n"
+        "                        see flexgen profile), the --gpu-batch-size, --num-gpu-batches and\n"
+        "                        --cpu-cache-compute given fixed; default: everything on the GPU when\n"
+        "                        it fits --gpu-mem, else weights into the GPU 5%% at a time, cache and\n"
+        "                        activations on the CPU. The choice is logged\n"
+        "  --hardware X          the cost model's profile file or preset (flexgen-t4) for --policy auto\n"
+        "                        and the report's prediction\n"
         "  --num-gpu-batches N   GPU batches per block (default 1); --gpu-batch-size is per GPU batch\n"
         "  --cpu-cache-compute   decode attention on the CPU worker, where a CPU-tier cache lives\n"
         "  --schedule block|row  zig-zag block schedule (default), or one GPU batch through all layers\n"
@@ -77,16 +87,6 @@ static void run_usage(FILE *f) {
         "  --offload-dir DIR     where the disk tier lives (default: ./flexgen-offload)\n"
         "  --device NAME         the gpu worker's backend: host (the CPU) or cuda (default: cuda where\n"
         "                        it is built and a GPU is found, else host)\n");
-}
-
-static fg_status parse_int(const char *flag, const char *v, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi)
-        return fg_err_set(FG_EINPUT, "%s: expected an integer in [%d, %d], got '%s'", flag, lo, hi, v);
-    *out = (int)x;
-    return FG_OK;
 }
 
 static fg_status parse_float(const char *flag, const char *v, float lo, float hi, float *out) {
@@ -101,7 +101,7 @@ static fg_status parse_float(const char *flag, const char *v, float lo, float hi
 
 static fg_status parse_args(int argc, char **argv, run_args *a) {
     enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE, O_REPORT, O_PROMPTS, O_STOP, O_TRUNC,
-          O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM, O_OFFDIR, O_NOOVERLAP, O_TRACE, O_DEVICE };
+          O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM, O_OFFDIR, O_NOOVERLAP, O_TRACE, O_DEVICE, O_POLICY, O_HW };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},      {"dummy", required_argument, 0, O_DUMMY},
         {"prompt-ids", required_argument, 0, O_PIDS},  {"out", required_argument, 0, O_OUT},
@@ -116,10 +116,11 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         {"gpu-mem", required_argument, 0, O_GPUMEM},   {"cpu-mem", required_argument, 0, O_CPUMEM},
         {"disk-mem", required_argument, 0, O_DISKMEM}, {"offload-dir", required_argument, 0, O_OFFDIR},
         {"no-overlap", no_argument, 0, O_NOOVERLAP},    {"trace", required_argument, 0, O_TRACE},
-        {"device", required_argument, 0, O_DEVICE},    {"help", no_argument, 0, 'h'},
+        {"device", required_argument, 0, O_DEVICE},    {"policy", required_argument, 0, O_POLICY},
+        {"hardware", required_argument, 0, O_HW},      {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    *a = (run_args){.gen_len = 32, .top_p = 1.0f, .engine = "flexgen", .num_gpu_batches = 1};
+    *a = (run_args){.gen_len = 32, .top_p = 1.0f, .engine = "flexgen", .policy = "auto"};
     a->flex.offload_dir = "flexgen-offload";
     opterr = 0;
     optind = 1;
@@ -132,8 +133,8 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         case O_PIDS: a->prompt_ids = optarg; break;
         case O_OUT: a->out = optarg; break;
         case O_DUMP: a->dump_logits = optarg; break;
-        case O_GEN: st = parse_int("--gen-len", optarg, 1, 1 << 20, &a->gen_len); break;
-        case O_GBS: st = parse_int("--gpu-batch-size", optarg, 1, 1 << 20, &a->batch); break;
+        case O_GEN: st = fg_parse_int("--gen-len", optarg, 1, 1 << 20, &a->gen_len); break;
+        case O_GBS: st = fg_parse_int("--gpu-batch-size", optarg, 1, 1 << 20, &a->batch); break;
         case O_TEMP: st = parse_float("--temperature", optarg, 0, 100, &a->temperature); break;
         case O_TOPP: st = parse_float("--top-p", optarg, 0, 1, &a->top_p); break;
         case O_SEED: {
@@ -160,7 +161,7 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
             a->have_percent = 1;
             break;
         }
-        case O_NGB: st = parse_int("--num-gpu-batches", optarg, 1, FG_MAX_GPU_BATCHES, &a->num_gpu_batches); break;
+        case O_NGB: st = fg_parse_int("--num-gpu-batches", optarg, 1, FG_MAX_GPU_BATCHES, &a->num_gpu_batches); break;
         case O_CPUATTN: a->cpu_cache_compute = 1; break;
         case O_SCHED:
             if (!strcmp(optarg, "row")) a->schedule_row = 1;
@@ -173,6 +174,12 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         case O_OFFDIR: a->flex.offload_dir = optarg; break;
         case O_NOOVERLAP: a->no_overlap = 1; break;
         case O_TRACE: a->flex.trace = optarg; break;
+        case O_POLICY:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "default"))
+                st = fg_err_set(FG_EINPUT, "--policy: expected auto or default, got '%s'", optarg);
+            a->policy = optarg;
+            break;
+        case O_HW: a->hardware = optarg; break;
         case O_DEVICE: st = fg_backend_find(optarg) ? FG_OK : FG_EINPUT, a->flex.device = optarg; break;
         case O_TRUNC: a->truncate = 1; break;
         case O_STOP:
@@ -408,7 +415,7 @@ static fg_status write_jsonl(const char *path, const run_io *io, const fg_seq_in
 }
 
 static fg_status write_report(const char *path, const run_args *a, const fg_opt_config *c, int n,
-                              const fg_gen_stats *s, const fg_flex_stats *fs) {
+                              const fg_gen_stats *s, const fg_flex_stats *fs, const fg_search_result *pred) {
     double gen_s = s->prefill_s + s->decode_s;
     json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:I}", "engine", a->engine,
                           "model", c->name, "prompts", n, "gen_len", a->gen_len, "batch", a->batch ? a->batch : n,
@@ -434,6 +441,12 @@ static fg_status write_report(const char *path, const run_args *a, const fg_opt_
         json_object_set_new(rss, "coordinator", json_integer((json_int_t)fs->peak_rss[3]));
         json_object_set_new(o, "peak_rss_bytes", rss);
         json_object_set_new(o, "gpu_restarts", json_integer(fs->gpu_restarts));
+        if (pred->cases) {   /* predicted beside measured, phase by phase */
+            json_object_set_new(o, "predicted", json_pack("{s:s, s:f, s:f, s:f, s:s, s:s}", "hardware", a->hardware ? a->hardware : "cached profile",
+                "throughput_tokens_per_s", pred->pred.throughput, "prefill_s", pred->pred.prefill_s,
+                "decode_s", pred->pred.decode_s, "prefill_bottleneck", fg_cost_res_name(pred->pred.pre_bottleneck),
+                "decode_bottleneck", fg_cost_res_name(pred->pred.gen_bottleneck)));
+        }
     }
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s.partial", path);
@@ -443,6 +456,48 @@ static fg_status write_report(const char *path, const run_args *a, const fg_opt_
         unlink(tmp);
         return fg_err_set(FG_EINPUT, "%s: cannot write the report", path);
     }
+    return FG_OK;
+}
+
+/* The policy of a flexgen run: --percent as given; else the search
+ * (--policy auto) or the fit rule (--policy default). *pred gets the cost
+ * model's prediction when there is hardware to predict with (--hardware, a
+ * cached profile, or the one --policy auto measures). */
+static fg_status choose_policy(run_args *a, fg_wsrc *ws, int n, int S, fg_search_result *pred) {
+    const fg_opt_config *c = fg_wsrc_config(ws);
+    fg_policy *p = &a->flex.policy;
+    const char *device = a->flex.device ? a->flex.device : fg_backend_default();
+    fg_search_opts so = {.S = S, .G = a->gen_len, .n_prompts = n, .gpu_mem = a->flex.gpu_mem, .cpu_mem = a->flex.cpu_mem,
+                         .disk_mem = a->flex.disk_mem, .backend = device, .gbs = a->batch, .K = a->num_gpu_batches,
+                         .cpu_attn = a->cpu_cache_compute ? 1 : -1};
+    char d[256];
+    fg_hw hw;
+    fg_status st = FG_OK;
+    if (!a->have_percent && !strcmp(a->policy, "auto")) {
+        if ((st = fg_profile_hw(a->hardware, a->flex.offload_dir, device, &hw)) ||
+            (st = fg_search_policy(c, fg_wsrc_specs(ws), &hw, &so, pred)))
+            return st;
+        int ov = p->overlap;
+        *p = pred->p, p->overlap = ov;
+        fg_policy_describe(p, d, sizeof d);
+        fg_info("policy auto (%s): %s; predicted %.3g tokens/s (prefill %.3g s, decode %.3g s); %ld cases searched in "
+                "%.2f s", hw.source, d, pred->pred.throughput, pred->pred.prefill_s, pred->pred.decode_s, pred->cases,
+                pred->seconds);
+        return FG_OK;
+    }
+    if (!a->have_percent) {
+        if ((st = fg_flex_default_policy(ws, &a->flex, S, a->gen_len))) return st;
+        fg_policy_describe(p, d, sizeof d);
+        fg_info("no --percent, --policy default: the fit rule chose %s", d);
+    }
+    /* a prediction beside the run when the hardware is known without measuring */
+    char path[PATH_MAX];
+    const char *hwsrc = a->hardware;
+    if (!hwsrc && !fg_profile_cache_path(a->flex.offload_dir, device, path, sizeof path) && access(path, R_OK) == 0)
+        hwsrc = path;
+    if (hwsrc && !fg_hw_load(hwsrc, &hw) && !fg_search_score(c, fg_wsrc_specs(ws), &hw, &so, p, pred))
+        fg_info("predicted (%s): %.3g tokens/s (prefill %.3g s, decode %.3g s)", hw.source, pred->pred.throughput,
+                pred->pred.prefill_s, pred->pred.decode_s);
     return FG_OK;
 }
 
@@ -484,23 +539,19 @@ int fg_cmd_run(int argc, char **argv) {
     fg_gen_stats stats;
     fg_status st;
     fg_flex_stats fs = {0};
+    fg_search_result pred = {0};   /* the cost model's prediction (cases 0: none) */
     if (!strcmp(a.engine, "reference")) {
         st = fg_engine_ref_run(ws, in, n, &go, out, &stats);
     } else {
         fg_policy *p = &a.flex.policy;
         p->gbs = a.batch ? a.batch : (n < 8 ? n : 8);
-        p->num_gpu_batches = a.num_gpu_batches;
+        p->num_gpu_batches = a.num_gpu_batches ? a.num_gpu_batches : 1;
         p->cpu_cache_compute = a.cpu_cache_compute;
         p->overlap = !a.no_overlap;
         a.flex.schedule_row = a.schedule_row;
         int S = 1;
         for (int i = 0; i < n; i++) S = in[i].len > S ? in[i].len : S;
-        if (!a.have_percent) {
-            fg_exit_on(fg_flex_default_policy(ws, &a.flex, S, a.gen_len));
-            char d[256];
-            fg_policy_describe(p, d, sizeof d);
-            fg_info("no --percent: the default rule chose %s", d);
-        }
+        fg_exit_on(choose_policy(&a, ws, n, S, &pred));
         go.batch = p->gbs;
         st = fg_engine_flex_run(ws, in, n, &go, &a.flex, out, &stats, &fs);
     }
@@ -510,7 +561,7 @@ int fg_cmd_run(int argc, char **argv) {
     }
     if (go.logits) fg_exit_on(fg_npy_commit(&go.logits));
     fg_exit_on(write_jsonl(a.out, &io, in, out, n));
-    if (a.report) fg_exit_on(write_report(a.report, &a, c, n, &stats, &fs));
+    if (a.report) fg_exit_on(write_report(a.report, &a, c, n, &stats, &fs, &pred));
 
     double gen_s = stats.prefill_s + stats.decode_s;
     char extra[160];

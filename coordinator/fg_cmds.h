@@ -6,5 +6,7 @@
 
 int fg_cmd_run(int argc, char **argv);
 int fg_cmd_tokenize(int argc, char **argv);
+int fg_cmd_profile(int argc, char **argv);
+int fg_cmd_policy(int argc, char **argv);
 
 #endif

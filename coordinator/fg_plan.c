@@ -60,10 +60,13 @@ static void plan_weights(fg_plan *pl) {
     for (int g = -1; g < pl->L; g++) {
         int first = g < 0 ? 0 : fg_spec_layer(g, 0), count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
         uint64_t slot = 0;
+        fg_policy_weight_tiers(&pl->p, sp, g, pl->wtier + first);
         for (int i = first; i < first + count; i++) {
-            if (!sp[i].present) continue;
+            if (!sp[i].present) {
+                pl->wtier[i] = FG_TIER_GPU;   /* absent: nowhere, 0 bytes */
+                continue;
+            }
             uint64_t bytes = 2 * (uint64_t)fg_spec_numel(&sp[i]);
-            pl->wtier[i] = fg_policy_weight_tier(&pl->p, pl->c, sp, g, i);
             if (pl->wtier[i] == FG_TIER_GPU) {
                 pl->whome[i] = place(pl, SEG_DEV, bytes);
                 pl->wsrc[i] = place(pl, SEG_WGPU, bytes);
@@ -143,15 +146,13 @@ fg_status fg_plan_build(fg_plan *pl, const fg_opt_config *c, const fg_spec *sp, 
     memset(pl, 0, sizeof *pl);
     fg_status st = fg_policy_validate(p);
     if (st) return st;
-    const fg_backend *be = fg_backend_find(backend);
-    if (!be) return FG_EINPUT;
     pl->c = c, pl->sp = sp, pl->p = *p;
     pl->L = c->n_layers, pl->K = p->num_gpu_batches, pl->gbs = p->gbs, pl->S = S, pl->G = G, pl->Tmax = S + G;
     plan_weights(pl);
     plan_cache(pl);
     plan_activations(pl);
     plan_io(pl);
-    pl->ws_bytes = be->workspace_bytes(c, (uint32_t)(pl->gbs * S));
+    if ((st = fg_backend_workspace_bytes(backend, c, (uint32_t)(pl->gbs * S), &pl->ws_bytes))) return st;
 
     char a[32], b[32], w[32], m[32];
     uint64_t gpu = fg_plan_gpu_bytes(pl), shm = fg_plan_shm_bytes(pl);
@@ -159,7 +160,7 @@ fg_status fg_plan_build(fg_plan *pl, const fg_opt_config *c, const fg_spec *sp, 
         return fg_err_set(FG_EINPUT, "the policy needs %s of GPU memory (weights, cache and activations placed "
                                      "there, two weight slots of %s, %s workspace %s) but --gpu-mem is %s; lower "
                                      "the GPU percentages or the batch size", fg_human_bytes(gpu, a),
-                          fg_human_bytes(pl->wslot_bytes, b), be->name, fg_human_bytes(pl->ws_bytes, w),
+                          fg_human_bytes(pl->wslot_bytes, b), backend, fg_human_bytes(pl->ws_bytes, w),
                           fg_human_bytes(gpu_mem, m));
     if (cpu_mem && shm > cpu_mem)
         return fg_err_set(FG_EINPUT, "the policy needs %s of CPU memory (shared memory for CPU-tier weights, cache, "

@@ -38,26 +38,17 @@ fg_status fg_policy_validate(const fg_policy *p) {
     return FG_OK;
 }
 
-fg_tier fg_policy_weight_tier(const fg_policy *p, const fg_opt_config *c, const fg_spec *specs, int layer, int idx) {
-    int first, count;
-    if (layer < 0) {
-        first = 0;
-        count = FG_GW_COUNT;
-    } else {
-        first = fg_spec_layer(layer, 0);
-        count = FG_LW_COUNT;
-    }
-    (void)c;
-    double total = 0, before = 0, mine = 0;
+void fg_policy_weight_tiers(const fg_policy *p, const fg_spec *specs, int layer, fg_tier *tiers) {
+    int first = layer < 0 ? 0 : fg_spec_layer(layer, 0), count = layer < 0 ? FG_GW_COUNT : FG_LW_COUNT;
+    double total = 0, before = 0;
+    for (int i = first; i < first + count; i++)
+        if (specs[i].present) total += (double)fg_spec_numel(&specs[i]);
     for (int i = first; i < first + count; i++) {
-        if (!specs[i].present) continue;
-        double sz = (double)fg_spec_numel(&specs[i]);
-        if (i < idx) before += sz;
-        if (i == idx) mine = sz;
-        total += sz;
+        double sz = specs[i].present ? (double)fg_spec_numel(&specs[i]) : 0;
+        double mid = total > 0 ? 100.0 * (before + sz / 2) / total : 0;
+        tiers[i - first] = choose(mid, p->w_gpu, p->w_cpu);
+        before += sz;
     }
-    double mid = total > 0 ? 100.0 * (before + mine / 2) / total : 0;
-    return choose(mid, p->w_gpu, p->w_cpu);
 }
 
 fg_tier fg_policy_cache_tier(const fg_policy *p, const fg_opt_config *c, int layer) {

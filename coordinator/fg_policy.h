@@ -37,10 +37,10 @@ const char *fg_tier_name(fg_tier t);   /* "gpu", "cpu", "disk" */
 /* Check percentages (each in [0, 100], pairs summing to <= 100) and sizes. */
 fg_status fg_policy_validate(const fg_policy *p);
 
-/* Tier of spec index `idx` (which must be present) of layer `layer`, where
- * layer -1 means the model-level tensors (embeddings, final LayerNorm,
- * project_in/out), placed as one more layer. */
-fg_tier fg_policy_weight_tier(const fg_policy *p, const fg_opt_config *c, const fg_spec *specs, int layer, int idx);
+/* Tiers of the tensors of layer `layer` (-1: the model-level tensors,
+ * placed as one more layer), in spec order: tiers[i] for spec index
+ * first + i (FG_LW_COUNT entries, or FG_GW_COUNT; absent ones too). */
+void fg_policy_weight_tiers(const fg_policy *p, const fg_spec *specs, int layer, fg_tier *tiers);
 fg_tier fg_policy_cache_tier(const fg_policy *p, const fg_opt_config *c, int layer);
 /* The tier of all activations (validate checked that there is one). */
 fg_tier fg_policy_act_tier(const fg_policy *p);

@@ -14,6 +14,8 @@ typedef struct {
 
 static const fg_cmd cmds[] = {
     {"run", fg_cmd_run, "generate text for a file of prompts"},
+    {"policy", fg_cmd_policy, "the placement and batch sizes the cost model picks, and why"},
+    {"profile", fg_cmd_profile, "measure every tier (each worker alone) for the cost model"},
     {"tokenize", fg_cmd_tokenize, "text on stdin -> token ids (or ids -> text with --decode)"},
 };
 

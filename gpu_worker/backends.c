@@ -23,3 +23,20 @@ const fg_backend *fg_backend_find(const char *name) {
 }
 
 const char *fg_backend_default(void) { return "host"; }
+
+/* The cuda backend's workspace until it is built into this worker: its fp16
+ * intermediates of a step of max_rows rows, as FlexGen's cost model counts
+ * a GPU batch's working set (q, k, v, the context, the hidden state and
+ * the residual, 9 x H; the MLP's F), without the attention score matrix,
+ * which the backend computes in tiles; plus SAMPLE's scratch. A cuda
+ * backend allocates within this, so that plans made now stay valid. */
+static uint64_t cuda_workspace_bytes(const fg_opt_config *c, uint32_t max_rows) {
+    return 2ull * max_rows * (9ull * (uint64_t)c->hidden + (uint64_t)c->ffn_dim) + 8ull * (uint64_t)c->vocab_size;
+}
+
+fg_status fg_backend_workspace_bytes(const char *name, const fg_opt_config *c, uint32_t max_rows, uint64_t *bytes) {
+    for (size_t i = 0; i < sizeof built / sizeof built[0]; i++)
+        if (!strcmp(built[i]->name, name)) return *bytes = built[i]->workspace_bytes(c, max_rows), FG_OK;
+    if (!strcmp(name, "cuda")) return *bytes = cuda_workspace_bytes(c, max_rows), FG_OK;
+    return fg_backend_find(name) ? FG_OK : FG_EINPUT;
+}

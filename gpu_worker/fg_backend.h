@@ -79,6 +79,11 @@ typedef struct {
 
 /* The backend called `name`; NULL and a message naming the ones built. */
 const fg_backend *fg_backend_find(const char *name);
+/* The workspace backend `name` adds to its arena for max_rows rows of c:
+ * the backend's own workspace_bytes where it is built here, else (cuda,
+ * to plan for a GPU from a preset or another machine's profile) the
+ * budget it is held to. FG_EINPUT for an unknown name. */
+fg_status fg_backend_workspace_bytes(const char *name, const fg_opt_config *c, uint32_t max_rows, uint64_t *bytes);
 /* What runs when no --device is given: "cuda" where it is built and a GPU
  * is found, else "host". */
 const char *fg_backend_default(void);

@@ -35,7 +35,7 @@ policies=(
   "2-batches|--percent 0 100 0 100 100 0 --num-gpu-batches 2"
   "4-batches-cpu-attention|--percent 60 40 30 70 100 0 --num-gpu-batches 4 --cpu-cache-compute"
   "row-schedule-3-batches|--percent 20 80 0 100 0 100 --num-gpu-batches 3 --schedule row"
-  "default-rule|"
+  "default-rule|--policy default"
   "no-overlap-mixed|--percent 30 70 50 50 0 100 --num-gpu-batches 2 --no-overlap"
   "overlap-row-cpu-attention|--percent 0 100 0 100 0 100 --num-gpu-batches 2 --schedule row --cpu-cache-compute"
   "weights-on-disk|--percent 0 0 100 0 100 0 --num-gpu-batches 2"

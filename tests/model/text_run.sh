@@ -20,7 +20,7 @@ fails=0
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 
 printf 'hello world\nThe quick brown fox, "jumps" \\ over\n\nlast one\n' >"$work/p.txt"
-"$flexgen" run --model "$m" --prompts "$work/p.txt" --gen-len 6 --ignore-eos --out "$work/t.jsonl" 2>"$work/err" \
+"$flexgen" run --policy default --model "$m" --prompts "$work/p.txt" --gen-len 6 --ignore-eos --out "$work/t.jsonl" 2>"$work/err" \
   || fail "text run: $(cat "$work/err")"
 # the same prompts as ids, from the tokenize command
 "$py" - "$flexgen" "$m" "$work" <<'PY' || fails=$((fails + 1))
@@ -30,7 +30,7 @@ lines = open(f"{work}/p.txt").read().split("\n")[:-1]
 ids = [json.loads(subprocess.run([flexgen, "tokenize", "--model", m], input=l.encode(), capture_output=True,
                                  check=True).stdout) for l in lines]
 json.dump(ids, open(f"{work}/ids.json", "w"))
-subprocess.run([flexgen, "run", "--model", m, "--prompt-ids", f"{work}/ids.json", "--gen-len", "6", "--ignore-eos",
+subprocess.run([flexgen, "run", "--policy", "default", "--model", m, "--prompt-ids", f"{work}/ids.json", "--gen-len", "6", "--ignore-eos",
                 "--out", f"{work}/i.jsonl"], check=True, capture_output=True)
 t = [json.loads(l) for l in open(f"{work}/t.jsonl")]
 i = [json.loads(l) for l in open(f"{work}/i.jsonl")]
@@ -48,7 +48,7 @@ PY
 # stop string: the text of output tokens 2..3 of prompt 0
 stop=$("$py" -c 'import json,sys; print(json.dumps(json.loads(open(sys.argv[1]).readline())["output_ids"][2:4]))' "$work/t.jsonl" \
   | "$flexgen" tokenize --model "$m" --decode)
-"$flexgen" run --model "$m" --prompts "$work/p.txt" --gen-len 6 --ignore-eos --stop "$stop" --out "$work/s.jsonl" 2>/dev/null \
+"$flexgen" run --policy default --model "$m" --prompts "$work/p.txt" --gen-len 6 --ignore-eos --stop "$stop" --out "$work/s.jsonl" 2>/dev/null \
   || fail "stop run"
 "$py" - "$work" "$stop" <<'PY' || fails=$((fails + 1))
 import json, sys
@@ -64,14 +64,14 @@ PY
 
 # JSONL ids of any JSON type come back unchanged
 printf '{"id": "q-1", "prompt": "low"}\n\n{"id": {"k": [1, 2]}, "prompt": "lower"}\n' >"$work/p.jsonl"
-"$flexgen" run --model "$m" --prompts "$work/p.jsonl" --gen-len 2 --out "$work/j.jsonl" 2>/dev/null || fail "jsonl run"
+"$flexgen" run --policy default --model "$m" --prompts "$work/p.jsonl" --gen-len 2 --out "$work/j.jsonl" 2>/dev/null || fail "jsonl run"
 [ "$(cut -d, -f1 "$work/j.jsonl" | tr '\n' ' ')" = '{"id":"q-1" {"id":{"k":[1 ' ] || fail "jsonl ids: $(cat "$work/j.jsonl")"
 
 # bad input: exit 2, message names FILE:LINE
 expect2() { # NAME WANT-IN-MESSAGE args...
   local name=$1 want=$2
   shift 2
-  "$flexgen" run --model "$m" --gen-len 4 --out "$work/bad.jsonl" "$@" >/dev/null 2>"$work/err"
+  "$flexgen" run --policy default --model "$m" --gen-len 4 --out "$work/bad.jsonl" "$@" >/dev/null 2>"$work/err"
   local rc=$?
   if [ $rc -ne 2 ] || ! grep -qF -- "$want" "$work/err"; then fail "$name: exit $rc, message: $(cat "$work/err")"
   elif [ -e "$work/bad.jsonl" ]; then fail "$name: output left behind"
@@ -87,7 +87,7 @@ printf '{"id": 1, "text": "a"}\n' >"$work/k.jsonl"
 expect2 jsonl_no_prompt "k.jsonl:1" --prompts "$work/k.jsonl"
 "$py" -c 'print("short"); print(" ".join(["low"] * 80))' >"$work/long.txt"
 expect2 too_long "long.txt:2" --prompts "$work/long.txt"
-"$flexgen" run --model "$m" --prompts "$work/long.txt" --gen-len 4 --truncate --out "$work/tr.jsonl" 2>"$work/err" \
+"$flexgen" run --policy default --model "$m" --prompts "$work/long.txt" --gen-len 4 --truncate --out "$work/tr.jsonl" 2>"$work/err" \
   || fail "truncate run: $(cat "$work/err")"
 grep -q "cut from" "$work/err" || fail "--truncate did not report the cut"
 [ "$(sed -n 2p "$work/tr.jsonl" | grep -o '"prompt_tokens":[0-9]*')" = '"prompt_tokens":60' ] \

@@ -1,0 +1,230 @@
+/* cmd_policy.c - `flexgen policy`: the policy the search picks for a
+ * model, a workload and memory budgets on a hardware profile, as `flexgen
+ * run` flags, with its predicted prefill and decode time, throughput,
+ * bottlenecks and memory per tier; and the model's arithmetic the FlexGen
+ * paper opens with. Given --percent (and batch sizes), it scores that
+ * policy instead of searching. */
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fg_backend.h"
+#include "fg_cmds.h"
+#include "fg_profile.h"
+#include "fg_search.h"
+#include "fg_weights.h"
+
+typedef struct {
+    const char *model_dir, *dummy, *hardware, *offload_dir, *device, *prompt_ids;
+    int S, G, n_prompts, json, have_percent, gbs, K, cpu_attn;
+    uint64_t gpu_mem, cpu_mem, disk_mem;
+    fg_policy p;
+} policy_args;
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: flexgen policy (--model DIR | --dummy NAME) (--prompt-len S | --prompt-ids FILE)\n"
+        "                      [--gen-len N] [--num-prompts N] [--hardware PROFILE|PRESET]\n"
+        "                      [--gpu-mem SIZE] [--cpu-mem SIZE] [--disk-mem SIZE] [--offload-dir DIR]\n"
+        "                      [--device NAME] [--json]\n"
+        "                      [--percent WG WC CG CC HG HC --gpu-batch-size N --num-gpu-batches N\n"
+        "                       [--cpu-cache-compute]]\n\n"
+        "Searches the policy (placement of weights, KV cache and activations, GPU batch size, batches\n"
+        "per block, CPU attention) with the highest predicted throughput within the budgets, and prints\n"
+        "it as flexgen run flags with its predicted times. With --percent, scores that policy instead.\n\n"
+        "  --prompt-len S      prompt length (tokens, padded); or --prompt-ids FILE gives prompts\n"
+        "  --gen-len N         new tokens per prompt (default 32)\n"
+        "  --num-prompts N     prompts in the job (default: as many as the best block holds)\n"
+        "  --hardware X        a profile (flexgen profile --out FILE) or a preset: flexgen-t4\n"
+        "                      (FlexGen's constants for a T4); default: this machine's profile,\n"
+        "                      measured first if there is none\n"
+        "  --gpu-mem, --cpu-mem, --disk-mem SIZE   budgets (default: no limit), e.g. 16G\n"
+        "  --json              one JSON object on stdout\n");
+}
+
+static fg_status parse(int argc, char **argv, policy_args *a) {
+    enum { O_MODEL = 256, O_DUMMY, O_S, O_G, O_N, O_PIDS, O_HW, O_GPU, O_CPU, O_DISK, O_OFF, O_DEV, O_JSON, O_PCT,
+           O_GBS, O_NGB, O_CA };
+    static const struct option opts[] = {
+        {"model", required_argument, 0, O_MODEL},       {"dummy", required_argument, 0, O_DUMMY},
+        {"prompt-len", required_argument, 0, O_S},      {"gen-len", required_argument, 0, O_G},
+        {"num-prompts", required_argument, 0, O_N},     {"prompt-ids", required_argument, 0, O_PIDS},
+        {"hardware", required_argument, 0, O_HW},       {"gpu-mem", required_argument, 0, O_GPU},
+        {"cpu-mem", required_argument, 0, O_CPU},       {"disk-mem", required_argument, 0, O_DISK},
+        {"offload-dir", required_argument, 0, O_OFF},   {"device", required_argument, 0, O_DEV},
+        {"json", no_argument, 0, O_JSON},               {"percent", required_argument, 0, O_PCT},
+        {"gpu-batch-size", required_argument, 0, O_GBS}, {"num-gpu-batches", required_argument, 0, O_NGB},
+        {"cpu-cache-compute", no_argument, 0, O_CA},    {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    *a = (policy_args){.G = 32, .offload_dir = "flexgen-offload", .cpu_attn = -1};
+    opterr = 0;
+    optind = 1;
+    int o;
+    fg_status st = FG_OK;
+    while (!st && (o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (o) {
+        case O_MODEL: a->model_dir = optarg; break;
+        case O_DUMMY: a->dummy = optarg; break;
+        case O_S: st = fg_parse_int("--prompt-len", optarg, 1, 1 << 20, &a->S); break;
+        case O_G: st = fg_parse_int("--gen-len", optarg, 1, 1 << 20, &a->G); break;
+        case O_N: st = fg_parse_int("--num-prompts", optarg, 1, 1 << 30, &a->n_prompts); break;
+        case O_PIDS: a->prompt_ids = optarg; break;
+        case O_HW: a->hardware = optarg; break;
+        case O_GPU: st = fg_parse_size(optarg, &a->gpu_mem); break;
+        case O_CPU: st = fg_parse_size(optarg, &a->cpu_mem); break;
+        case O_DISK: st = fg_parse_size(optarg, &a->disk_mem); break;
+        case O_OFF: a->offload_dir = optarg; break;
+        case O_DEV: a->device = optarg; break;
+        case O_JSON: a->json = 1; break;
+        case O_PCT: {
+            if (optind + 5 > argc) {
+                st = fg_err_set(FG_EINPUT, "--percent takes six numbers: WG WC CG CC HG HC");
+                break;
+            }
+            char *vals[6] = {optarg, argv[optind], argv[optind + 1], argv[optind + 2], argv[optind + 3], argv[optind + 4]};
+            st = fg_policy_parse_percent(&a->p, vals);
+            optind += 5;
+            a->have_percent = 1;
+            break;
+        }
+        case O_GBS: st = fg_parse_int("--gpu-batch-size", optarg, 1, 1 << 20, &a->gbs); break;
+        case O_NGB: st = fg_parse_int("--num-gpu-batches", optarg, 1, FG_MAX_GPU_BATCHES, &a->K); break;
+        case O_CA: a->cpu_attn = 1; break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return fg_err_set(FG_EINPUT, "flexgen policy: unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (st) return st;
+    if (optind < argc) return fg_err_set(FG_EINPUT, "flexgen policy: unexpected argument '%s'", argv[optind]);
+    if (!a->model_dir == !a->dummy) return fg_err_set(FG_EINPUT, "flexgen policy: give one of --model DIR or --dummy NAME");
+    if (!a->S && !a->prompt_ids) return fg_err_set(FG_EINPUT, "flexgen policy: give --prompt-len S or --prompt-ids FILE");
+    if (a->have_percent && !(a->gbs && a->K))
+        return fg_err_set(FG_EINPUT, "flexgen policy: --percent scores a policy: give --gpu-batch-size and --num-gpu-batches too");
+    if (!a->device) a->device = fg_backend_default();
+    return fg_backend_find(a->device) ? FG_OK : FG_EINPUT;
+}
+
+/* --prompt-ids: the prompts' count and longest length. */
+static fg_status read_ids(const char *path, int *n, int *S) {
+    json_t *root = NULL;
+    fg_status st = fg_json_load_file(path, &root);
+    if (st) return st;
+    if (!json_is_array(root) || !json_array_size(root)) st = fg_err_set(FG_EINPUT, "%s: expected a non-empty JSON list of lists of ids", path);
+    *n = (int)json_array_size(root), *S = 1;
+    for (int i = 0; !st && i < *n; i++) {
+        json_t *p = json_array_get(root, (size_t)i);
+        if (!json_is_array(p)) st = fg_err_set(FG_EINPUT, "%s: prompt %d is not a list of ids", path, i);
+        else if ((int)json_array_size(p) > *S) *S = (int)json_array_size(p);
+    }
+    json_decref(root);
+    return st;
+}
+
+static const char *gb(double b, char *buf) {
+    snprintf(buf, 32, "%.3g GB", b / 1e9);
+    return buf;
+}
+
+/* The model's arithmetic, FlexGen paper style. */
+static json_t *arithmetic(const fg_opt_config *c, const fg_spec *sp, int S, int G, const fg_policy *p) {
+    fg_cost_case cs = {0};
+    fg_cost_case_weights(&cs, c, sp);
+    double H = c->hidden, F = c->ffn_dim, V = c->vocab_size, L = c->n_layers;
+    double per_row = 2 * (4 * H * H + 2 * H * F);
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+                     "weight_bytes_per_layer", cs.layer_bytes,
+                     "weight_bytes_total", cs.layer_bytes * L + cs.model_bytes,
+                     "kv_cache_bytes_per_sequence", 4.0 * L * (S + G) * H,
+                     "kv_cache_bytes_per_block", 4.0 * L * (S + G) * H * p->gbs * p->num_gpu_batches,
+                     "activation_bytes_per_gpu_batch", 2.0 * p->gbs * S * H,
+                     "prefill_flops_per_token", L * (per_row + 2 * S * H) + 2 * H * V / S,
+                     "decode_flops_per_token", L * (per_row + 4 * (S + G / 2.0) * H) + 2 * H * V);
+}
+
+static double num(json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }
+
+static void print_text(const policy_args *a, const fg_opt_config *c, const fg_hw *hw, const fg_search_result *r,
+                       json_t *ar, int S) {
+    char b1[32], b2[32], b3[32];
+    const fg_policy *p = &r->p;
+    printf("model %s: %d layers, hidden %d, ffn %d, vocab %d; prompt %d, %d new tokens\n", c->name, c->n_layers,
+           c->hidden, c->ffn_dim, c->vocab_size, S, a->G);
+    printf("  weights %s per layer, %s in all\n", gb(num(ar, "weight_bytes_per_layer"), b1), gb(num(ar, "weight_bytes_total"), b2));
+    printf("  KV cache at the end %s per sequence, %s per block; activations %s per GPU batch\n",
+           gb(num(ar, "kv_cache_bytes_per_sequence"), b1), gb(num(ar, "kv_cache_bytes_per_block"), b2),
+           gb(num(ar, "activation_bytes_per_gpu_batch"), b3));
+    printf("  FLOPs per token: prefill %.3g GFLOP, decode %.3g GFLOP\n", num(ar, "prefill_flops_per_token") / 1e9,
+           num(ar, "decode_flops_per_token") / 1e9);
+    printf("hardware: %s (%s backend%s)\n", hw->source, hw->backend, hw->shares_host_cpu ? ", compute on the host's cores" : "");
+    printf("policy%s: --percent %g %g %g %g %g %g --gpu-batch-size %d --num-gpu-batches %d%s\n",
+           a->have_percent ? " (given)" : "", p->w_gpu, p->w_cpu, p->c_gpu, p->c_cpu, p->h_gpu, p->h_cpu, p->gbs,
+           p->num_gpu_batches, p->cpu_cache_compute ? " --cpu-cache-compute" : "");
+    printf("predicted: %.4g tokens/s; prefill %.4g s (bound by %s), decode %.4g s (bound by %s)%s\n",
+           r->pred.throughput, r->pred.prefill_s, fg_cost_res_name(r->pred.pre_bottleneck), r->pred.decode_s,
+           fg_cost_res_name(r->pred.gen_bottleneck), a->n_prompts ? "" : " per block");
+    printf("memory: gpu %s, cpu %s, disk %s\n", gb((double)r->gpu_bytes, b1), gb((double)r->shm_bytes, b2),
+           gb((double)r->disk_bytes, b3));
+    if (!a->have_percent) printf("search: %ld cases, %ld LPs, %.3f s\n", r->cases, r->lps, r->seconds);
+}
+
+int fg_cmd_policy(int argc, char **argv) {
+    policy_args a;
+    fg_exit_on(parse(argc, argv, &a));
+    int S = a.S, n = a.n_prompts;
+    if (a.prompt_ids) {
+        int nn = 0;
+        fg_exit_on(read_ids(a.prompt_ids, &nn, &S));
+        if (!n) n = nn;
+    }
+    fg_wsrc *ws = NULL;
+    fg_exit_on(a.dummy ? fg_wsrc_open_dummy(a.dummy, 0, &ws) : fg_wsrc_open_dir(a.model_dir, NULL, &ws));
+    const fg_opt_config *c = fg_wsrc_config(ws);
+    if (S + a.G > c->max_pos)
+        fg_exit_on(fg_err_set(FG_EINPUT, "prompt %d + %d new tokens exceed the model's %d positions", S, a.G, c->max_pos));
+    fg_hw hw;
+    fg_exit_on(fg_profile_hw(a.hardware, a.offload_dir, a.device, &hw));
+    /* memory is planned for the backend the hardware was measured with (a
+     * preset's GPU), as a run on that hardware would use it */
+    fg_search_opts so = {.S = S, .G = a.G, .n_prompts = n, .gpu_mem = a.gpu_mem, .cpu_mem = a.cpu_mem,
+                         .disk_mem = a.disk_mem, .backend = hw.backend, .gbs = a.gbs, .K = a.K, .cpu_attn = a.cpu_attn};
+    fg_search_result r;
+    char over[1024] = "";
+    if (a.have_percent) {
+        a.p.gbs = a.gbs, a.p.num_gpu_batches = a.K, a.p.cpu_cache_compute = a.cpu_attn == 1, a.p.overlap = 1;
+        fg_status st = fg_search_score(c, fg_wsrc_specs(ws), &hw, &so, &a.p, &r);
+        if (st == FG_EINPUT && (a.gpu_mem || a.cpu_mem || a.disk_mem)) {   /* scored all the same, said so */
+            snprintf(over, sizeof over, "%s", fg_err_msg());
+            so.gpu_mem = so.cpu_mem = so.disk_mem = 0;
+            st = fg_search_score(c, fg_wsrc_specs(ws), &hw, &so, &a.p, &r);
+        }
+        fg_exit_on(st);
+        if (over[0]) fg_warn("the given policy does not fit the budgets by this engine's memory plan (%s); scored without them", over);
+    } else {
+        fg_exit_on(fg_search_policy(c, fg_wsrc_specs(ws), &hw, &so, &r));
+    }
+    json_t *ar = arithmetic(c, fg_wsrc_specs(ws), S, a.G, &r.p);
+    if (a.json) {
+        const fg_policy *p = &r.p;
+        json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:{s:[f,f,f,f,f,f], s:i, s:i, s:b}, s:f, s:f, s:f, s:s, s:s, s:{s:I, s:I, s:I}, s:I, s:I, s:f}",
+            "model", c->name, "hardware", hw.source, "over_budget", over, "prompt_len", S, "gen_len", a.G, "prompts", n, "arithmetic", ar,
+            "policy", "percent", p->w_gpu, p->w_cpu, p->c_gpu, p->c_cpu, p->h_gpu, p->h_cpu, "gpu_batch_size", p->gbs,
+            "num_gpu_batches", p->num_gpu_batches, "cpu_cache_compute", p->cpu_cache_compute,
+            "predicted_throughput_tokens_per_s", r.pred.throughput, "predicted_prefill_s", r.pred.prefill_s,
+            "predicted_decode_s", r.pred.decode_s, "prefill_bottleneck", fg_cost_res_name(r.pred.pre_bottleneck),
+            "decode_bottleneck", fg_cost_res_name(r.pred.gen_bottleneck), "memory_bytes", "gpu", (json_int_t)r.gpu_bytes,
+            "cpu", (json_int_t)r.shm_bytes, "disk", (json_int_t)r.disk_bytes, "cases", (json_int_t)r.cases,
+            "lps", (json_int_t)r.lps, "search_s", r.seconds);
+        char *s = json_dumps(o, JSON_COMPACT);
+        printf("%s\n", s);
+        free(s);
+        json_decref(o);
+    } else {
+        print_text(&a, c, &hw, &r, ar, S);
+        json_decref(ar);
+    }
+    fg_wsrc_destroy(&ws);
+    return 0;
+}

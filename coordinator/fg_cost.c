@@ -1,0 +1,178 @@
+/* fg_cost.c - the cost model's terms and the evaluation of a plan (see
+ * fg_cost.h). */
+#include "fg_cost.h"
+
+#include <string.h>
+
+const char *fg_cost_res_name(int r) {
+    static const char *n[FG_COST_NRES] = {"compute", "cpu->gpu", "gpu->cpu", "disk"};
+    return r >= 0 && r < FG_COST_NRES ? n[r] : "?";
+}
+
+double fg_lin_eval(const fg_lin *l, const double *x) {
+    double s = l->c;
+    for (int v = 0; v < FG_COST_NX; v++) s += l->a[v] * x[v];
+    return s;
+}
+
+void fg_cost_case_weights(fg_cost_case *cs, const fg_opt_config *c, const fg_spec *sp) {
+    cs->layer_bytes = cs->model_bytes = 0;
+    for (int i = 0; i < FG_GW_COUNT; i++)
+        if (sp[i].present) cs->model_bytes += 2.0 * (double)fg_spec_numel(&sp[i]);
+    for (int i = 0; i < FG_LW_COUNT; i++)
+        if (sp[fg_spec_layer(0, i)].present) cs->layer_bytes += 2.0 * (double)fg_spec_numel(&sp[fg_spec_layer(0, i)]);
+}
+
+/* Seconds of a GEMM of `flops` over `rows` rows. */
+static double mm_s(const fg_hw *hw, double rows, double flops, int prefill) {
+    return flops / (fg_hw_mm_tflops(hw, rows, prefill) * 1e12);
+}
+
+/* The terms of one step: gpu compute seconds `comp` (with the fractions
+ * that add to it in comp_x), bytes each way and on disk, each with its
+ * constant part and its per-fraction part, turned into seconds. */
+typedef struct {
+    fg_lin comp;                   /* seconds */
+    fg_lin h2d, d2h, d2h_cache;    /* bytes */
+    fg_lin rd, wr;                 /* disk bytes */
+    fg_lin cmds;                   /* commands */
+} step;
+
+static void lin_add(fg_lin *d, const fg_lin *s, double k) {
+    d->c += k * s->c;
+    for (int v = 0; v < FG_COST_NX; v++) d->a[v] += k * s->a[v];
+}
+
+static void to_res(const fg_hw *hw, const step *s, fg_lin res[FG_COST_NRES]) {
+    memset(res, 0, FG_COST_NRES * sizeof *res);
+    lin_add(&res[R_COMPUTE], &s->comp, 1);
+    lin_add(&res[R_COMPUTE], &s->cmds, hw->cmd_s);
+    lin_add(&res[R_H2D], &s->h2d, 1 / (hw->h2d_gbps * 1e9));
+    lin_add(&res[R_D2H], &s->d2h, 1 / (hw->d2h_gbps * 1e9));
+    lin_add(&res[R_D2H], &s->d2h_cache, 1 / (hw->d2h_cache_gbps * 1e9));
+    lin_add(&res[R_DISK], &s->rd, 1 / (hw->disk_read_gbps * 1e9));
+    lin_add(&res[R_DISK], &s->wr, 1 / (hw->disk_write_gbps * 1e9));
+    if (hw->shares_host_cpu) {   /* copies are memcpy on the same cores as the compute */
+        lin_add(&res[R_COMPUTE], &res[R_H2D], 1);
+        lin_add(&res[R_COMPUTE], &res[R_D2H], 1);
+    }
+}
+
+void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_case *cs, fg_cost_terms *t) {
+    memset(t, 0, sizeof *t);
+    const double B = cs->gbs, K = cs->K, S = cs->S, G = cs->G, H = c->hidden, F = c->ffn_dim, V = c->vocab_size;
+    const double Wl = cs->layer_bytes, Wm = cs->model_bytes;
+    const double ctx = S + G / 2, past = ctx - 1;      /* the mean decode context and cached prefix */
+    const int act_off = cs->act != FG_TIER_GPU, act_disk = cs->act == FG_TIER_DISK, ca = cs->cpu_attn;
+    const double hb_p = 2 * B * S * H, hb_g = 2 * B * H;            /* a batch's hidden state */
+    const double rows_p = 4 * B * S * H, rows_g = 4 * B * H;        /* a batch's new k and v rows */
+    const double prefix = 4 * B * past * H, attn_g = 4 * B * ctx * H;   /* k and v bytes loaded, read */
+    const double layer_flops = 2 * (4 * H * H + 2 * H * F);         /* per row: q k v o, fc1 fc2 */
+
+    /* ---- a decoder layer, prefill: K batches of B*S rows ---- */
+    step p;
+    memset(&p, 0, sizeof p);
+    p.comp.c = K * (mm_s(hw, B * S, B * S * layer_flops, 1) + 2 * B * S * S * H / (hw->attn_prefill_tflops * 1e12));
+    p.h2d.a[X_WC] = p.h2d.a[X_WN] = Wl;                   /* the layer's off-GPU weights, once per block */
+    p.rd.a[X_WN] = Wl;
+    p.h2d.c += act_off * K * hb_p, p.d2h.c += act_off * K * hb_p;
+    p.rd.c += act_disk * K * hb_p, p.wr.c += act_disk * K * hb_p;
+    p.d2h_cache.a[X_CC] = p.d2h_cache.a[X_CN] = K * rows_p;   /* new rows to an off-GPU cache */
+    p.wr.a[X_CN] = K * (rows_p + 2 * 4096);               /* O_DIRECT writes from the 4 KiB boundary below */
+    p.cmds.c = K * (1 + 2 * act_off), p.cmds.a[X_WC] = p.cmds.a[X_WN] = 1, p.cmds.a[X_CC] = p.cmds.a[X_CN] = K;
+    p.cmds.a[X_CN] += 2 * K;
+    to_res(hw, &p, t->pre);
+
+    /* ---- a decoder layer, one decode token: K batches of B rows ---- */
+    step g;
+    memset(&g, 0, sizeof g);
+    double gemm = mm_s(hw, B, B * layer_flops, 0), gpu_attn = attn_g / (hw->attn_decode_gbps * 1e9);
+    g.comp.c = K * gemm;
+    /* attention on the gpu over a GPU cache, over a disk cache (loaded), and
+     * over a CPU cache unless the cpu worker does it (then serial: the
+     * coordinator waits for it) */
+    g.comp.a[X_CG] = g.comp.a[X_CN] = K * gpu_attn;
+    g.comp.a[X_CC] = K * (ca ? attn_g / (hw->cpu_attn_gbps * 1e9) : gpu_attn);
+    g.h2d.a[X_WC] = g.h2d.a[X_WN] = Wl;
+    g.rd.a[X_WN] = Wl;
+    g.h2d.a[X_CN] = K * prefix, g.rd.a[X_CN] = K * prefix, g.wr.a[X_CN] = K * (rows_g + 2 * 4096);
+    g.d2h_cache.a[X_CN] = K * rows_g;
+    if (ca) g.h2d.a[X_CC] = K * hb_g, g.d2h.a[X_CC] = K * 3 * hb_g;   /* ctx in; q, k, v out */
+    else g.h2d.a[X_CC] = K * prefix, g.d2h_cache.a[X_CC] = K * rows_g;
+    g.h2d.c += act_off * K * hb_g, g.d2h.c += act_off * K * hb_g;
+    g.rd.c += act_disk * K * hb_g, g.wr.c += act_disk * K * hb_g;
+    g.cmds.c = K * (1 + 2 * act_off), g.cmds.a[X_WC] = g.cmds.a[X_WN] = 1;
+    g.cmds.a[X_CC] = K * (ca ? 5 : 2), g.cmds.a[X_CN] = 4 * K;
+    to_res(hw, &g, t->gen);
+
+    /* ---- the embedding + LM head group, per token: its off-GPU weights
+     * once, the head's GEMM over each batch's last rows, logits out ---- */
+    for (int ph = 0; ph < 2; ph++) {
+        step h;
+        memset(&h, 0, sizeof h);
+        h.comp.c = K * mm_s(hw, B, 2 * B * H * V, ph == 0);
+        h.h2d.a[X_WC] = h.h2d.a[X_WN] = Wm;
+        h.rd.a[X_WN] = Wm;
+        h.d2h.c = K * 4 * B * V;
+        h.cmds.c = K * 4, h.cmds.a[X_WC] = h.cmds.a[X_WN] = 1;
+        to_res(hw, &h, ph == 0 ? t->head_pre : t->head_gen);
+    }
+}
+
+/* max over resources of res at x, and which one */
+static double step_max(const fg_lin res[FG_COST_NRES], const double *x, double *acc, int *arg) {
+    double best = 0;
+    for (int r = 0; r < FG_COST_NRES; r++) {
+        double v = fg_lin_eval(&res[r], x);
+        if (acc) acc[r] += v;
+        if (v > best) best = v, *arg = r;
+    }
+    return best;
+}
+
+static int argmax(const double *v) {
+    int a = 0;
+    for (int r = 1; r < FG_COST_NRES; r++)
+        if (v[r] > v[a]) a = r;
+    return a;
+}
+
+/* The fractions of group g's weight bytes on each tier. */
+static void weight_fracs(const fg_plan *pl, int g, double *x) {
+    int first = g < 0 ? 0 : fg_spec_layer(g, 0), count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
+    double by[FG_NTIERS] = {0}, tot = 0;
+    for (int i = first; i < first + count; i++) {
+        if (!pl->sp[i].present) continue;
+        double b = 2.0 * (double)fg_spec_numel(&pl->sp[i]);
+        by[pl->wtier[i]] += b, tot += b;
+    }
+    x[X_WG] = tot > 0 ? by[FG_TIER_GPU] / tot : 1;
+    x[X_WC] = tot > 0 ? by[FG_TIER_CPU] / tot : 0;
+    x[X_WN] = tot > 0 ? by[FG_TIER_DISK] / tot : 0;
+}
+
+void fg_cost_eval_plan(const fg_plan *pl, const fg_hw *hw, int n_prompts, fg_cost_result *r) {
+    memset(r, 0, sizeof *r);
+    fg_cost_case cs = {.gbs = pl->gbs, .K = pl->K, .S = pl->S, .G = pl->G, .cpu_attn = pl->p.cpu_cache_compute,
+                       .act = pl->atier};
+    fg_cost_case_weights(&cs, pl->c, pl->sp);
+    fg_cost_terms t;
+    fg_cost_terms_make(pl->c, hw, &cs, &t);
+    double x[FG_COST_NX];
+    int arg = 0;
+    for (int l = 0; l < pl->L; l++) {   /* each layer with its own weight split and cache tier */
+        weight_fracs(pl, l, x);
+        x[X_CG] = pl->ctier[l] == FG_TIER_GPU, x[X_CC] = pl->ctier[l] == FG_TIER_CPU, x[X_CN] = pl->ctier[l] == FG_TIER_DISK;
+        r->prefill_s += step_max(t.pre, x, r->pre_res, &arg);
+        r->decode_s += (pl->G - 1) * step_max(t.gen, x, NULL, &arg);
+        for (int q = 0; q < FG_COST_NRES; q++) r->gen_res[q] += (pl->G - 1) * fg_lin_eval(&t.gen[q], x);
+    }
+    weight_fracs(pl, -1, x);
+    r->prefill_s += step_max(t.head_pre, x, r->pre_res, &arg);
+    r->decode_s += (pl->G - 1) * step_max(t.head_gen, x, NULL, &arg);
+    r->pre_bottleneck = argmax(r->pre_res), r->gen_bottleneck = argmax(r->gen_res);
+    /* n prompts run as ceil(n / (K*B)) blocks, the last one possibly part full */
+    int bls = pl->K * pl->gbs, n = n_prompts > 0 ? n_prompts : bls, blocks = (n + bls - 1) / bls;
+    r->prefill_s *= blocks, r->decode_s *= blocks;
+    r->throughput = r->prefill_s + r->decode_s > 0 ? (double)n * pl->G / (r->prefill_s + r->decode_s) : 0;
+}

@@ -1,0 +1,67 @@
+/* fg_cost.h - the cost model: how long a block takes under a policy, on
+ * the hardware of a profile (fg_hw.h). FlexGen's per-layer terms (compute;
+ * loads to the compute device; stores back; disk reads and writes), for
+ * prefill and for one decode token at the mean context, each linear in the
+ * placement fractions, so the same terms serve the LP (fg_search.c) and
+ * the evaluation of a concrete plan. Extended to what this engine does:
+ *  - the resources overlap as the engine overlaps them: a layer step takes
+ *    the longest of the gpu compute stream, the host-to-device copies, the
+ *    device-to-host copies and the disk (reads and writes share it); on a
+ *    backend that computes on the host's cores (the host backend) compute
+ *    and copies share those cores and add up;
+ *  - CPU attention (cpu_cache_compute) as a choice: the coordinator waits
+ *    for it, so it adds to the compute stream's time;
+ *  - activations on disk; the block schedule's prefill (all K batches per
+ *    layer load); the embedding and LM head group once per token; the
+ *    logits copied out; a per-command cost.
+ *
+ * Letters: L layers, K GPU batches per block, B sequences per batch, S
+ * prompt length, G tokens generated, H hidden, F ffn, V vocabulary. */
+#ifndef FG_COST_H
+#define FG_COST_H
+
+#include "fg_hw.h"
+#include "fg_plan.h"
+
+/* Placement fractions, the LP's variables. */
+enum { X_WG, X_WC, X_WN, X_CG, X_CC, X_CN, FG_COST_NX };
+/* Resources of a layer step. */
+enum { R_COMPUTE, R_H2D, R_D2H, R_DISK, FG_COST_NRES };
+
+/* seconds = c + sum_v x[v] * a[v] */
+typedef struct {
+    double c, a[FG_COST_NX];
+} fg_lin;
+
+typedef struct {
+    int gbs, K, S, G;
+    int cpu_attn;            /* cpu_cache_compute */
+    fg_tier act;             /* the activations' tier */
+    double layer_bytes;      /* a decoder layer's weights */
+    double model_bytes;      /* the model-level weights (embeddings, final LayerNorm, projections) */
+} fg_cost_case;
+
+/* A case's weight bytes from the model's tensor list. */
+void fg_cost_case_weights(fg_cost_case *cs, const fg_opt_config *c, const fg_spec *sp);
+
+typedef struct {
+    fg_lin pre[FG_COST_NRES], gen[FG_COST_NRES];             /* one decoder layer: prefill; a decode token */
+    fg_lin head_pre[FG_COST_NRES], head_gen[FG_COST_NRES];   /* the embedding + LM head group, per token */
+} fg_cost_terms;
+
+void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_case *cs, fg_cost_terms *t);
+double fg_lin_eval(const fg_lin *l, const double *x);
+
+typedef struct {
+    double prefill_s, decode_s;            /* one block */
+    double throughput;                     /* generated tokens / (prefill + decode), FlexGen's definition */
+    int pre_bottleneck, gen_bottleneck;    /* R_*: the resource the layers' steps spend most on */
+    double pre_res[FG_COST_NRES], gen_res[FG_COST_NRES];   /* per block, summed over layers and tokens */
+} fg_cost_result;
+
+/* The cost of the plan's concrete placement (weights tensor by tensor,
+ * cache layer by layer) for n prompts (0: one full block). */
+void fg_cost_eval_plan(const fg_plan *pl, const fg_hw *hw, int n_prompts, fg_cost_result *r);
+const char *fg_cost_res_name(int r);   /* "compute", "cpu->gpu", "gpu->cpu", "disk" */
+
+#endif

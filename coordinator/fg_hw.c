@@ -1,0 +1,111 @@
+/* fg_hw.c - hardware constants from a profile or a preset (see fg_hw.h). */
+#include "fg_hw.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fg_config.h"
+
+/* FlexGen's constants for a Google Cloud T4 (its experimental cost model's
+ * defaults, fitted there by gradient descent on measured runs). FlexGen
+ * writes bandwidths in GiB/s (GB = 2^30) and FLOP/s in 10^12; here they
+ * are converted to 10^9 bytes/s. Its decode attention constant bmm_flops_g
+ * counts 4*B*ctx*H FLOPs, which is also the k and v bytes read, so its
+ * TFLOPS * 1000 is GB/s; its prefill attention counts 4*B*S*S*H FLOPs,
+ * twice this model's causal 2*B*S*S*H, so its figure is halved. Its
+ * cpu_flops (with a correction for small batches this model does not
+ * have) becomes the CPU attention's bytes/s the same way. */
+static void preset_t4(fg_hw *hw) {
+    const double GiB = 1073741824.0 / 1e9;
+    snprintf(hw->backend, sizeof hw->backend, "cuda");
+    hw->shares_host_cpu = 0;
+    hw->h2d_gbps = 12.89 * GiB;
+    hw->d2h_gbps = 4.82 * GiB;          /* gtoc_bdw_hidden */
+    hw->d2h_cache_gbps = 0.97 * GiB;    /* gtoc_bdw_cache */
+    hw->disk_read_gbps = 0.473 * GiB;   /* dtoc_bdw */
+    hw->disk_write_gbps = 2.015 * GiB;  /* ctod_bdw_hidden_p, ctod_bdw_g */
+    hw->mm_prefill_tflops = 21.24;
+    hw->mm_decode_tflops = 4.3;
+    hw->attn_prefill_tflops = 9.97 / 2;
+    hw->attn_decode_gbps = 0.079 * 1000;
+    hw->cpu_attn_gbps = 0.0123 * 1000;
+    hw->cmd_s = 0;
+}
+
+int fg_hw_is_preset(const char *what) { return !strcmp(what, "flexgen-t4"); }
+
+/* A number at obj.key, > 0; `required` 0 leaves *out as it was when absent. */
+static fg_status num(const char *path, json_t *obj, const char *sect, const char *key, int required, double *out) {
+    json_t *v = obj ? json_object_get(obj, key) : NULL;
+    if (!v) return required ? fg_err_set(FG_EINPUT, "%s: missing %s.%s (HINT: flexgen profile --reprofile)", path, sect, key)
+                            : FG_OK;
+    if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v)))
+        return fg_err_set(FG_EINPUT, "%s: %s.%s must be a positive number", path, sect, key);
+    *out = json_number_value(v);
+    return FG_OK;
+}
+
+static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
+    json_t *gpu = json_object_get(root, "gpu"), *cpu = json_object_get(root, "cpu"), *disk = json_object_get(root, "disk");
+    json_t *rt = json_object_get(root, "runtime");
+    if (!json_is_object(gpu) || !json_is_object(cpu) || !json_is_object(disk))
+        return fg_err_set(FG_EINPUT, "%s: a profile needs objects \"gpu\", \"cpu\" and \"disk\"", path);
+    const char *be = json_string_value(json_object_get(gpu, "backend"));
+    snprintf(hw->backend, sizeof hw->backend, "%s", be ? be : "?");
+    hw->shares_host_cpu = json_is_true(json_object_get(gpu, "shares_host_cpu"));
+    fg_status st;
+    if ((st = num(path, gpu, "gpu", "h2d_GBps", 1, &hw->h2d_gbps)) || (st = num(path, gpu, "gpu", "d2h_GBps", 1, &hw->d2h_gbps)) ||
+        (st = num(path, gpu, "gpu", "attn_prefill_TFLOPS", 1, &hw->attn_prefill_tflops)) ||
+        (st = num(path, gpu, "gpu", "attn_decode_GBps", 1, &hw->attn_decode_gbps)) ||
+        (st = num(path, cpu, "cpu", "attn_decode_GBps", 1, &hw->cpu_attn_gbps)) ||
+        (st = num(path, disk, "disk", "disk_read_GBps", 1, &hw->disk_read_gbps)) ||
+        (st = num(path, disk, "disk", "disk_write_GBps", 1, &hw->disk_write_gbps)) ||
+        (st = num(path, gpu, "gpu", "mm_prefill_TFLOPS", 0, &hw->mm_prefill_tflops)) ||
+        (st = num(path, gpu, "gpu", "mm_decode_TFLOPS", 0, &hw->mm_decode_tflops)) ||
+        (st = num(path, rt, "runtime", "cmd_s", 0, &hw->cmd_s)))
+        return st;
+    hw->d2h_cache_gbps = hw->d2h_gbps;
+    if ((st = num(path, gpu, "gpu", "d2h_cache_GBps", 0, &hw->d2h_cache_gbps))) return st;
+    json_t *mm = json_object_get(gpu, "mm");
+    size_t n = json_array_size(mm);
+    if (!(hw->mm_prefill_tflops > 0 && hw->mm_decode_tflops > 0) && (n < 1 || n > FG_HW_MAX_MM))
+        return fg_err_set(FG_EINPUT, "%s: gpu.mm must be an array of 1..%d {\"rows\", \"TFLOPS\"} points", path, FG_HW_MAX_MM);
+    for (size_t i = 0; i < n && n <= FG_HW_MAX_MM; i++) {
+        double r = 0, t = 0;
+        json_t *e = json_array_get(mm, i);
+        if ((st = num(path, e, "gpu.mm[]", "rows", 1, &r)) || (st = num(path, e, "gpu.mm[]", "TFLOPS", 1, &t))) return st;
+        if (i && r <= hw->mm_rows[i - 1]) return fg_err_set(FG_EINPUT, "%s: gpu.mm rows must ascend", path);
+        hw->mm_rows[i] = r, hw->mm_tflops[i] = t, hw->n_mm = (int)i + 1;
+    }
+    return FG_OK;
+}
+
+fg_status fg_hw_load(const char *what, fg_hw *hw) {
+    memset(hw, 0, sizeof *hw);
+    if (fg_hw_is_preset(what)) {
+        snprintf(hw->source, sizeof hw->source, "preset %s", what);
+        preset_t4(hw);
+        return FG_OK;
+    }
+    snprintf(hw->source, sizeof hw->source, "%s", what);
+    json_t *root = NULL;
+    fg_status st = fg_json_load_file(what, &root);
+    if (st) return st;
+    st = json_is_object(root) ? parse(what, root, hw) : fg_err_set(FG_EINPUT, "%s: a profile is a JSON object", what);
+    json_decref(root);
+    return st;
+}
+
+double fg_hw_mm_tflops(const fg_hw *hw, double rows, int prefill) {
+    double fixed = prefill ? hw->mm_prefill_tflops : hw->mm_decode_tflops;
+    if (fixed > 0 || hw->n_mm == 0) return fixed;
+    if (rows <= hw->mm_rows[0]) return hw->mm_tflops[0] * rows / hw->mm_rows[0];   /* fewer rows: same time, fewer FLOPs */
+    for (int i = 1; i < hw->n_mm; i++)
+        if (rows <= hw->mm_rows[i]) {
+            double f = (log(rows) - log(hw->mm_rows[i - 1])) / (log(hw->mm_rows[i]) - log(hw->mm_rows[i - 1]));
+            return hw->mm_tflops[i - 1] + f * (hw->mm_tflops[i] - hw->mm_tflops[i - 1]);
+        }
+    return hw->mm_tflops[hw->n_mm - 1];
+}

@@ -1,0 +1,45 @@
+/* fg_hw.h - the hardware constants the cost model runs on: read from the
+ * profile `flexgen profile` writes (each worker's --profile, measured
+ * alone, merged into one JSON object), or from a named preset. Bandwidths
+ * are 10^9 bytes/s, compute 10^12 FLOP/s, as the profile's keys say.
+ *
+ * Profile keys read (others are kept in the file for people, not read):
+ *   gpu.backend, gpu.shares_host_cpu, gpu.h2d_GBps, gpu.d2h_GBps,
+ *   gpu.mm [{rows, TFLOPS}] (fp16-weight GEMM by rows), gpu.attn_prefill_TFLOPS,
+ *   gpu.attn_decode_GBps, cpu.attn_decode_GBps, disk.disk_read_GBps,
+ *   disk.disk_write_GBps, runtime.cmd_s (optional: seconds a command costs).
+ * A preset may instead give gpu.mm_prefill_TFLOPS / gpu.mm_decode_TFLOPS
+ * (FlexGen's constants do not depend on rows) and gpu.d2h_cache_GBps. */
+#ifndef FG_HW_H
+#define FG_HW_H
+
+#include "fg_common.h"
+
+#define FG_HW_MAX_MM 24
+
+typedef struct {
+    char source[512];           /* the file, or "preset NAME" */
+    char backend[32];           /* the gpu worker's backend it was measured with */
+    int shares_host_cpu;        /* gpu compute and copies run on the host's cores (host backend) */
+    int n_mm;                   /* GEMM TFLOPS by rows, rows ascending */
+    double mm_rows[FG_HW_MAX_MM], mm_tflops[FG_HW_MAX_MM];
+    double mm_prefill_tflops, mm_decode_tflops;   /* > 0: used instead of the table (presets) */
+    double attn_prefill_tflops; /* causal attention core, 2*B*S*S*H FLOPs */
+    double attn_decode_gbps;    /* decode attention core on the gpu: bytes of k and v read */
+    double h2d_gbps, d2h_gbps, d2h_cache_gbps;
+    double cpu_attn_gbps;       /* the cpu worker's decode attention, bytes of k and v read */
+    double disk_read_gbps, disk_write_gbps;
+    double cmd_s;               /* per command (0: not modelled) */
+} fg_hw;
+
+/* A preset name ("flexgen-t4": FlexGen's constants fitted on a T4, from its
+ * cost model) or a profile file. FG_EINPUT naming the file and key. */
+fg_status fg_hw_load(const char *what, fg_hw *hw);
+/* 1 if `what` names a preset. */
+int fg_hw_is_preset(const char *what);
+
+/* GEMM TFLOPS at `rows` rows in the given phase (prefill 1, decode 0):
+ * the preset's figure, else the table interpolated in log(rows). */
+double fg_hw_mm_tflops(const fg_hw *hw, double rows, int prefill);
+
+#endif

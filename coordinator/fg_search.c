@@ -1,0 +1,305 @@
+/* fg_search.c - the policy search (see fg_search.h). */
+#include "fg_search.h"
+#include "fg_shm.h"
+
+#include <glpk.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* LP columns (GLPK counts from 1). */
+enum {
+    C_WG = 1, C_WC, C_WN, C_CG, C_CC, C_CN,   /* the fractions, X_* + 1 */
+    C_TPRE, C_TGEN, C_THP, C_THG,             /* a layer's prefill and decode step, the head's */
+    C_SLOT, C_STAGE,                          /* a device weight slot; the shm stages of disk-tier weights */
+    C_ZCS, C_ZCD, C_ZWD, C_ZWO,               /* 0/1: cache slots on the GPU, cache stages, the tier store,
+                                                 weight slots */
+    NCOL = C_ZWO
+};
+
+static uint64_t align4k(uint64_t x) { return (x + 4095) & ~(uint64_t)4095; }
+
+/* What the memory rows need, from the engine's own plan of the case with
+ * everything on the GPU (its fixed buffers: inputs, logits, workspace,
+ * activations) and from the tensor list (the rest, by fraction). */
+typedef struct {
+    double wtot, wl, wm, mx, ctot, cslot, cstage, store;   /* bytes; wl, wm: a layer's, the model-level group's */
+    double fix_gpu, fix_shm, fix_disk;
+} mem_coef;
+
+static void policy_of(const fg_cost_case *cs, fg_policy *p) {
+    memset(p, 0, sizeof *p);
+    p->gbs = cs->gbs, p->num_gpu_batches = cs->K, p->cpu_cache_compute = cs->cpu_attn, p->overlap = 1;
+    p->w_gpu = 100, p->c_gpu = 100;
+    p->h_gpu = cs->act == FG_TIER_GPU ? 100 : 0, p->h_cpu = cs->act == FG_TIER_CPU ? 100 : 0;
+}
+
+static fg_status mem_coefs(const fg_opt_config *c, const fg_spec *sp, const fg_search_opts *o, const fg_cost_case *cs,
+                           mem_coef *m) {
+    fg_policy p;
+    policy_of(cs, &p);
+    fg_plan a;
+    fg_status st = fg_plan_build(&a, c, sp, &p, o->S, o->G, o->backend, 0, 0, 0);
+    if (!st) {
+        double group[2] = {0, 0};   /* model-level, one decoder layer */
+        for (int i = 0; i < FG_GW_COUNT + FG_LW_COUNT; i++)
+            if (sp[i].present) group[i >= FG_GW_COUNT] += (double)align4k(2 * (uint64_t)fg_spec_numel(&sp[i]));
+        double block = (double)align4k(2ull * a.Tmax * a.gbs * c->hidden);
+        m->wtot = (double)(a.used[SEG_WGPU] - FG_SHM_HEADER_BYTES);
+        m->wm = group[0], m->wl = group[1];
+        m->mx = group[0] > group[1] ? group[0] : group[1];
+        m->ctot = 2.0 * a.L * a.K * block;
+        m->cslot = m->cstage = 4 * block;
+        m->store = group[0] + a.L * group[1] + (a.L + 1) * 4096.0;
+        m->fix_gpu = (double)fg_plan_gpu_bytes(&a) - m->wtot - m->ctot;
+        m->fix_shm = (double)fg_plan_shm_bytes(&a) - m->wtot;
+        m->fix_disk = (double)a.used[SEG_SPILL];
+    }
+    fg_plan_free(&a);
+    return st;
+}
+
+/* One LP: the fractions minimising the block's time for case cs. 0 and x,
+ * *obj (the block's seconds) filled, or -1 when infeasible. The 0/1
+ * quantities (a buffer that exists once any fraction is off its tier) are
+ * relaxed to [0, 1]: the rounding and fit() against the engine's plan
+ * settle them. *lpp keeps the problem from one K to the next of a line, so
+ * each solve starts from the last basis (NULL: a new one). */
+static int solve(glp_prob **lpp, const fg_cost_terms *t, const mem_coef *m, const fg_search_opts *o,
+                 const fg_cost_case *cs, int L, double *x, double *obj) {
+    int fresh = !*lpp;
+    if (fresh) {
+        *lpp = glp_create_prob();
+        glp_set_obj_dir(*lpp, GLP_MIN);
+        glp_add_cols(*lpp, NCOL);
+        for (int j = C_WG; j <= C_CN; j++) glp_set_col_bnds(*lpp, j, GLP_DB, 0, 1);
+        for (int j = C_TPRE; j <= C_STAGE; j++) glp_set_col_bnds(*lpp, j, GLP_LO, 0, 0);
+        for (int j = C_ZCS; j <= C_ZWO; j++) glp_set_col_bnds(*lpp, j, GLP_DB, 0, 1);
+    }
+    glp_prob *lp = *lpp;
+    glp_set_obj_coef(lp, C_TPRE, L);
+    glp_set_obj_coef(lp, C_THP, 1);
+    glp_set_obj_coef(lp, C_TGEN, (double)L * (cs->G - 1));
+    glp_set_obj_coef(lp, C_THG, cs->G - 1);
+
+    /* rows, as (column, coefficient) lists; memory rows in GB for scale */
+    int ia[1 + 256], ja[1 + 256], ne = 0, row = 0;
+    double ar[1 + 256];
+#define ROW(type, lo, hi) ((fresh ? glp_add_rows(lp, 1) : 0), glp_set_row_bnds(lp, ++row, type, lo, hi))
+#define COEF(col, v) (ia[++ne] = row, ja[ne] = (col), ar[ne] = (v))
+    ROW(GLP_FX, 1, 1), COEF(C_WG, 1), COEF(C_WC, 1), COEF(C_WN, 1);
+    ROW(GLP_FX, 1, 1), COEF(C_CG, 1), COEF(C_CC, 1), COEF(C_CN, 1);
+    const fg_lin *sets[4] = {t->pre, t->gen, t->head_pre, t->head_gen};
+    const int tcol[4] = {C_TPRE, C_TGEN, C_THP, C_THG};
+    for (int q = 0; q < 4; q++)   /* T >= each resource: the max() of the step */
+        for (int r = 0; r < FG_COST_NRES; r++) {
+            ROW(GLP_LO, sets[q][r].c, 0), COEF(tcol[q], 1);
+            for (int v = 0; v < FG_COST_NX; v++)
+                if (sets[q][r].a[v] != 0) COEF(C_WG + v, -sets[q][r].a[v]);
+        }
+    ROW(GLP_UP, 0, 0), COEF(C_CC, 1), COEF(C_CN, 1), COEF(C_ZCS, -1);
+    ROW(GLP_UP, 0, 0), COEF(C_CN, 1), COEF(C_ZCD, -1);
+    ROW(GLP_UP, 0, 0), COEF(C_WN, 1), COEF(C_ZWD, -1);
+    const double GB = 1e9;
+    /* a weight slot holds the largest group's off-GPU bytes: a layer's by
+     * fraction; the model-level group's whole (one tensor, the embedding,
+     * is nearly all of it); stages of the same size exist once any weight
+     * is on disk (stage >= 2 slot - 2 mx (1 - zwd)) */
+    ROW(GLP_UP, 0, 0), COEF(C_WC, 1), COEF(C_WN, 1), COEF(C_ZWO, -1);
+    ROW(GLP_LO, 0, 0), COEF(C_SLOT, 1), COEF(C_ZWO, -m->wm / GB);
+    ROW(GLP_LO, 0, 0), COEF(C_SLOT, 1), COEF(C_WC, -m->wl / GB), COEF(C_WN, -m->wl / GB);
+    ROW(GLP_LO, -2 * m->mx / GB, 0), COEF(C_STAGE, 1), COEF(C_SLOT, -2), COEF(C_ZWD, -2 * m->mx / GB);
+    if (o->gpu_mem) {
+        ROW(GLP_UP, 0, ((double)o->gpu_mem - m->fix_gpu) / GB);
+        COEF(C_WG, m->wtot / GB), COEF(C_SLOT, 2);
+        COEF(C_CG, m->ctot / GB), COEF(C_ZCS, m->cslot / GB);
+    }
+    if (o->cpu_mem) {   /* the GPU weights' host copy stays in shm */
+        ROW(GLP_UP, 0, ((double)o->cpu_mem - m->fix_shm) / GB);
+        COEF(C_WG, m->wtot / GB), COEF(C_WC, m->wtot / GB), COEF(C_STAGE, 1);
+        COEF(C_CC, m->ctot / GB), COEF(C_ZCD, m->cstage / GB);
+    }
+    if (o->disk_mem) {
+        ROW(GLP_UP, 0, ((double)o->disk_mem - m->fix_disk) / GB);
+        COEF(C_ZWD, m->store / GB), COEF(C_CN, m->ctot / GB);
+    }
+#undef ROW
+#undef COEF
+    glp_load_matrix(lp, ne, ia, ja, ar);
+    glp_smcp parm;
+    glp_init_smcp(&parm);
+    parm.msg_lev = GLP_MSG_OFF;
+    /* warm: the basis of the previous case (the next K) is a few pivots away */
+    int rc = glp_simplex(lp, &parm);
+    if (rc == GLP_EBADB || rc == GLP_ESING || rc == GLP_ECOND) glp_std_basis(lp), rc = glp_simplex(lp, &parm);
+    int ok = rc == 0 && glp_get_status(lp) == GLP_OPT;
+    for (int v = 0; ok && v < FG_COST_NX; v++) x[v] = glp_get_col_prim(lp, C_WG + v);
+    if (ok) *obj = glp_get_obj_val(lp);
+    return ok ? 0 : -1;
+}
+
+/* The engine's percentages from fractions, rounded down, the rest to disk. */
+static void round_policy(const double *x, fg_policy *p) {
+    p->w_gpu = floor(100 * x[X_WG] + 1e-6), p->w_cpu = floor(100 * x[X_WC] + 1e-6);
+    p->c_gpu = floor(100 * x[X_CG] + 1e-6), p->c_cpu = floor(100 * x[X_CC] + 1e-6);
+    if (p->w_gpu + p->w_cpu > 100) p->w_cpu = 100 - p->w_gpu;
+    if (p->c_gpu + p->c_cpu > 100) p->c_cpu = 100 - p->c_gpu;
+}
+
+/* Build p's plan within the budgets, moving placement a tier down (GPU to
+ * CPU, CPU to disk; weights before cache) while a budget is exceeded, by
+ * the percentage points the excess bytes are worth. FG_OK with *pl built,
+ * or the last refusal. */
+static fg_status fit(const fg_opt_config *c, const fg_spec *sp, const fg_search_opts *o, const mem_coef *m,
+                     fg_policy *p, fg_plan *pl) {
+    for (int tries = 0; tries < 64; tries++) {
+        fg_status st = fg_plan_build(pl, c, sp, p, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
+        if (!st) return FG_OK;
+        uint64_t gpu = fg_plan_gpu_bytes(pl), shm = fg_plan_shm_bytes(pl);
+        fg_plan_free(pl);
+        if (st != FG_EINPUT) return st;
+        /* a percentage point of weights or of cache, in bytes */
+        double wpt = m->wtot / 100 > 1 ? m->wtot / 100 : 1, cpt = m->ctot / 100 > 1 ? m->ctot / 100 : 1;
+        if (o->gpu_mem && gpu > o->gpu_mem) {
+            double over = (double)(gpu - o->gpu_mem);
+            int dw = (int)ceil(over / wpt), dc = (int)ceil(over / cpt);
+            if (p->w_gpu >= 1) dw = dw < p->w_gpu ? dw : (int)p->w_gpu, p->w_gpu -= dw, p->w_cpu += dw;
+            else if (p->c_gpu >= 1) dc = dc < p->c_gpu ? dc : (int)p->c_gpu, p->c_gpu -= dc, p->c_cpu += dc;
+            else return st;
+        } else if (o->cpu_mem && shm > o->cpu_mem) {
+            double over = (double)(shm - o->cpu_mem);
+            int dw = (int)ceil(over / wpt), dc = (int)ceil(over / cpt);
+            if (p->w_cpu >= 1) p->w_cpu -= dw < p->w_cpu ? dw : p->w_cpu;
+            else if (p->c_cpu >= 1) p->c_cpu -= dc < p->c_cpu ? dc : p->c_cpu;
+            else if (p->w_gpu >= 1) p->w_gpu -= dw < p->w_gpu ? dw : p->w_gpu;   /* the GPU weights' host copy is shm too */
+            else return st;
+        } else {
+            return st;   /* disk, or something no move helps */
+        }
+    }
+    return fg_err_set(FG_EINPUT, "no placement of this case fits the budgets");
+}
+
+static uint64_t disk_bytes(const fg_plan *pl, const mem_coef *m) {
+    return pl->used[SEG_SPILL] + (pl->any_disk_weights ? (uint64_t)m->store : 0);
+}
+
+fg_status fg_search_score(const fg_opt_config *c, const fg_spec *sp, const fg_hw *hw, const fg_search_opts *o,
+                          const fg_policy *p, fg_search_result *r) {
+    memset(r, 0, sizeof *r);
+    double t0 = fg_now();
+    fg_plan pl;
+    fg_status st = fg_plan_build(&pl, c, sp, p, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
+    if (!st) {
+        fg_cost_case cs = {.gbs = p->gbs, .K = p->num_gpu_batches, .cpu_attn = p->cpu_cache_compute, .act = pl.atier};
+        mem_coef m = {0};
+        mem_coefs(c, sp, o, &cs, &m);
+        r->p = *p;
+        fg_cost_eval_plan(&pl, hw, o->n_prompts, &r->pred);
+        r->gpu_bytes = fg_plan_gpu_bytes(&pl), r->shm_bytes = fg_plan_shm_bytes(&pl), r->disk_bytes = disk_bytes(&pl, &m);
+        r->cases = 1;
+    }
+    fg_plan_free(&pl);
+    r->seconds = fg_now() - t0;
+    return st;
+}
+
+/* A case the LP solved: the candidate it proposes. */
+typedef struct {
+    fg_cost_case cs;
+    mem_coef m;
+    double x[FG_COST_NX];
+    double lp_tput;   /* the LP optimum as throughput */
+} cand;
+
+static int by_lp_tput(const void *a, const void *b) {
+    double x = ((const cand *)a)->lp_tput, y = ((const cand *)b)->lp_tput;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+fg_status fg_search_policy(const fg_opt_config *c, const fg_spec *sp, const fg_hw *hw, const fg_search_opts *o,
+                           fg_search_result *r) {
+    static const int gbs_list[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
+    memset(r, 0, sizeof *r);
+    double t0 = fg_now();
+    glp_term_out(GLP_OFF);
+    char why[512] = "no case was tried";   /* the first (smallest) case's reason */
+    int why_set = 0;
+    size_t ncand = 0, cap = 256;
+    cand *cands = fg_xcalloc(cap, sizeof *cands);
+    /* pass 1: an LP per case */
+    for (size_t gi = 0; gi < sizeof gbs_list / sizeof gbs_list[0]; gi++) {
+        int gbs = o->gbs > 0 ? o->gbs : gbs_list[gi];
+        if (o->gbs > 0 && gi > 0) break;
+        if (o->gbs <= 0 && o->n_prompts > 0 && gbs > o->n_prompts) break;   /* a batch of padding is no gain */
+        int kmax = o->n_prompts > 0 ? (o->n_prompts + gbs - 1) / gbs : FG_MAX_GPU_BATCHES;
+        if (kmax > FG_MAX_GPU_BATCHES) kmax = FG_MAX_GPU_BATCHES;
+        /* memory grows with K: the first K the LP cannot fit ends that
+         * (cpu attention, activation tier) line */
+        for (int ca = o->cpu_attn < 0 ? 0 : o->cpu_attn; ca <= (o->cpu_attn < 0 ? 1 : o->cpu_attn); ca++)
+            for (int act = FG_TIER_GPU; act < FG_NTIERS; act++) {
+                glp_prob *lp = NULL;
+                for (int K = o->K > 0 ? o->K : 1; K <= (o->K > 0 ? o->K : kmax); K++) {
+                    cand cd = {.cs = {.gbs = gbs, .K = K, .S = o->S, .G = o->G, .cpu_attn = ca, .act = (fg_tier)act}};
+                    fg_cost_case_weights(&cd.cs, c, sp);
+                    r->cases++;
+                    if (mem_coefs(c, sp, o, &cd.cs, &cd.m)) break;
+                    fg_cost_terms t;
+                    fg_cost_terms_make(c, hw, &cd.cs, &t);
+                    double obj = 0;
+                    r->lps++;
+                    if (solve(&lp, &t, &cd.m, o, &cd.cs, c->n_layers, cd.x, &obj)) {
+                        if (!why_set++) snprintf(why, sizeof why, "gbs %d x %d: the LP finds no placement within the budgets", gbs, K);
+                        break;
+                    }
+                    int bls = gbs * K, n = o->n_prompts > 0 ? o->n_prompts : bls, blocks = (n + bls - 1) / bls;
+                    cd.lp_tput = obj > 0 ? (double)n * o->G / (blocks * obj) : 0;
+                    if (ncand == cap) {
+                        cands = realloc(cands, (cap *= 2) * sizeof *cands);
+                        FG_ASSERT(cands);
+                    }
+                    cands[ncand++] = cd;
+                }
+                if (lp) glp_delete_prob(lp);
+            }
+    }
+    /* pass 2: best LP optimum first, each rounded, fitted to the engine's
+     * plan and scored on it. Rounding only moves placement down a tier, so
+     * once the LP optimum falls well below the best score found (the margin
+     * covers the LP's averaging of layers), nothing after it can win */
+    qsort(cands, ncand, sizeof *cands, by_lp_tput);
+    int found = 0;
+    for (size_t i = 0; i < ncand; i++) {
+        const cand *cd = &cands[i];
+        if (found && cd->lp_tput < 0.9 * r->pred.throughput) break;
+        fg_policy p;
+        policy_of(&cd->cs, &p);
+        round_policy(cd->x, &p);
+        fg_plan pl;
+        if (fit(c, sp, o, &cd->m, &p, &pl)) {
+            if (!why_set++) snprintf(why, sizeof why, "%s", fg_err_msg());
+            continue;
+        }
+        fg_cost_result pred;
+        fg_cost_eval_plan(&pl, hw, o->n_prompts, &pred);
+        if (!found || pred.throughput > r->pred.throughput) {
+            found = 1;
+            r->p = p, r->pred = pred;
+            r->gpu_bytes = fg_plan_gpu_bytes(&pl), r->shm_bytes = fg_plan_shm_bytes(&pl);
+            r->disk_bytes = disk_bytes(&pl, &cd->m);
+        }
+        fg_plan_free(&pl);
+    }
+    free(cands);
+    r->seconds = fg_now() - t0;
+    if (!found) {   /* say what the least demanding placement needs */
+        fg_policy least = {.gbs = 1, .num_gpu_batches = 1, .h_cpu = 100, .overlap = 1};
+        fg_plan pl;
+        fg_status st = fg_plan_build(&pl, c, sp, &least, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
+        fg_plan_free(&pl);
+        if (st) snprintf(why, sizeof why, "even with every weight and the cache on disk and one sequence per batch: %s",
+                         fg_err_msg());
+        return fg_err_set(FG_EINPUT, "no policy fits the budgets (%s)", why);
+    }
+    return FG_OK;
+}

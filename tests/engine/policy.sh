@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# The policy search (--policy auto, flexgen policy):
+#  1. no policy the search returns is refused by the engine, and none
+#     exceeds a budget when run: over a grid of models and budgets, the
+#     chosen flags are run with the same budgets and the report's GPU and
+#     shared memory are within them;
+#  2. the LP and its rounding find the cost model's optimum: for fixed batch
+#     sizes, the search's predicted throughput is at least that of every
+#     policy of a grid of percentages (weights in steps of 20, cache of 50) scored by the same model;
+#  3. flexgen run without --percent searches (the log says so) and its
+#     output equals the reference engine's at the batch size it chose;
+#  4. bad input: an unknown preset, a profile with a missing key, budgets
+#     nothing fits, exit status 2 with the reason.
+# The hardware is FlexGen's T4 preset (no profiling in CI).
+# Usage: policy.sh FLEXGEN WORKDIR
+set -uo pipefail
+flexgen=$1 work=$2
+ref=$(cd "$(dirname "$0")/../ref" && pwd)
+py=${FG_PYTHON:-/usr/bin/python3}
+rm -rf "$work" && mkdir -p "$work"
+fails=0
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+"$py" "$ref/make_checkpoint.py" --out "$work/m" --layers 3 --hidden 64 --heads 4 --ffn 160 --vocab 500 --max-pos 96 \
+  --seed 5 >/dev/null || exit 1
+"$py" -c 'import json, random; r = random.Random(7)
+print(json.dumps([[2] + [r.randrange(4, 500) for _ in range(3 + i % 9)] for i in range(12)]))' >"$work/p.json"
+
+# ---- 1. chosen policies run within their budgets --------------------------------
+grid=(
+  "m|--gpu-mem 1M --cpu-mem 64M"
+  "m|--gpu-mem 600K --cpu-mem 2M --disk-mem 1G"
+  "m|--gpu-mem 2M --cpu-mem 1M --disk-mem 1G"
+  "m|--gpu-mem 64M --cpu-mem 64M"
+  "opt-125m|--gpu-mem 300M --cpu-mem 600M --disk-mem 2G"
+  "opt-125m|--gpu-mem 200M --cpu-mem 2G"
+)
+for g in "${grid[@]}"; do
+  model=${g%%|*} budgets=${g#*|}
+  if [ "$model" = m ]; then src=(--model "$work/m"); else src=(--dummy "$model"); fi
+  tag=$(echo "$model $budgets" | tr -c 'a-zA-Z0-9' _)
+  # shellcheck disable=SC2086
+  if ! "$flexgen" policy "${src[@]}" --prompt-ids "$work/p.json" --gen-len 4 --hardware flexgen-t4 $budgets \
+      --offload-dir "$work/off" --json >"$work/$tag.json" 2>"$work/$tag.err"; then
+    fail "policy $model $budgets: $(grep error: "$work/$tag.err")"; continue
+  fi
+  flags=$("$py" -c 'import json, sys; p = json.load(open(sys.argv[1]))["policy"]
+print(" ".join(["--percent"] + ["%g" % x for x in p["percent"]] + ["--gpu-batch-size", str(p["gpu_batch_size"]),
+      "--num-gpu-batches", str(p["num_gpu_batches"])] + (["--cpu-cache-compute"] if p["cpu_cache_compute"] else [])))' \
+      "$work/$tag.json")
+  # shellcheck disable=SC2086
+  if ! "$flexgen" run "${src[@]}" --prompt-ids "$work/p.json" --gen-len 4 --ignore-eos $flags $budgets \
+      --offload-dir "$work/off" --out "$work/$tag.jsonl" --report "$work/$tag.report" 2>"$work/$tag.run"; then
+    fail "run of the chosen policy ($model $budgets: $flags): $(grep error: "$work/$tag.run")"; continue
+  fi
+  # shellcheck disable=SC2086
+  if ! "$py" - "$work/$tag.report" $budgets <<'PY'; then
+import json, sys
+r = json.load(open(sys.argv[1]))
+units = {"K": 2**10, "M": 2**20, "G": 2**30}
+b = dict(zip(sys.argv[2::2], sys.argv[3::2]))
+size = lambda s: int(float(s[:-1]) * units[s[-1]])
+ok = True
+if "--gpu-mem" in b and r["peak_gpu_bytes"] > size(b["--gpu-mem"]): ok = False; print("gpu", r["peak_gpu_bytes"])
+if "--cpu-mem" in b and r["shm_bytes"] > size(b["--cpu-mem"]): ok = False; print("shm", r["shm_bytes"])
+sys.exit(0 if ok else 1)
+PY
+    fail "$model $budgets: the run went over a budget"; continue
+  fi
+  echo "ok   $model $budgets: $flags"
+done
+
+# ---- 2. the search's optimum against a brute-force grid of the same model --------
+for case in "1 1" "4 3"; do
+  set -- $case
+  gbs=$1 k=$2
+  best=$("$flexgen" policy --model "$work/m" --prompt-ids "$work/p.json" --gen-len 4 --hardware flexgen-t4 \
+    --gpu-mem 700K --cpu-mem 3M --offload-dir "$work/off" --gpu-batch-size "$gbs" --num-gpu-batches "$k" --json \
+    2>/dev/null | "$py" -c 'import json, sys; print(json.load(sys.stdin)["predicted_throughput_tokens_per_s"])') \
+    || { fail "search gbs $gbs x $k"; continue; }
+  worse=$("$py" - "$flexgen" "$work" "$gbs" "$k" "$best" <<'PY'
+import json, subprocess, sys
+flexgen, work, gbs, k, best = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
+top, arg = 0.0, None
+for wg in range(0, 101, 20):
+    for wc in range(0, 101 - wg, 20):
+        for cg in range(0, 101, 50):
+            for cc in range(0, 101 - cg, 50):
+                for h in ("100 0", "0 100", "0 0"):
+                    for ca in ([], ["--cpu-cache-compute"]):
+                        pct = f"{wg} {wc} {cg} {cc} {h}".split()
+                        r = subprocess.run([flexgen, "policy", "--model", f"{work}/m", "--prompt-ids", f"{work}/p.json",
+                                            "--gen-len", "4", "--hardware", "flexgen-t4", "--gpu-mem", "700K",
+                                            "--cpu-mem", "3M", "--offload-dir", f"{work}/off", "--gpu-batch-size", gbs,
+                                            "--num-gpu-batches", k, "--json", "--percent", *pct, *ca],
+                                           capture_output=True, text=True)
+                        if r.returncode == 0 and not json.loads(r.stdout)["over_budget"]:
+                            t = json.loads(r.stdout)["predicted_throughput_tokens_per_s"]
+                            if t > top: top, arg = t, " ".join(pct + ca)
+# the search rounds fractions down to whole percents and works on averaged
+# layers; a 2% margin covers that, and nothing of the grid may beat it by more
+print(f"{top} {arg}" if top > best * 1.02 else "")
+PY
+)
+  if [ -n "$worse" ]; then fail "gbs $gbs x $k: the grid's '$worse' beats the search's $best"
+  else echo "ok   gbs $gbs x $k: search $best tokens/s >= every grid policy (within 2%)"; fi
+done
+
+# ---- 3. flexgen run searches without --percent --------------------------------
+"$flexgen" run --model "$work/m" --prompt-ids "$work/p.json" --gen-len 4 --ignore-eos --hardware flexgen-t4 \
+  --gpu-mem 1M --offload-dir "$work/off" --out "$work/auto.jsonl" --dump-logits "$work/auto.npy" \
+  --report "$work/auto.report" 2>"$work/auto.err" || fail "auto run: $(grep error: "$work/auto.err")"
+if grep -q "policy auto" "$work/auto.err"; then
+  gbs=$("$py" -c 'import json, re, sys; print(re.search(r"gbs (\d+)", json.load(open(sys.argv[1]))["policy"]).group(1))' "$work/auto.report")
+  "$flexgen" run --engine reference --model "$work/m" --prompt-ids "$work/p.json" --gen-len 4 --ignore-eos \
+    --gpu-batch-size "$gbs" --out "$work/ref.jsonl" --dump-logits "$work/ref.npy" 2>/dev/null || fail "reference run"
+  if cmp -s "$work/ref.npy" "$work/auto.npy"; then echo "ok   auto run: gbs $gbs, logits bitwise equal to the reference"
+  else fail "auto run: logits differ from the reference at gbs $gbs"; fi
+  "$py" -c 'import json, sys; p = json.load(open(sys.argv[1]))["predicted"]; assert p["throughput_tokens_per_s"] > 0' \
+    "$work/auto.report" || fail "auto run: no prediction in the report"
+else
+  fail "auto run: the log does not say the policy was searched"
+fi
+
+# ---- 4. bad input ------------------------------------------------------------------
+expect2() {  # name, expected text, command...
+  local name=$1 want=$2; shift 2
+  "$@" >/dev/null 2>"$work/e.err"; local rc=$?
+  if [ $rc -ne 2 ] || ! grep -q -- "$want" "$work/e.err"; then fail "$name: exit $rc, $(tail -1 "$work/e.err")"
+  else echo "ok   $name: $(grep error: "$work/e.err" | head -1)"; fi
+}
+expect2 "unknown preset" "nope" "$flexgen" policy --dummy opt-125m --prompt-len 8 --hardware nope
+echo '{"gpu": {"backend": "host"}, "cpu": {}, "disk": {}}' >"$work/bad.json"
+expect2 "profile without a key" "h2d_GBps" "$flexgen" policy --dummy opt-125m --prompt-len 8 --hardware "$work/bad.json"
+expect2 "budgets nothing fits" "no policy fits" "$flexgen" policy --dummy opt-125m --prompt-len 8 --hardware flexgen-t4 \
+  --gpu-mem 1M --cpu-mem 1M --disk-mem 1M --offload-dir "$work/off"
+expect2 "no prompt length" "--prompt-len" "$flexgen" policy --dummy opt-125m --hardware flexgen-t4
+
+echo "policy: $fails failed"
+[ "$fails" -eq 0 ]
