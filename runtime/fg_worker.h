@@ -71,6 +71,12 @@ typedef struct {
     int (*profile)(int argc, char **argv);
 } fg_worker_def;
 
+/* For a profile's last step: print j, one JSON object and a newline when
+ * as_json (nothing else goes to stdout), else summary(j); free j. Returns
+ * the exit status: 0, or 1 if stdout fails. */
+struct json_t;
+int fg_worker_profile_print(struct json_t *j, int as_json, void (*summary)(const struct json_t *j));
+
 /* Parse argv (--connect ENDPOINT, --offload-dir DIR, --help, --profile,
  * hidden --protocol-version N, and def->option's flags), run the loop (or
  * def->profile), return the exit status. */

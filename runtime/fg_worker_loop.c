@@ -11,6 +11,7 @@
 #include "fg_worker.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -456,6 +457,18 @@ static int serve(fg_worker *w, void *sock) {
             return 0;
         }
     }
+}
+
+int fg_worker_profile_print(json_t *j, int as_json, void (*summary)(const json_t *j)) {
+    if (as_json) {
+        char *s = json_dumps(j, JSON_COMPACT);
+        printf("%s\n", s);
+        free(s);
+    } else {
+        summary(j);
+    }
+    json_decref(j);
+    return fflush(stdout) == 0 ? 0 : 1;
 }
 
 int fg_worker_main(const fg_worker_def *def, int argc, char **argv) {
