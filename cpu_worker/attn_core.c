@@ -18,10 +18,14 @@ fg_status fg_cpu_attn_core(fg_worker *w, const fg_msg *cmd) {
     fg_status st = fg_op_args_parse(w, cmd, NULL, NULL, &a);
     if (st) return st;
     if (a.op != FG_OP_ATTN_CORE) return fg_err_set(FG_EINPUT, "%s does not run on the cpu worker", a.name);
-    const fg_half *q16 = a.in[0], *k16 = a.in[1], *v16 = a.in[2];  /* (B*S, H) each */
-    fg_half *kc = a.in[3], *vc = a.in[4];                          /* (Tmax, B, H), written at [past, past+S) */
-    fg_half *ctx16 = a.out[0];                                     /* (B*S, H) */
-    size_t n = (size_t)a.st.B * a.st.S * (size_t)a.cfg.hidden;
+    return fg_cpu_attn_core_run(&a);
+}
+
+fg_status fg_cpu_attn_core_run(const fg_op_args *a) {
+    const fg_half *q16 = a->in[0], *k16 = a->in[1], *v16 = a->in[2];  /* (B*S, H) each */
+    fg_half *kc = a->in[3], *vc = a->in[4];                           /* (Tmax, B, H), written at [past, past+S) */
+    fg_half *ctx16 = a->out[0];                                       /* (B*S, H) */
+    size_t n = (size_t)a->st.B * a->st.S * (size_t)a->cfg.hidden;
     /* q, k, v, ctx fp32, one block: allocated per command (decode moves a
      * few rows) and failing with an ERROR rather than exiting */
     float *buf = NULL;
@@ -31,7 +35,7 @@ fg_status fg_cpu_attn_core(fg_worker *w, const fg_msg *cmd) {
     fg_half_to_float_n(q16, q, n);
     fg_half_to_float_n(k16, k, n);
     fg_half_to_float_n(v16, v, n);
-    fg_opt_attn_core(ctx, q, k, v, kc, vc, a.Tmax, &a.st, &a.cfg);
+    fg_opt_attn_core(ctx, q, k, v, kc, vc, a->Tmax, &a->st, &a->cfg);
     fg_float_to_half_n(ctx, ctx16, n);
     free(buf);
     return FG_OK;
