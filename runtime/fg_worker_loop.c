@@ -327,11 +327,11 @@ static void usage(const fg_worker_def *d, FILE *f) {
             "options:\n"
             "  --connect ENDPOINT  the coordinator's control socket (ipc:// or tcp://)\n"
             "  --offload-dir DIR   base directory for files named by a relative path or id\n"
-            "  --profile           measure this tier and print a JSON profile%s\n"
+            "  --profile           measure this tier alone and print its profile%s\n"
             "%s"
             "  --help              this text\n\n"
             "environment: FLEXGEN_LOG=debug|info|warn|error\n",
-            d->program, d->program, d->summary, d->program, d->profile ? "" : " (not yet)",
+            d->program, d->program, d->summary, d->program, d->profile ? ": a summary,\n                      or one JSON object with --json" : " (not yet)",
             d->options_help ? d->options_help : "");
 }
 
