@@ -67,7 +67,8 @@ typedef struct {
     const char *options_help;
     /* Optional: `--profile` anywhere in argv hands the whole argv to this,
      * which measures the tier alone, prints the profile and returns the exit
-     * status. NULL: --profile says "not implemented yet" and exits 2. */
+     * status (every worker has one: disk_profile.c, gpu_profile.c,
+     * cpu_profile.c). NULL: --profile says "not implemented yet" and exits 2. */
     int (*profile)(int argc, char **argv);
 } fg_worker_def;
 
