@@ -12,7 +12,7 @@
 
 #include "fg_backend.h"
 #include "fg_cmds.h"
-#include "fg_profile.h"
+#include "fg_profile_run.h"
 #include "fg_search.h"
 #include "fg_weights.h"
 

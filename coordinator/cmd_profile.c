@@ -27,7 +27,7 @@
 #include "fg_backend.h"
 #include "fg_cmds.h"
 #include "fg_engine_ops.h"
-#include "fg_profile.h"
+#include "fg_profile_run.h"
 #include "fg_super.h"
 #include "fg_super_proc.h"
 

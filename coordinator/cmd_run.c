@@ -11,7 +11,7 @@
 
 #include "fg_backend.h"
 #include "fg_cmds.h"
-#include "fg_profile.h"
+#include "fg_profile_run.h"
 #include "fg_search.h"
 #include "fg_engine_flex.h"
 #include "fg_msg.h"

@@ -14,7 +14,7 @@
 #include "fg_op_args.h"
 
 /* ATTN_CORE: in q, k, v, kc, vc, mask; out ctx. */
-static fg_status attn_core(const fg_op_args *a) {
+fg_status fg_cpu_attn_core_run(const fg_op_args *a) {
     const fg_half *q16 = a->in[0], *k16 = a->in[1], *v16 = a->in[2];  /* (B*S, H) each */
     fg_half *kc = a->in[3], *vc = a->in[4];                          /* (Tmax, B, H), written at [past, past+S) */
     fg_half *ctx16 = a->out[0];                                      /* (B*S, H) */
@@ -35,7 +35,7 @@ static fg_status attn_core(const fg_op_args *a) {
 }
 
 const fg_cpu_kernel fg_cpu_kernels[FG_NUM_ENGINE_OPS] = {
-    [FG_OPI(FG_OP_ATTN_CORE)] = attn_core,
+    [FG_OPI(FG_OP_ATTN_CORE)] = fg_cpu_attn_core_run,
 };
 
 fg_status fg_cpu_op(fg_worker *w, const fg_msg *cmd) {

@@ -1,6 +1,7 @@
 /* attn_core.h - the cpu_worker's engine ops (fg_engine_ops.h's CPU ops):
  * fg_cpu_op checks a command against the op table and runs the op's kernel
- * from fg_cpu_kernels, as the gpu worker runs a backend's slot. */
+ * from fg_cpu_kernels, as the gpu worker runs a backend's slot.
+ * --profile (cpu_profile.c) times the same kernels. */
 #ifndef ATTN_CORE_H
 #define ATTN_CORE_H
 
@@ -15,5 +16,11 @@ extern const fg_cpu_kernel fg_cpu_kernels[FG_NUM_ENGINE_OPS];
 
 /* The handler of every cpu op (CPU_ATTN). */
 fg_status fg_cpu_op(fg_worker *w, const fg_msg *cmd);
+
+/* ATTN_CORE on a checked command (its kernel; --profile times this call). */
+fg_status fg_cpu_attn_core_run(const fg_op_args *a);
+
+/* `flexgen-cpu-worker --profile ...` (cpu_profile.c): fg_worker_def.profile. */
+int fg_cpu_profile_main(int argc, char **argv);
 
 #endif

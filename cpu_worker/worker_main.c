@@ -3,9 +3,11 @@
  * only says what the worker can do; the loop is runtime/fg_worker_loop.c and
  * the ops are attn_core.c. Its ops are the op table's cpu ops
  * (fg_engine_ops.h), each served by its kernel in fg_cpu_kernels; anything
- * else is answered "unknown op N". */
+ * else is answered "unknown op N". --profile measures the tier alone
+ * (cpu_profile.c). */
 #include "attn_core.h"
 #include "fg_engine_ops.h"
+#include "fg_profile.h"
 #include "fg_worker.h"
 
 int main(int argc, char **argv) {
@@ -25,6 +27,8 @@ int main(int argc, char **argv) {
         .caps = FG_CAP_COPY | FG_CAP_CPU_ATTN,
         .threads = 1,
         .attn_ops = ops,
+        .options_help = FG_PROFILE_OPTIONS_HELP,
+        .profile = fg_cpu_profile_main,
     };
     def.n_attn_ops = n;
     def.handlers[FG_MSG_COPY] = fg_worker_copy;

@@ -96,13 +96,5 @@ int fg_disk_profile_main(int argc, char **argv) {
         fprintf(stderr, PROG ": %s\n", fg_err_msg());
         return st == FG_EINPUT ? 2 : 1;
     }
-    if (as_json) {
-        char *s = json_dumps(j, JSON_COMPACT);
-        printf("%s\n", s);
-        free(s);
-    } else {
-        print_summary(j);
-    }
-    json_decref(j);
-    return fflush(stdout) == 0 ? 0 : 1;
+    return fg_worker_profile_print(j, as_json, print_summary);
 }

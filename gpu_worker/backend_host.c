@@ -243,6 +243,7 @@ static fg_status host_sample(void *ctx, const fg_op_args *a) {
 
 const fg_backend fg_backend_host = {
     .name = "host",
+    .shares_host_cpu = 1,                    /* the arena and the ops are the CPU's */
     .open = host_open,                       /* a context; the arena waits for DEVICE_INIT */
     .close = host_close,                     /* frees arena and workspace */
     .workspace_bytes = host_workspace_bytes, /* fg_opt's scratch + fp32 h + SAMPLE's scratch */

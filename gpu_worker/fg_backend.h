@@ -37,6 +37,11 @@ typedef fg_status (*fg_backend_op_fn)(void *ctx, const fg_op_args *a);
 
 typedef struct {
     const char *name;  /* "host", "cuda": --device, logs */
+    /* 1 when this backend computes and copies on the host's own CPU cores,
+     * the ones the cpu and disk workers use, so its work does not overlap
+     * theirs (the host backend); 0 for a device of its own (a GPU). The
+     * cost model reads it from the gpu worker's --profile. */
+    int shares_host_cpu;
 
     /* At worker start, before READY: open the device, make *ctx, and say in
      * info (for READY and the coordinator's log) what was opened. A failure

@@ -158,9 +158,13 @@ fg_status fg_gpu_op(fg_worker *w, const fg_msg *cmd) {
     fg_op_args a;
     fg_status st = fg_op_args_parse(w, cmd, dev_ptr, g, &a);
     if (st) return st;
-    fg_backend_op_fn fn = be->ops[FG_OPI(a.op)];
-    if (!fn) return fg_err_set(FG_EINPUT, "%s does not run on the %s backend", a.name, be->name);
-    st = fn(g->ctx, &a);
-    fg_status s2 = be->synchronize(g->ctx, FG_MSG_STREAM(cmd->flags));
+    return fg_gpu_run_op(be, g->ctx, &a, FG_MSG_STREAM(cmd->flags));
+}
+
+fg_status fg_gpu_run_op(const fg_backend *be, void *ctx, const fg_op_args *a, int stream) {
+    fg_backend_op_fn fn = be->ops[FG_OPI(a->op)];
+    if (!fn) return fg_err_set(FG_EINPUT, "%s does not run on the %s backend", a->name, be->name);
+    fg_status st = fn(ctx, a);
+    fg_status s2 = be->synchronize(ctx, stream);   /* a DONE means the op has ended */
     return st ? st : s2;
 }

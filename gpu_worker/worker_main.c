@@ -5,8 +5,10 @@
  * threads run three streams as a GPU does: compute, host-to-device copies
  * and device-to-host copies (the engine tags each command with its stream);
  * within a stream, in order. Its ops are the op table's gpu ops
- * (fg_engine_ops.h), so an op added there is served here unchanged. */
+ * (fg_engine_ops.h), so an op added there is served here unchanged.
+ * --profile measures the tier alone (gpu_profile.c). */
 #include "fg_engine_ops.h"
+#include "fg_profile.h"
 #include "fg_worker.h"
 #include "gpu_ops.h"
 
@@ -35,7 +37,11 @@ int main(int argc, char **argv) {
         .on_map = fg_gpu_on_map,
         .option = fg_gpu_option,
         .options_help = "  --device NAME       the backend: host (the CPU) or cuda (default: cuda where it\n"
-                        "                      is built and a GPU is found, else host)\n",
+                        "                      is built and a GPU is found, else host)\n"
+                        "  --gpu-mem SIZE      with --profile: the device memory it may use (default:\n"
+                        "                      what it needs: 433M for opt-1.3b on the host backend)\n"
+                        FG_PROFILE_OPTIONS_HELP,
+        .profile = fg_gpu_profile_main,
     };
     def.n_compute_ops = n;
     def.handlers[FG_MSG_COPY] = fg_gpu_copy;

@@ -136,3 +136,42 @@ fg_status fg_op_args_parse(fg_worker *w, const fg_msg *cmd, fg_op_dev_ptr_fn dev
     free(sp);
     return st;
 }
+
+/* fg_op_build's resolver for fg_op_args_layout: the handles placed there, in
+ * slot order. */
+typedef struct {
+    fg_shm_handle h[2 * FG_MSG_MAX_HANDLES];
+    int next;
+} placed;
+
+static fg_shm_handle next_placed(void *ctx, const fg_op_info *oi, const fg_op_slot *s) {
+    placed *pl = ctx;
+    return pl->h[pl->next++];
+}
+
+fg_status fg_op_args_layout(uint32_t op, const fg_op_step *p, uint64_t base, fg_op_dev_ptr_fn dev_ptr,
+                            void *dev_ctx, fg_msg *m, uint64_t *end, fg_op_args *a) {
+    const fg_op_info *os = fg_op_info_get(op);
+    if (!os || os->params != FG_PARAMS_STEP)
+        return fg_err_set(FG_EINPUT, "%s is not an engine op with a step", fg_op_name(op));
+    fg_op_args shape = {.op = op, .name = os->name, .info = os, .p = *p};   /* what slot_bytes reads */
+    fg_status st = fg_config_from_desc(&p->model, os->name, &shape.cfg);
+    if (st || (st = check_step(os, &shape))) return st;
+    fg_spec *sp = fg_specs_new(&shape.cfg);
+    placed pl = {.next = 0};
+    uint64_t off = base;
+    char why[64];
+    for (int weights = 1; weights >= 0; weights--) {
+        for (int i = 0; i < os->n_in + os->n_out; i++) {
+            const fg_op_slot *s = i < os->n_in ? &os->in[i] : &os->out[i - os->n_in];
+            if ((s->kind == FG_SLOT_LW || s->kind == FG_SLOT_GW) != weights) continue;
+            uint64_t n = slot_bytes(s, &shape, sp, why, sizeof why);
+            pl.h[i] = (fg_shm_handle){.segment = FG_SEG_DEVICE, .offset = off, .nbytes = n};
+            off += (n + FG_SHM_ALIGN - 1) / FG_SHM_ALIGN * FG_SHM_ALIGN;
+        }
+    }
+    free(sp);
+    fg_op_build(m, op, 0, 0, p, sizeof *p, next_placed, &pl);
+    *end = off;
+    return dev_ptr ? fg_op_args_parse(NULL, m, dev_ptr, dev_ctx, a) : FG_OK;
+}

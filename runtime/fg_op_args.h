@@ -42,4 +42,19 @@ typedef void *(*fg_op_dev_ptr_fn)(void *ctx, fg_shm_handle h);
  * through dev_ptr (NULL: this worker has no device memory). */
 fg_status fg_op_args_parse(fg_worker *w, const fg_msg *cmd, fg_op_dev_ptr_fn dev_ptr, void *dev_ctx, fg_op_args *a);
 
+/* An op laid out in one block of memory, for a worker measuring itself
+ * (--profile) with nothing but the op: the op's tensors get handles of
+ * segment FG_SEG_DEVICE at offsets from `base` in the block, each
+ * FG_SHM_ALIGN-aligned and as large as its slot's shape, the weights first
+ * (so that they stay where they are for every step of one op and model),
+ * then the other slots in table order, outputs apart from inputs. *m gets
+ * the message the coordinator would send (fg_op_build) and *end the first
+ * offset past the layout. With dev_ptr, which resolves a handle into the
+ * block (a backend's arena, or plain memory), *a gets the message as the
+ * worker sees it: checked and resolved by fg_op_args_parse, the same path as
+ * a command's. With dev_ptr NULL, only *m and *end (what the op needs).
+ * p->model must be a valid description and the step one the op accepts. */
+fg_status fg_op_args_layout(uint32_t op, const fg_op_step *p, uint64_t base, fg_op_dev_ptr_fn dev_ptr,
+                            void *dev_ctx, fg_msg *m, uint64_t *end, fg_op_args *a);
+
 #endif

@@ -67,9 +67,16 @@ typedef struct {
     const char *options_help;
     /* Optional: `--profile` anywhere in argv hands the whole argv to this,
      * which measures the tier alone, prints the profile and returns the exit
-     * status. NULL: --profile says "not implemented yet" and exits 2. */
+     * status (every worker has one: disk_profile.c, gpu_profile.c,
+     * cpu_profile.c). NULL: --profile says "not implemented yet" and exits 2. */
     int (*profile)(int argc, char **argv);
 } fg_worker_def;
+
+/* For a profile's last step: print j, one JSON object and a newline when
+ * as_json (nothing else goes to stdout), else summary(j); free j. Returns
+ * the exit status: 0, or 1 if stdout fails. */
+struct json_t;
+int fg_worker_profile_print(struct json_t *j, int as_json, void (*summary)(const struct json_t *j));
 
 /* Parse argv (--connect ENDPOINT, --offload-dir DIR, --help, --profile,
  * hidden --protocol-version N, and def->option's flags), run the loop (or

@@ -11,6 +11,7 @@
 #include "fg_worker.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -326,11 +327,11 @@ static void usage(const fg_worker_def *d, FILE *f) {
             "options:\n"
             "  --connect ENDPOINT  the coordinator's control socket (ipc:// or tcp://)\n"
             "  --offload-dir DIR   base directory for files named by a relative path or id\n"
-            "  --profile           measure this tier and print a JSON profile%s\n"
+            "  --profile           measure this tier alone and print its profile%s\n"
             "%s"
             "  --help              this text\n\n"
             "environment: FLEXGEN_LOG=debug|info|warn|error\n",
-            d->program, d->program, d->summary, d->program, d->profile ? "" : " (not yet)",
+            d->program, d->program, d->summary, d->program, d->profile ? ": a summary,\n                      or one JSON object with --json" : " (not yet)",
             d->options_help ? d->options_help : "");
 }
 
@@ -456,6 +457,18 @@ static int serve(fg_worker *w, void *sock) {
             return 0;
         }
     }
+}
+
+int fg_worker_profile_print(json_t *j, int as_json, void (*summary)(const json_t *j)) {
+    if (as_json) {
+        char *s = json_dumps(j, JSON_COMPACT);
+        printf("%s\n", s);
+        free(s);
+    } else {
+        summary(j);
+    }
+    json_decref(j);
+    return fflush(stdout) == 0 ? 0 : 1;
 }
 
 int fg_worker_main(const fg_worker_def *def, int argc, char **argv) {

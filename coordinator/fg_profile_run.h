@@ -1,8 +1,8 @@
-/* fg_profile.h - the hardware profile `flexgen profile` writes and the
+/* fg_profile_run.h - the hardware profile `flexgen profile` writes and the
  * policy search reads (cmd_profile.c): where it is cached, and measuring
  * it (each worker's --profile alone, merged). */
-#ifndef FG_PROFILE_H
-#define FG_PROFILE_H
+#ifndef FG_PROFILE_RUN_H
+#define FG_PROFILE_RUN_H
 
 #include "fg_common.h"
 #include "fg_hw.h"

@@ -1,0 +1,296 @@
+/* gpu_profile.c - `flexgen-gpu-worker --profile [--json] [--quick]
+ * [--device NAME] [--model NAME] [--gpu-mem SIZE]`: the gpu tier measured
+ * alone (no coordinator), for the cost model. It goes through what the
+ * worker's commands run: the backend --device names, opened and given an
+ * arena by its own open and device_init; each op laid out by
+ * fg_op_args_layout (the op table's slots, checked and resolved by
+ * fg_op_args_parse, as a command's are), uploaded from a shm segment with
+ * set_async, and run by fg_gpu_run_op, the end of every compute command
+ * (the backend's slot, then synchronize). Progress goes to the log
+ * (stderr); stdout gets one JSON object (--json) or a short summary.
+ *
+ * The JSON object's keys (rates in 10^12 FLOP/s or 10^9 B/s):
+ *   backend              the backend measured (fg_backend.name, --device)
+ *   info                 its open() text, as the worker's READY carries it
+ *   shares_host_cpu      true when the backend computes and copies on the
+ *                        host's CPU cores, those of the cpu and disk workers,
+ *                        so its work does not overlap theirs (the host
+ *                        backend); false for a device of its own
+ *   model, hidden, ffn, heads
+ *                        --model (default opt-1.3b) and its H, F, heads
+ *   mm                   [{"rows": R, "TFLOPS": x}] for R = 1, 2, 4 ... 2048:
+ *                        the MLP op (LayerNorm, fc1 H->F, ReLU, fc2 F->H,
+ *                        residual) on R = B*S rows, counted as 4 R H F FLOPs
+ *   attn_decode_GBps     the ATTN op at decode (B 8, S 1, past 1023: a
+ *                        1024-position context) less its projections as mm
+ *                        predicts them: k and v cache bytes read, 4 B ctx H,
+ *                        per second of attention
+ *   attn_prefill_TFLOPS  the ATTN op at prefill (B 1, S 512, past 0) less its
+ *                        projections: 2 B S^2 H FLOPs (QK^T and AV, causal:
+ *                        half of 4 B S^2 H) per second of attention
+ *   h2d_GBps, d2h_GBps   set_async (stream 1) and get_async (stream 2) of
+ *                        copy_bytes between a shm segment (registered with
+ *                        register_host where the backend has it) and the
+ *                        arena, each followed by synchronize
+ *   copy_bytes           256 MiB (64 MiB with --quick)
+ *   max_rows, gpu_mem_bytes
+ *                        the DEVICE_INIT the profile ran under: workspace
+ *                        rows, and arena + workspace bytes
+ *   quick                true with --quick: fewer repetitions and smaller
+ *                        copies, for tests; not the real measurement
+ * Each figure is the median of runs after an untimed one: at least 5 and
+ * 0.2 s of each point (3 runs with --quick; copies 5 or 3). */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "fg_profile.h"
+#include "gpu_ops.h"
+
+#define PROG "flexgen-gpu-worker"
+#define USAGE PROG " --profile [--device NAME] [--model NAME] [--gpu-mem SIZE] [--quick] [--json]"
+
+static const uint32_t mm_rows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
+#define N_MM (sizeof mm_rows / sizeof mm_rows[0])
+#define MAX_ROWS 2048u
+#define DEC_B 8u
+#define DEC_CTX 1024u
+#define PRE_S 512u
+
+typedef struct {
+    const char *device;   /* --device; NULL: fg_backend_default() */
+    uint64_t budget;      /* --gpu-mem; 0: what the profile needs */
+} gpu_flags;
+
+static int gpu_flag(void *ctx, const char *flag, const char *val) {
+    gpu_flags *f = ctx;
+    if (!val || (strcmp(flag, "--device") && strcmp(flag, "--gpu-mem"))) return 0;
+    if (!strcmp(flag, "--device")) {
+        f->device = val;
+    } else if (fg_parse_size(val, &f->budget) != FG_OK || f->budget == 0) {
+        fprintf(stderr, PROG ": --gpu-mem: expected a size like 3G or 512M, got '%s'\n", val);
+        return -1;
+    }
+    return 2;
+}
+
+typedef struct {
+    fg_profile_args pa;
+    const fg_backend *be;
+    void *ctx;
+    char info[FG_MSG_INFO_MAX + 1];   /* open()'s text */
+    fg_model_desc model;
+    uint8_t *image;      /* the shm segment's data: op tensors before upload, copy buffer */
+    uint64_t image_bytes;
+    fg_op_args a;        /* the op being timed */
+    uint64_t copy_bytes;
+} gprof;
+
+/* Arena offset -> device pointer; the arena holds every layout (main). */
+static void *arena_ptr(void *ctx, fg_shm_handle h) {
+    gprof *g = ctx;
+    return g->be->dev_ptr(g->ctx, h.offset);
+}
+
+static fg_op_step step_of(const gprof *g, uint32_t B, uint32_t S, uint32_t past) {
+    return (fg_op_step){.model = g->model, .B = B, .S = S, .past = past, .Tmax = past + S, .mask_stride = past + S};
+}
+
+/* The steps measured: mm's rows (B = R up to 64 rows, then 64 sequences of
+ * R/64 tokens; the MLP sees only rows), decode, prefill. */
+static fg_op_step mm_step(const gprof *g, uint32_t R) { return step_of(g, R <= 64 ? R : 64, R <= 64 ? 1 : R / 64, 0); }
+
+/* Lay op out at the arena's start, fill it through the shm image and
+ * upload it: g->a is then ready to run. weights 0: the image holds the
+ * op's weights already (the same op was laid out before: its weights come
+ * first, at the same offsets for every step). */
+static fg_status prepare(gprof *g, uint32_t op, const fg_op_step *p, int weights) {
+    fg_msg m;
+    uint64_t end;
+    fg_status st = fg_op_args_layout(op, p, 0, arena_ptr, g, &m, &end, &g->a);
+    if (st || (st = fg_profile_fill(&m, g->image, &g->pa, weights))) return st;
+    if ((st = g->be->set_async(g->ctx, 0, g->image, end, 1))) return st;
+    return g->be->synchronize(g->ctx, 1);
+}
+
+static fg_status run_op(void *ctx) {
+    gprof *g = ctx;
+    return fg_gpu_run_op(g->be, g->ctx, &g->a, 0);
+}
+
+/* The median seconds of op at step p (prepare's weights). */
+static fg_status time_op(gprof *g, uint32_t op, const fg_op_step *p, int weights, double *t) {
+    fg_status st = prepare(g, op, p, weights);
+    return st ? st : fg_profile_median(&g->pa, run_op, g, FG_PROFILE_POINT_SECONDS, t);
+}
+
+static fg_status h2d(void *ctx) {
+    gprof *g = ctx;
+    fg_status st = g->be->set_async(g->ctx, 0, g->image, g->copy_bytes, 1);
+    return st ? st : g->be->synchronize(g->ctx, 1);
+}
+
+static fg_status d2h(void *ctx) {
+    gprof *g = ctx;
+    fg_status st = g->be->get_async(g->ctx, g->image, 0, g->copy_bytes, 2);
+    return st ? st : g->be->synchronize(g->ctx, 2);
+}
+
+/* The mm rate at R rows, linear in log R between the measured points. */
+static double mm_at(const double *tflops, double R) {
+    if (R <= mm_rows[0]) return tflops[0];
+    for (size_t i = 1; i < N_MM; i++)
+        if (R <= mm_rows[i]) {
+            double x = (log2(R) - log2(mm_rows[i - 1])) / (log2(mm_rows[i]) - log2(mm_rows[i - 1]));
+            return tflops[i - 1] + x * (tflops[i] - tflops[i - 1]);
+        }
+    return tflops[N_MM - 1];
+}
+
+/* The attention part of an ATTN op that took op_s seconds on `rows` rows.
+ * No op of the table runs the attention core alone on the gpu (ATTN_CORE is
+ * the cpu worker's), so the core's time is the whole op's less what its
+ * projections (q, k, v and out: 8 rows H^2 FLOPs) take at the rate mm
+ * measured for as many rows. That prediction comes from other runs, so on a
+ * noisy machine it can exceed the op itself: at most 90% of the op is taken
+ * off, which keeps the figure positive and finite. */
+static double attn_seconds(const gprof *g, const double *tflops, double op_s, double rows) {
+    double H = g->pa.cfg.hidden, proj_s = 8 * rows * H * H / (mm_at(tflops, rows) * 1e12);
+    return op_s - fmin(proj_s, 0.9 * op_s);
+}
+
+/* All the figures into *out. */
+static fg_status measure(gprof *g, json_t **out) {
+    const fg_opt_config *c = &g->pa.cfg;
+    double H = c->hidden, F = c->ffn_dim, t = 0, tflops[N_MM] = {0};
+    fg_status st = FG_OK;
+    json_t *mm = json_array();
+    for (size_t i = 0; i < N_MM && !st; i++) {
+        fg_op_step p = mm_step(g, mm_rows[i]);
+        if ((st = time_op(g, FG_OP_MLP, &p, i == 0, &t))) break;
+        tflops[i] = 4.0 * mm_rows[i] * H * F / t / 1e12;
+        fg_info("profile: MLP at %" PRIu32 " rows: %.3f ms, %.4f TFLOPS", mm_rows[i], t * 1e3, tflops[i]);
+        json_array_append_new(mm, json_pack("{s:i, s:f}", "rows", (int)mm_rows[i], "TFLOPS", tflops[i]));
+    }
+    double dec_GBps = 0, pre_TFLOPS = 0, h2d_GBps = 0, d2h_GBps = 0;
+    fg_op_step dec = step_of(g, DEC_B, 1, DEC_CTX - 1), pre = step_of(g, 1, PRE_S, 0);
+    if (!st && !(st = time_op(g, FG_OP_ATTN, &dec, 1, &t))) {
+        double s = attn_seconds(g, tflops, t, DEC_B);
+        dec_GBps = 4.0 * DEC_B * DEC_CTX * H / s / 1e9;
+        fg_info("profile: ATTN decode B=%u ctx=%u: %.3f ms, %.3f ms of attention, %.3f GB/s", DEC_B, DEC_CTX,
+                t * 1e3, s * 1e3, dec_GBps);
+    }
+    if (!st && !(st = time_op(g, FG_OP_ATTN, &pre, 0, &t))) {
+        double s = attn_seconds(g, tflops, t, PRE_S);
+        pre_TFLOPS = 2.0 * PRE_S * PRE_S * H / s / 1e12;
+        fg_info("profile: ATTN prefill S=%u: %.3f ms, %.3f ms of attention, %.4f TFLOPS", PRE_S, t * 1e3, s * 1e3,
+                pre_TFLOPS);
+    }
+    if (!st && !(st = fg_profile_median(&g->pa, h2d, g, 0, &t))) h2d_GBps = (double)g->copy_bytes / t / 1e9;
+    if (!st && !(st = fg_profile_median(&g->pa, d2h, g, 0, &t))) d2h_GBps = (double)g->copy_bytes / t / 1e9;
+    if (st) {
+        json_decref(mm);
+        return st;
+    }
+    fg_info("profile: copies of %" PRIu64 " bytes: h2d %.3f GB/s, d2h %.3f GB/s", g->copy_bytes, h2d_GBps, d2h_GBps);
+    *out = json_pack("{s:s, s:s, s:b, s:s, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:I, s:i, s:I, s:b}", "backend",
+                     g->be->name, "info", g->info, "shares_host_cpu", g->be->shares_host_cpu, "model", c->name,
+                     "hidden", c->hidden, "ffn", c->ffn_dim, "heads", c->n_heads, "mm", mm, "attn_decode_GBps",
+                     dec_GBps, "attn_prefill_TFLOPS", pre_TFLOPS, "h2d_GBps", h2d_GBps, "d2h_GBps", d2h_GBps,
+                     "copy_bytes", (json_int_t)g->copy_bytes, "max_rows", (int)MAX_ROWS, "gpu_mem_bytes",
+                     (json_int_t)g->be->mem_bytes(g->ctx, 1), "quick", g->pa.quick);
+    return FG_OK;
+}
+
+static void print_summary(const json_t *j) {
+#define NUM(k) json_number_value(json_object_get(j, k))
+    printf("gpu profile: %s\n", json_string_value(json_object_get(j, "info")));
+    printf("  %s shapes (H %d, F %d, %d heads)%s\n", json_string_value(json_object_get(j, "model")),
+           (int)NUM("hidden"), (int)NUM("ffn"), (int)NUM("heads"),
+           json_is_true(json_object_get(j, "quick")) ? ", --quick: not the real measurement" : "");
+    printf("  MLP (mm)           ");
+    const json_t *mm = json_object_get(j, "mm");
+    for (size_t i = 0, n = json_array_size(mm); i < n; i++) {
+        if (i % 3 && i != n - 1) continue;   /* rows 1, 8, 64, 512 and the last */
+        const json_t *pt = json_array_get(mm, i);
+        printf("%s%d rows %.3f", i ? ", " : "", (int)json_number_value(json_object_get(pt, "rows")),
+               json_number_value(json_object_get(pt, "TFLOPS")));
+    }
+    printf(" TFLOPS\n");
+    printf("  attention decode   %8.3f GB/s of KV cache (B %u, context %u)\n", NUM("attn_decode_GBps"), DEC_B, DEC_CTX);
+    printf("  attention prefill  %8.4f TFLOPS (S %u)\n", NUM("attn_prefill_TFLOPS"), PRE_S);
+    printf("  copies             %8.3f GB/s host to device, %.3f GB/s device to host (%.0f MiB)\n", NUM("h2d_GBps"),
+           NUM("d2h_GBps"), NUM("copy_bytes") / (1 << 20));
+    if (json_is_true(json_object_get(j, "shares_host_cpu")))
+        printf("  runs on the host's CPU cores: no overlap with the cpu and disk workers\n");
+    printf("  (--json prints every point)\n");
+#undef NUM
+}
+
+int fg_gpu_profile_main(int argc, char **argv) {
+    gprof g = {.copy_bytes = 0};
+    gpu_flags f = {0};
+    int rc = fg_profile_parse(&g.pa, PROG, argc, argv, gpu_flag, &f, USAGE);
+    if (rc) return rc;
+    if (!(g.be = fg_backend_find(f.device ? f.device : fg_backend_default()))) {
+        fprintf(stderr, PROG ": --profile: %s\n", fg_err_msg());
+        return 2;
+    }
+    g.model = fg_config_desc(&g.pa.cfg);
+    g.copy_bytes = (g.pa.quick ? 64ull : 256ull) << 20;
+
+    /* What the tests need: the arena holds the largest op layout, then the
+     * copy buffer (the same bytes, one after the other); the workspace is
+     * the backend's for MAX_ROWS rows, as the coordinator's plan counts it. */
+    fg_opt_config one;
+    fg_status st = fg_config_from_desc(&g.model, "profile", &one);
+    fg_op_step steps[N_MM + 2];
+    uint32_t ops[N_MM + 2];
+    for (size_t i = 0; i < N_MM; i++) steps[i] = mm_step(&g, mm_rows[i]), ops[i] = FG_OP_MLP;
+    steps[N_MM] = step_of(&g, DEC_B, 1, DEC_CTX - 1), ops[N_MM] = FG_OP_ATTN;
+    steps[N_MM + 1] = step_of(&g, 1, PRE_S, 0), ops[N_MM + 1] = FG_OP_ATTN;
+    g.image_bytes = g.copy_bytes;
+    for (size_t i = 0; !st && i < N_MM + 2; i++) {
+        fg_msg m;
+        uint64_t end;
+        st = fg_op_args_layout(ops[i], &steps[i], 0, NULL, NULL, &m, &end, NULL);
+        if (end > g.image_bytes) g.image_bytes = end;
+    }
+    if (st) {
+        fprintf(stderr, PROG ": --profile: %s\n", fg_err_msg());
+        return 2;
+    }
+    uint64_t ws = g.be->workspace_bytes(&one, MAX_ROWS), need = g.image_bytes + ws;
+    if (f.budget && need > f.budget) {
+        fprintf(stderr,
+                PROG ": --profile: the %s profile needs an arena of %" PRIu64 " bytes and a workspace of %" PRIu64
+                     " (%u rows) = %" PRIu64 " bytes on the %s backend, over --gpu-mem %" PRIu64 "\n",
+                g.pa.cfg.name, g.image_bytes, ws, MAX_ROWS, need, g.be->name, f.budget);
+        return 2;
+    }
+
+    if ((st = g.be->open(&g.ctx, g.info, sizeof g.info))) {
+        fprintf(stderr, PROG ": --profile: %s: %s\n", g.be->name, fg_err_msg());
+        return 1;
+    }
+    fg_info("%s", g.info);
+    /* the shm segment the data comes from, as the engine's does */
+    char run_id[FG_SHM_RUNID_LEN + 1];
+    fg_shm_seg *seg = NULL;
+    json_t *j = NULL;
+    fg_op_init init = {.model = g.model, .max_rows = MAX_ROWS, .arena_bytes = g.image_bytes,
+                       .budget_bytes = f.budget ? f.budget : need};
+    if (!(st = fg_shm_run_id_new(run_id)) && !(st = fg_shm_create(run_id, "gpu-profile", 0, g.image_bytes, &seg)) &&
+        !(st = g.be->register_host ? g.be->register_host(g.ctx, fg_shm_base(seg), fg_shm_size(seg)) : FG_OK) &&
+        !(st = g.be->device_init(g.ctx, &init, &one))) {
+        g.image = (uint8_t *)fg_shm_base(seg) + FG_SHM_HEADER_BYTES;
+        st = measure(&g, &j);
+    }
+    fg_shm_destroy(&seg);
+    g.be->close(g.ctx);
+    if (st) {
+        fprintf(stderr, PROG ": --profile: %s\n", fg_err_msg());
+        return st == FG_EINPUT ? 2 : 1;
+    }
+    return fg_worker_profile_print(j, g.pa.as_json, print_summary);
+}
