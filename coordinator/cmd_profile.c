@@ -2,7 +2,8 @@
  * (its own `--profile --json`, one after the other so they do not disturb
  * each other), plus what a command costs through the runtime, and write
  * one JSON profile: {"flexgen_profile": 1, "host", "cores", "offload_dir",
- * "model", "gpu": {...}, "cpu": {...}, "disk": {...}, "runtime": {"cmd_s"}}.
+ * "model", "gpu": {...}, "cpu": {...}, "disk": {...}, "runtime": {"cmd_s",
+ * "rtt_s"}}.
  * The profile is cached per machine, backend and the filesystem of the
  * offload directory (fg_profile_cache_path: the disk is what is measured,
  * not the directory) and reused until --reprofile; the cost model
@@ -90,25 +91,28 @@ static fg_status run_json(char *const argv[], json_t **out) {
     return st;
 }
 
-/* Seconds a command costs through the runtime: NOPs to the gpu worker,
- * 8 in flight, as the engine keeps the worker fed. */
-static fg_status measure_cmd(const char *device, double *cmd_s) {
+/* What a command costs through the runtime, NOPs to the gpu worker:
+ * *cmd_s with 8 in flight, as the engine keeps the worker fed; *rtt_s one
+ * at a time, as where the coordinator waits for a result (CPU attention). */
+static fg_status measure_cmd(const char *device, double *cmd_s, double *rtt_s) {
     fg_super_opts so = {.gpu_device = device};
     fg_super *sup = NULL;
     fg_status st = fg_super_new(&so, &sup);
-    const int n = 4000, depth = 8;
-    uint64_t seqs[8] = {0};
-    double t0 = fg_now();
-    for (int i = 0; i < n + depth && !st; i++) {
-        if (i >= depth && (st = fg_super_wait(sup, seqs[i % depth], 30000, &(fg_super_done){0}))) break;
-        if (i < n) {
-            fg_msg m;
-            fg_msg_init(&m, FG_MSG_COMPUTE);
-            m.u.compute.op = FG_OP_NOP;
-            st = fg_super_submit(sup, FG_ROLE_GPU, &m, NULL, &seqs[i % depth]);
+    for (int depth = 8; depth >= 1 && !st; depth -= 7) {
+        const int n = depth == 8 ? 4000 : 1000;
+        uint64_t seqs[8] = {0};
+        double t0 = fg_now();
+        for (int i = 0; i < n + depth && !st; i++) {
+            if (i >= depth && (st = fg_super_wait(sup, seqs[i % depth], 30000, &(fg_super_done){0}))) break;
+            if (i < n) {
+                fg_msg m;
+                fg_msg_init(&m, FG_MSG_COMPUTE);
+                m.u.compute.op = FG_OP_NOP;
+                st = fg_super_submit(sup, FG_ROLE_GPU, &m, NULL, &seqs[i % depth]);
+            }
         }
+        *(depth == 8 ? cmd_s : rtt_s) = (fg_now() - t0) / n;
     }
-    *cmd_s = (fg_now() - t0) / n;
     fg_super_destroy(&sup);
     return st;
 }
@@ -141,8 +145,9 @@ fg_status fg_profile_run(const fg_profile_opts *o, const char *path) {
         json_t *j = NULL;
         if (!(st = run_json(argv, &j))) json_object_set_new(prof, roles[r], j);
     }
-    double cmd_s = 0;
-    if (!st && !(st = measure_cmd(o->device, &cmd_s))) json_object_set_new(prof, "runtime", json_pack("{s:f}", "cmd_s", cmd_s));
+    double cmd_s = 0, rtt_s = 0;
+    if (!st && !(st = measure_cmd(o->device, &cmd_s, &rtt_s)))
+        json_object_set_new(prof, "runtime", json_pack("{s:f, s:f}", "cmd_s", cmd_s, "rtt_s", rtt_s));
     if (!st) {
         char dir[PATH_MAX], tmp[PATH_MAX + 16];
         snprintf(dir, sizeof dir, "%s", path);

@@ -64,7 +64,7 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
         (st = num(path, disk, "disk", "disk_write_GBps", 1, &hw->disk_write_gbps)) ||
         (st = num(path, gpu, "gpu", "mm_prefill_TFLOPS", 0, &hw->mm_prefill_tflops)) ||
         (st = num(path, gpu, "gpu", "mm_decode_TFLOPS", 0, &hw->mm_decode_tflops)) ||
-        (st = num(path, rt, "runtime", "cmd_s", 0, &hw->cmd_s)))
+        (st = num(path, rt, "runtime", "cmd_s", 0, &hw->cmd_s)) || (st = num(path, rt, "runtime", "rtt_s", 0, &hw->rtt_s)))
         return st;
     hw->d2h_cache_gbps = hw->d2h_gbps;
     if ((st = num(path, gpu, "gpu", "d2h_cache_GBps", 0, &hw->d2h_cache_gbps))) return st;

@@ -7,7 +7,8 @@
  *   gpu.backend, gpu.shares_host_cpu, gpu.h2d_GBps, gpu.d2h_GBps,
  *   gpu.mm [{rows, TFLOPS}] (fp16-weight GEMM by rows), gpu.attn_prefill_TFLOPS,
  *   gpu.attn_decode_GBps, cpu.attn_decode_GBps, disk.disk_read_GBps,
- *   disk.disk_write_GBps, runtime.cmd_s (optional: seconds a command costs).
+ *   disk.disk_write_GBps, runtime.cmd_s and runtime.rtt_s (optional: seconds a
+ *   command costs in a pipeline, and one waited for).
  * A preset may instead give gpu.mm_prefill_TFLOPS / gpu.mm_decode_TFLOPS
  * (FlexGen's constants do not depend on rows) and gpu.d2h_cache_GBps. */
 #ifndef FG_HW_H
@@ -29,7 +30,8 @@ typedef struct {
     double h2d_gbps, d2h_gbps, d2h_cache_gbps;
     double cpu_attn_gbps;       /* the cpu worker's decode attention, bytes of k and v read */
     double disk_read_gbps, disk_write_gbps;
-    double cmd_s;               /* per command (0: not modelled) */
+    double cmd_s;               /* per command, pipelined (0: not modelled) */
+    double rtt_s;               /* a command the coordinator waits for, round trip (0: not modelled) */
 } fg_hw;
 
 /* A preset name ("flexgen-t4": FlexGen's constants fitted on a T4, from its

@@ -19,8 +19,12 @@
  *   model, hidden, ffn, heads
  *                        --model (default opt-1.3b) and its H, F, heads
  *   mm                   [{"rows": R, "TFLOPS": x}] for R = 1, 2, 4 ... 2048:
- *                        the MLP op (LayerNorm, fc1 H->F, ReLU, fc2 F->H,
- *                        residual) on R = B*S rows, counted as 4 R H F FLOPs
+ *                        the LAYER op (what the engine runs per decoder
+ *                        layer: LayerNorms, q k v o projections, fc1, fc2,
+ *                        the conversions) on R = B*S rows with no context,
+ *                        counted as its GEMMs' 2 R (4 H^2 + 2 H F) FLOPs, so
+ *                        the rate carries every per-row cost of a layer but
+ *                        attention over a cache
  *   attn_decode_GBps     the ATTN op at decode (B 8, S 1, past 1023: a
  *                        1024-position context) less its projections as mm
  *                        predicts them: k and v cache bytes read, 4 B ctx H,
@@ -97,7 +101,8 @@ static fg_op_step step_of(const gprof *g, uint32_t B, uint32_t S, uint32_t past)
 }
 
 /* The steps measured: mm's rows (B = R up to 64 rows, then 64 sequences of
- * R/64 tokens; the MLP sees only rows), decode, prefill. */
+ * R/64 tokens, whose attention over at most 32 positions is noise beside
+ * the GEMMs), decode, prefill. */
 static fg_op_step mm_step(const gprof *g, uint32_t R) { return step_of(g, R <= 64 ? R : 64, R <= 64 ? 1 : R / 64, 0); }
 
 /* Lay op out at the arena's start, fill it through the shm image and
@@ -167,9 +172,9 @@ static fg_status measure(gprof *g, json_t **out) {
     json_t *mm = json_array();
     for (size_t i = 0; i < N_MM && !st; i++) {
         fg_op_step p = mm_step(g, mm_rows[i]);
-        if ((st = time_op(g, FG_OP_MLP, &p, i == 0, &t))) break;
-        tflops[i] = 4.0 * mm_rows[i] * H * F / t / 1e12;
-        fg_info("profile: MLP at %" PRIu32 " rows: %.3f ms, %.4f TFLOPS", mm_rows[i], t * 1e3, tflops[i]);
+        if ((st = time_op(g, FG_OP_LAYER, &p, i == 0, &t))) break;
+        tflops[i] = 2.0 * mm_rows[i] * (4 * H * H + 2 * H * F) / t / 1e12;
+        fg_info("profile: LAYER at %" PRIu32 " rows: %.3f ms, %.4f TFLOPS", mm_rows[i], t * 1e3, tflops[i]);
         json_array_append_new(mm, json_pack("{s:i, s:f}", "rows", (int)mm_rows[i], "TFLOPS", tflops[i]));
     }
     double dec_GBps = 0, pre_TFLOPS = 0, h2d_GBps = 0, d2h_GBps = 0;
@@ -208,7 +213,7 @@ static void print_summary(const json_t *j) {
     printf("  %s shapes (H %d, F %d, %d heads)%s\n", json_string_value(json_object_get(j, "model")),
            (int)NUM("hidden"), (int)NUM("ffn"), (int)NUM("heads"),
            json_is_true(json_object_get(j, "quick")) ? ", --quick: not the real measurement" : "");
-    printf("  MLP (mm)           ");
+    printf("  layer GEMMs (mm)   ");
     const json_t *mm = json_object_get(j, "mm");
     for (size_t i = 0, n = json_array_size(mm); i < n; i++) {
         if (i % 3 && i != n - 1) continue;   /* rows 1, 8, 64, 512 and the last */
@@ -246,7 +251,7 @@ int fg_gpu_profile_main(int argc, char **argv) {
     fg_status st = fg_config_from_desc(&g.model, "profile", &one);
     fg_op_step steps[N_MM + 2];
     uint32_t ops[N_MM + 2];
-    for (size_t i = 0; i < N_MM; i++) steps[i] = mm_step(&g, mm_rows[i]), ops[i] = FG_OP_MLP;
+    for (size_t i = 0; i < N_MM; i++) steps[i] = mm_step(&g, mm_rows[i]), ops[i] = FG_OP_LAYER;
     steps[N_MM] = step_of(&g, DEC_B, 1, DEC_CTX - 1), ops[N_MM] = FG_OP_ATTN;
     steps[N_MM + 1] = step_of(&g, 1, PRE_S, 0), ops[N_MM + 1] = FG_OP_ATTN;
     g.image_bytes = g.copy_bytes;

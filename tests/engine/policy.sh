@@ -121,6 +121,29 @@ else
   fail "auto run: the log does not say the policy was searched"
 fi
 
+# ---- 5. flexgen profile: every tier measured, cached, read back -------------------
+export XDG_CACHE_HOME=$work/cache
+if ! prof=$("$flexgen" profile --quick --disk-test-size 16M --offload-dir "$work/off" 2>"$work/prof.err"); then
+  fail "flexgen profile: $(grep error: "$work/prof.err")"
+else
+  again=$("$flexgen" profile --quick --disk-test-size 16M --offload-dir "$work/off" 2>"$work/prof2.err")
+  if [ "$again" != "$prof" ] || ! grep -q "cached" "$work/prof2.err"; then fail "profile: not reused from $prof"; fi
+  if "$py" - "$prof" <<'PY'; then echo "ok   profile: $prof"; else fail "profile: keys"; fi
+import json, math, sys
+p = json.load(open(sys.argv[1]))
+need = {"gpu": ["h2d_GBps", "d2h_GBps", "attn_decode_GBps", "attn_prefill_TFLOPS"], "cpu": ["attn_decode_GBps"],
+        "disk": ["disk_read_GBps", "disk_write_GBps"], "runtime": ["cmd_s"]}
+ok = all(math.isfinite(p[s][k]) and p[s][k] > 0 for s in need for k in need[s]) and len(p["gpu"]["mm"]) >= 4
+sys.exit(0 if ok else 1)
+PY
+  # the cached profile is what --policy auto uses when no --hardware is given
+  "$flexgen" run --model "$work/m" --prompt-ids "$work/p.json" --gen-len 2 --ignore-eos --gpu-mem 1M \
+    --offload-dir "$work/off" --out "$work/cached.jsonl" 2>"$work/cached.err" || fail "auto run on the cached profile"
+  grep -q "policy auto ($prof)" "$work/cached.err" && echo "ok   auto run used the cached profile" \
+    || fail "auto run did not use $prof: $(grep policy "$work/cached.err")"
+fi
+unset XDG_CACHE_HOME
+
 # ---- 4. bad input ------------------------------------------------------------------
 expect2() {  # name, expected text, command...
   local name=$1 want=$2; shift 2
