@@ -110,7 +110,7 @@ static uint64_t host_mem_bytes(const void *ctx, int peak) {
 
 static fg_status host_open(void **ctx, char *info, size_t cap) {
     *ctx = fg_xcalloc(1, sizeof(host_ctx));
-    snprintf(info, cap, "host backend (the CPU; no GPU in use), %d compute threads", fg_pool_threads());
+    snprintf(info, cap, "host backend (the CPU; no GPU in use), %d compute threads", fg_pool_size());
     return FG_OK;
 }
 

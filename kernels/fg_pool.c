@@ -52,13 +52,17 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-static void pool_init(void) {
+int fg_pool_size(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     const char *env = getenv("FLEXGEN_THREADS");
     if (env && atoi(env) > 0) n = atoi(env);
     if (n < 1) n = 1;
     if (n > FG_POOL_MAX) n = FG_POOL_MAX;
-    pool.nthreads = (int)n;
+    return (int)n;
+}
+
+static void pool_init(void) {
+    pool.nthreads = fg_pool_size();
     openblas_set_num_threads(1);   /* parallelism comes from this pool alone */
     for (int i = 1; i < pool.nthreads; i++) {
         pthread_t t;

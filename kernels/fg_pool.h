@@ -15,5 +15,8 @@ void fg_pool_run(int n_tasks, fg_pool_fn fn, void *ctx);
 /* Threads in the pool (the caller included). Set by FLEXGEN_THREADS, default
  * the number of online CPUs. */
 int fg_pool_threads(void);
+/* The threads the pool has or will have, without starting it (starting it
+ * wakes OpenBLAS's own threads, which cost an idle process its latency). */
+int fg_pool_size(void);
 
 #endif
