@@ -79,17 +79,10 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
         case O_OFF: a->offload_dir = optarg; break;
         case O_DEV: a->device = optarg; break;
         case O_JSON: a->json = 1; break;
-        case O_PCT: {
-            if (optind + 5 > argc) {
-                st = fg_err_set(FG_EINPUT, "--percent takes six numbers: WG WC CG CC HG HC");
-                break;
-            }
-            char *vals[6] = {optarg, argv[optind], argv[optind + 1], argv[optind + 2], argv[optind + 3], argv[optind + 4]};
-            st = fg_policy_parse_percent(&a->p, vals);
-            optind += 5;
+        case O_PCT:
+            st = fg_policy_parse_percent(&a->p, optarg, argc, argv, &optind);
             a->have_percent = 1;
             break;
-        }
         case O_GBS: st = fg_parse_int("--gpu-batch-size", optarg, 1, 1 << 20, &a->gbs); break;
         case O_NGB: st = fg_parse_int("--num-gpu-batches", optarg, 1, FG_MAX_GPU_BATCHES, &a->K); break;
         case O_CA: a->cpu_attn = 1; break;

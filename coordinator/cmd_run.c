@@ -148,19 +148,10 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         case O_ENGINE: a->engine = optarg; break;
         case O_REPORT: a->report = optarg; break;
         case O_PROMPTS: a->prompts = optarg; break;
-        case O_PERCENT: {
-            /* six values: optarg and the five arguments after it */
-            if (optind + 5 > argc) {
-                st = fg_err_set(FG_EINPUT, "--percent takes six numbers: WG WC CG CC HG HC");
-                break;
-            }
-            char *vals[6] = {optarg, argv[optind], argv[optind + 1], argv[optind + 2], argv[optind + 3],
-                             argv[optind + 4]};
-            st = fg_policy_parse_percent(&a->flex.policy, vals);
-            optind += 5;
+        case O_PERCENT:
+            st = fg_policy_parse_percent(&a->flex.policy, optarg, argc, argv, &optind);
             a->have_percent = 1;
             break;
-        }
         case O_NGB: st = fg_parse_int("--num-gpu-batches", optarg, 1, FG_MAX_GPU_BATCHES, &a->num_gpu_batches); break;
         case O_CPUATTN: a->cpu_cache_compute = 1; break;
         case O_SCHED:

@@ -57,16 +57,18 @@ fg_tier fg_policy_cache_tier(const fg_policy *p, const fg_opt_config *c, int lay
 
 fg_tier fg_policy_act_tier(const fg_policy *p) { return choose(50, p->h_gpu, p->h_cpu); }
 
-fg_status fg_policy_parse_percent(fg_policy *p, char *const vals[6]) {
+fg_status fg_policy_parse_percent(fg_policy *p, const char *first, int argc, char **argv, int *optind) {
+    if (*optind + 5 > argc) return fg_err_set(FG_EINPUT, "--percent takes six numbers: WG WC CG CC HG HC");
     double v[6];
     for (int i = 0; i < 6; i++) {
+        const char *s = i ? argv[*optind + i - 1] : first;
         char *end;
         errno = 0;
-        v[i] = strtod(vals[i], &end);
-        if (end == vals[i] || *end || errno)
-            return fg_err_set(FG_EINPUT, "--percent: value %d '%s' is not a number (want WG WC CG CC HG HC)", i + 1,
-                              vals[i]);
+        v[i] = strtod(s, &end);
+        if (end == s || *end || errno)
+            return fg_err_set(FG_EINPUT, "--percent: value %d '%s' is not a number (want WG WC CG CC HG HC)", i + 1, s);
     }
+    *optind += 5;
     p->w_gpu = v[0], p->w_cpu = v[1], p->c_gpu = v[2], p->c_cpu = v[3], p->h_gpu = v[4], p->h_cpu = v[5];
     return FG_OK;
 }

@@ -45,8 +45,10 @@ fg_tier fg_policy_cache_tier(const fg_policy *p, const fg_opt_config *c, int lay
 /* The tier of all activations (validate checked that there is one). */
 fg_tier fg_policy_act_tier(const fg_policy *p);
 
-/* "--percent WG WC CG CC HG HC" parsed from 6 strings. */
-fg_status fg_policy_parse_percent(fg_policy *p, char *const vals[6]);
+/* "--percent WG WC CG CC HG HC" inside a getopt_long loop: `first` is the
+ * option's argument, the five values after it are taken too (*optind moves
+ * past them). */
+fg_status fg_policy_parse_percent(fg_policy *p, const char *first, int argc, char **argv, int *optind);
 
 /* One line: "gbs 8 x 4 batches, weights 20/80/0, cache 0/100/0, act 100/0/0, ..." */
 void fg_policy_describe(const fg_policy *p, char *buf, size_t len);
