@@ -318,6 +318,20 @@ static void role_down(fg_super *s, int role, const char *why) {
     spawn(s, role);
 }
 
+
+/* SHM_MAP of segment idx to role's worker, as an internal command (re-sent
+ * to a restarted worker like any other). */
+static void send_map(fg_super *s, int role, uint32_t idx, const fg_shm_seg *seg) {
+    cmd *c = fg_xcalloc(1, sizeof *c);
+    fg_msg_init(&c->msg, FG_MSG_SHM_MAP);
+    c->msg.u.map.segment = idx;
+    c->msg.u.map.size = fg_shm_size(seg);
+    snprintf(c->msg.u.map.name, sizeof c->msg.u.map.name, "%s", fg_shm_name(seg));
+    c->role = (fg_role)role;
+    c->internal = 1;
+    slot_add(s, c);
+    send_cmd(s, c, 0);
+}
 static void worker_ready(fg_super *s, int role, const fg_msg *m) {
     worker *w = &s->w[role];
     if (w->state == W_READY) {
@@ -340,18 +354,7 @@ static void worker_ready(fg_super *s, int role, const fg_msg *m) {
     w->readies++;
     send_plain(s, role, FG_MSG_HEARTBEAT);  /* tells the worker it was accepted */
 
-    for (uint32_t i = 0; i < s->nsegs; i++) {
-        const fg_shm_seg *seg = fg_shm_table_get(s->segs, i);
-        cmd *c = fg_xcalloc(1, sizeof *c);
-        fg_msg_init(&c->msg, FG_MSG_SHM_MAP);
-        c->msg.u.map.segment = i;
-        c->msg.u.map.size = fg_shm_size(seg);
-        snprintf(c->msg.u.map.name, sizeof c->msg.u.map.name, "%s", fg_shm_name(seg));
-        c->role = (fg_role)role;
-        c->internal = 1;
-        slot_add(s, c);
-        send_cmd(s, c, 0);
-    }
+    for (uint32_t i = 0; i < s->nsegs; i++) send_map(s, role, i, fg_shm_table_get(s->segs, i));
 
     uint64_t before = s->hi;
     if (w->readies > 1 && s->opts.restore) {
@@ -770,18 +773,8 @@ fg_status fg_super_segment_new(fg_super *s, const char *segname, uint64_t data_b
     fg_sup_cleanup_add_shm(s->cleanup, fg_shm_name(seg));
     fg_shm_table_add(s->segs, seg);
     uint32_t idx = s->nsegs++;
-    for (int r = 0; r < FG_NROLES; r++) {
-        if (s->w[r].state != W_READY) continue;  /* gets it with READY */
-        cmd *c = fg_xcalloc(1, sizeof *c);
-        fg_msg_init(&c->msg, FG_MSG_SHM_MAP);
-        c->msg.u.map.segment = idx;
-        c->msg.u.map.size = fg_shm_size(seg);
-        snprintf(c->msg.u.map.name, sizeof c->msg.u.map.name, "%s", fg_shm_name(seg));
-        c->role = (fg_role)r;
-        c->internal = 1;
-        slot_add(s, c);
-        send_cmd(s, c, 0);
-    }
+    for (int r = 0; r < FG_NROLES; r++)
+        if (s->w[r].state == W_READY) send_map(s, r, idx, seg);   /* others get it with READY */
     if (index) *index = idx;
     return FG_OK;
 }
