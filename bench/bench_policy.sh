@@ -3,14 +3,22 @@
 # policies, on this machine (issue: the policy).
 #   bench/bench_policy.sh predict [MODEL] [PROMPT_LEN] [GEN]
 #     runs policies of every kind (disk-bound, copy-bound, compute-bound, CPU
-#     attention on and off, several block sizes) with --report, and prints
-#     predicted beside measured prefill and decode time and their errors;
+#     attention on and off, several block sizes) with --report, REPS times
+#     each (default 3, interleaved), and prints the prediction beside the
+#     measured medians of prefill and decode time and their errors; the
+#     profile is measured afresh first (this disk drifts by tens of percent
+#     within an hour), unless REPROFILE=0;
 #   bench/bench_policy.sh auto [MODEL] [PROMPT_LEN] [GEN] [GPU_MEM] [CPU_MEM]
-#     runs --policy auto and a grid of 12 hand-written policies under the
-#     same budgets, interleaved, and prints auto's throughput / the best's.
+#     runs --policy auto and a grid of at least 12 hand-written policies under
+#     the same budgets (auto first and last, so the disk's drift shows), and
+#     prints auto's throughput / the best's. PROMPTS prompts (default 64).
+#     Grids for opt-1.3b (default budgets --gpu-mem 1G --cpu-mem 2G, which
+#     force the disk tier for its 2.6 GB of weights) and opt-13b (default
+#     budgets 4G / 10G against its 25.7 GB: most weights from disk; a run
+#     takes about 2 minutes at prompt 4, 4 new tokens, 32 prompts:
+#       bench/bench_policy.sh auto opt-13b 4 4   with PROMPTS=32).
 # The profile is this machine's (flexgen profile, cached; measured first if
-# missing). Defaults: opt-1.3b, prompt 32, 8 new tokens; auto: --gpu-mem 1G
-# --cpu-mem 2G (forces the disk tier for opt-1.3b's 2.6 GB of weights).
+# missing). Defaults: opt-1.3b, prompt 32, 8 new tokens.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-predict} model=${2:-opt-1.3b} S=${3:-32} G=${4:-8}
@@ -41,51 +49,73 @@ if [ "$mode" = predict ]; then
     "weights-cpu-k1|4|--percent 0 100 100 0 100 0 --gpu-batch-size 4 --num-gpu-batches 1"
     "weights-cpu-k8|32|--percent 0 100 100 0 100 0 --gpu-batch-size 4 --num-gpu-batches 8"
   )
-  for c in "${cases[@]}"; do
-    IFS='|' read -r name n args <<<"$c"
-    gen_prompts "$n"
-    # shellcheck disable=SC2086
-    run "$name" "$n" $args
+  reps=${REPS:-3}
+  [ "${REPROFILE:-1}" = 0 ] || "$flexgen" profile --reprofile --offload-dir "$off" >/dev/null
+  for rep in $(seq "$reps"); do
+    for c in "${cases[@]}"; do
+      IFS='|' read -r name n args <<<"$c"
+      gen_prompts "$n"
+      # shellcheck disable=SC2086
+      run "$name.$rep" "$n" $args
+    done
   done
-  "$py" - "$work" "${cases[@]}" <<'PY'
+  "$py" - "$work" "$reps" "${cases[@]}" <<'PY'
 import json, statistics, sys
-w = sys.argv[1]
+w, reps = sys.argv[1], int(sys.argv[2])
 print(f"{'policy':16} {'prefill s pred':>14} {'meas':>8} {'err':>7} {'decode s pred':>14} {'meas':>8} {'err':>7}"
-      f" {'tok/s pred':>10} {'meas':>8} {'err':>7}  bottleneck (prefill / decode)")
+      f" {'tok/s pred':>10} {'meas':>8} {'err':>7}  bottleneck (prefill / decode); measured: median of {reps}, [range]")
 errs = []
-for c in sys.argv[2:]:
+med = statistics.median
+for c in sys.argv[3:]:
     name = c.split("|")[0]
-    r = json.load(open(f"{w}/{name}.json"))
-    p = r["predicted"]
+    rs = [json.load(open(f"{w}/{name}.{k}.json")) for k in range(1, reps + 1)]
+    p = rs[0]["predicted"]
     e = lambda pr, me: (pr - me) / me * 100
-    row = [(p["prefill_s"], r["prefill_s"]), (p["decode_s"], r["decode_s"]),
-           (p["throughput_tokens_per_s"], r["throughput_tokens_per_s"])]
+    m = {k: med([r[k] for r in rs]) for k in ("prefill_s", "decode_s", "throughput_tokens_per_s")}
+    rng = {k: (min(r[k] for r in rs), max(r[k] for r in rs)) for k in ("prefill_s", "decode_s")}
+    row = [(p["prefill_s"], m["prefill_s"]), (p["decode_s"], m["decode_s"]),
+           (p["throughput_tokens_per_s"], m["throughput_tokens_per_s"])]
     errs += [abs(e(*row[0])), abs(e(*row[1]))]
     print(f"{name:16} " + " ".join(f"{pr:14.3f} {me:8.3f} {e(pr, me):+6.1f}%" for pr, me in row)
-          + f"  {p['prefill_bottleneck']} / {p['decode_bottleneck']}")
+          + f"  {p['prefill_bottleneck']} / {p['decode_bottleneck']}"
+          + "  [" + ", ".join(f"{a:.2f}-{b:.2f}" for a, b in rng.values()) + "]")
 print(f"prefill and decode errors: median {statistics.median(errs):.1f}%, max {max(errs):.1f}% (target: every one within 15%)")
 PY
 else
-  gpu=${5:-1G} cpu=${6:-2G}
+  np=${PROMPTS:-64}
+  # each hand-written policy: percentages | gbs | K | other flags; each fits
+  # the budgets (flexgen policy --percent ... --json says "over_budget": "")
+  case $model in
+    opt-13b)
+      gpu=${5:-4G} cpu=${6:-10G}
+      hand=(
+        "11 27 100 0 100 0|8|4|" "11 27 100 0 100 0|4|8|" "11 27 100 0 100 0|16|2|" "11 27 100 0 100 0|32|1|"
+        "0 35 100 0 100 0|8|4|" "0 0 100 0 100 0|8|4|" "5 30 0 100 100 0|8|4|"
+        "5 30 0 100 100 0|8|4|--cpu-cache-compute" "11 27 100 0 0 100|8|4|" "0 20 100 0 100 0|16|2|"
+        "10 25 0 100 100 0|16|2|--cpu-cache-compute" "11 20 100 0 100 0|4|4|" "11 27 100 0 100 0|8|2|"
+      ) ;;
+    *)
+      gpu=${5:-1G} cpu=${6:-2G}
+      hand=(
+        "0 0 100 0 100 0|4|8|" "0 0 100 0 100 0|8|8|" "0 0 0 100 100 0|4|16|" "0 0 0 100 100 0|8|8|"
+        "10 20 100 0 100 0|4|8|" "0 40 100 0 100 0|2|32|" "20 20 0 100 100 0|4|8|" "0 30 0 100 0 100|8|8|"
+        "20 10 0 100 100 0|4|16|" "10 30 0 100 0 100|8|8|" "0 40 0 100 100 0|16|4|" "0 30 100 0 100 0|8|4|"
+        "10 30 0 100 100 0|8|8|"
+      ) ;;
+  esac
   budgets=(--gpu-mem "$gpu" --cpu-mem "$cpu")
-  gen_prompts 64
-  hand=(   # each fits the default budgets (flexgen policy --percent ... scores them without "over_budget")
-    "0 0 100 0 100 0|4|8" "0 0 100 0 100 0|8|8" "0 0 0 100 100 0|4|16" "0 0 0 100 100 0|8|8"
-    "10 20 100 0 100 0|4|8" "0 40 100 0 100 0|2|32" "20 20 0 100 100 0|4|8" "0 30 0 100 0 100|8|8"
-    "20 10 0 100 100 0|4|16" "10 30 0 100 0 100|8|8" "0 40 0 100 100 0|16|4" "0 30 100 0 100 0|8|4"
-    "10 30 0 100 100 0|8|8"
-  )
-  "$flexgen" policy --dummy "$model" --prompt-ids "$work/p64.json" --gen-len "$G" --offload-dir "$off" "${budgets[@]}"
-  run auto 64 "${budgets[@]}"   # first and last, so the disk's drift shows
+  gen_prompts "$np"
+  "$flexgen" policy --dummy "$model" --prompt-ids "$work/p$np.json" --gen-len "$G" --offload-dir "$off" "${budgets[@]}"
+  run auto "$np" "${budgets[@]}"   # first and last, so the disk's drift shows
   i=0
   for h in "${hand[@]}"; do
-    IFS='|' read -r pct gbs k <<<"$h"
+    IFS='|' read -r pct gbs k extra <<<"$h"
     # shellcheck disable=SC2086
-    run "hand$i" 64 "${budgets[@]}" --percent $pct --gpu-batch-size "$gbs" --num-gpu-batches "$k" || true
+    run "hand$i" "$np" "${budgets[@]}" --percent $pct --gpu-batch-size "$gbs" --num-gpu-batches "$k" $extra || true
     i=$((i + 1))
   done
   cp "$work/auto.json" "$work/auto-first.json"
-  run auto 64 "${budgets[@]}"
+  run auto "$np" "${budgets[@]}"
   "$py" - "$work" "${#hand[@]}" <<'PY'
 import json, os, sys
 w, n = sys.argv[1], int(sys.argv[2])
