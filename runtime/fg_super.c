@@ -97,6 +97,7 @@ static void complete(fg_super *s, cmd *c, int32_t status, const char *text, cons
 static void give_up(fg_super *s, int role, const char *why) {
     worker *w = &s->w[role];
     w->state = W_FAILED;
+    snprintf(w->gone, sizeof w->gone, "%s", why);
     fg_log(FG_LOG_ERROR, "giving up on the %s worker: %s", fg_role_name(role), why);
     char text[FG_MSG_TEXT_MAX + 1];
     snprintf(text, sizeof text, "the %s worker is gone: %s", fg_role_name(role), why);
@@ -394,9 +395,8 @@ static void on_reply(fg_super *s, int role, const fg_msg *m) {
  * again when it next speaks), so everything in flight is re-issued. */
 static void protocol_fault(fg_super *s, int role, const char *what) {
     worker *w = &s->w[role];
-    char why[320];
+    char why[FG_MSG_TEXT_MAX + 64];
     snprintf(why, sizeof why, "(pid %d) %s", (int)w->remote_pid, what);
-    fg_log(FG_LOG_ERROR, "the %s worker %s: restarting it", fg_role_name(role), why);
     snprintf(w->last_death, sizeof w->last_death, "protocol error");
     fg_sup_kill_child(s, role);
     role_down(s, role, why);
@@ -459,7 +459,7 @@ static void on_message(fg_super *s, const char *id, int rc, const fg_msg *m) {
     case FG_MSG_ERROR:
         if (m->seq) on_reply(s, role, m);
         else if (m->type == FG_MSG_ERROR && m->u.error.code == FG_MSG_EBADCMD)
-            protocol_fault(s, role, m->u.error.text);
+            protocol_fault(s, role, "reports that a message from the coordinator did not decode");
         else fg_warn("the %s worker reports: %s", id, m->u.error.text);
         break;
     default:

@@ -144,8 +144,8 @@ static int all_ready(const fg_super *s, char *why, size_t cap) {
         const worker *w = &s->w[r];
         if (!w->managed) continue;
         if (w->state == W_FAILED) {
-            snprintf(why, cap, "the %s worker could not be started (%s)", fg_role_name(r),
-                     w->last_death[0] ? w->last_death : "see the log above");
+            snprintf(why, cap, "the %s worker could not be started: %s", fg_role_name(r),
+                     w->gone[0] ? w->gone : w->last_death[0] ? w->last_death : "see the log above");
             return -1;
         }
         if (w->state != W_READY) return 0;
@@ -387,8 +387,7 @@ static fg_status submit(fg_super *s, fg_role role, const fg_msg *m, void *user, 
     if (!fg_msg_is_command(m->type) || m->type == FG_MSG_SHM_MAP)
         return fg_err_set(FG_EINPUT, "submit: %s is not a command", fg_msg_type_name(m->type));
     if (s->w[role].state == W_FAILED)
-        return fg_err_set(FG_ERUNTIME, "submit: the %s worker is gone (%s)", fg_role_name(role),
-                          s->w[role].last_death);
+        return fg_err_set(FG_ERUNTIME, "the %s worker is gone: %s", fg_role_name(role), s->w[role].gone);
     /* a dependency is an earlier command of the same worker: a worker knows
      * only its own commands, so one on another would be waited for by nobody */
     for (int i = 0; i < FG_MSG_MAX_AFTER; i++) {

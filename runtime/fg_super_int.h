@@ -60,6 +60,7 @@ typedef struct {
     int spawn_due;               /* died while the heartbeat thread pumped */
     int restore_due;             /* READY again while the heartbeat thread pumped */
     char last_death[160];
+    char gone[FG_MSG_TEXT_MAX];  /* why it was given up */
 } worker;
 
 struct fg_super {
