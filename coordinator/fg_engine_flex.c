@@ -221,8 +221,9 @@ static fg_status check_shm(const fg_plan *pl) {
         if (pl->used[s]) {
             need += fg_shm_total_bytes(pl->used[s]);
             if (len < sizeof what)
-                len += (size_t)snprintf(what + len, sizeof what - len, "%s%s %.1f MiB", len ? ", " : "segments ",
-                                        fg_plan_seg_name(s), pl->used[s] / 1048576.0);
+                len += (size_t)snprintf(what + len, sizeof what - len, "%s%s %.1f %s", len ? ", " : "segments ",
+                                        fg_plan_seg_name(s), pl->used[s] / (pl->used[s] < 1048576 ? 1024.0 : 1048576.0),
+                                        pl->used[s] < 1048576 ? "KiB" : "MiB");
         }
     return fg_shm_check_room(need, what);
 }
