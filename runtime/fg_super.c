@@ -136,25 +136,6 @@ static size_t requeue(fg_super *s, int role) {
 
 /* ---- worker lifecycle ------------------------------------------------- */
 
-/* The worker's command line, as spawned or as printed for a start by hand. */
-int fg_sup_worker_argv(fg_super *s, int role, char **argv) {
-    worker *w = &s->w[role];
-    int n = 0;
-    argv[n++] = w->path;
-    argv[n++] = "--connect";
-    argv[n++] = s->endpoint;
-    if (role == FG_ROLE_DISK && s->opts.offload_dir) {
-        argv[n++] = "--offload-dir";
-        argv[n++] = (char *)s->opts.offload_dir;
-    }
-    if (role == FG_ROLE_GPU && s->opts.gpu_device) {
-        argv[n++] = "--device";
-        argv[n++] = (char *)s->opts.gpu_device;
-    }
-    argv[n] = NULL;
-    return n;
-}
-
 /* Start the role's worker. On the heartbeat thread it is left to the
  * owner's next pump: the child's death signal is tied to the thread that
  * forks it, and that must be one that lives as long as the run. */
@@ -204,17 +185,6 @@ void fg_sup_kill_child(fg_super *s, int role) {
     snprintf(w->last_death, sizeof w->last_death, "%s", why);
 }
 
-/* Say how to start a role's worker by hand: its exact command line. */
-void fg_sup_announce_manual(fg_super *s, int role) {
-    char *argv[8], line[FG_SUP_PATH_MAX * 3] = "";
-    int n = fg_sup_worker_argv(s, role, argv);
-    size_t len = 0;
-    for (int i = 0; i < n && len < sizeof line; i++)
-        len += (size_t)snprintf(line + len, sizeof line - len, "%s%s", i ? " " : "", argv[i]);
-    fg_info("waiting for the %s worker; start it by hand (under a debugger: gdb --args ...):\n  %s",
-            fg_role_name(role), line);
-}
-
 /* The role's worker is gone (`why`). Its SENT commands become PENDING; a
  * spawned role is restarted, a manual one waited for. A spawned role that
  * dies max_restarts + 1 times in a row without answering a command, or
@@ -229,8 +199,9 @@ static void role_down(fg_super *s, int role, const char *why) {
     s->stats.deaths[role]++;
     w->deaths_in_row++;
     w->deaths++;
-    fg_warn("the %s worker %s%s; %zu command(s) in flight will be re-issued", fg_role_name(role),
-            why, was_ready ? "" : " before it was ready", requeued);
+    fg_warn("the %s worker %s%s; %zu command(s) in flight %s", fg_role_name(role), why,
+            was_ready ? "" : " before it was ready", requeued,
+            w->manual ? "wait for it to speak again or for a new one" : "will be re-issued");
     if (w->manual) {
         fg_sup_announce_manual(s, role);
         return;
@@ -320,6 +291,7 @@ static void worker_ready(fg_super *s, int role, const fg_msg *m) {
         fg_sup_kill_child(s, role);
     }
     w->state = W_READY;
+    w->no_revive = 0;
     w->remote_pid = (pid_t)m->u.ready.pid;
     w->last_seen = now_ns();
     w->epoch++;
@@ -345,23 +317,31 @@ static void worker_ready(fg_super *s, int role, const fg_msg *m) {
                 m->u.ready.pid, resent);
 }
 
-/* A hand-started worker we declared dead talks again (a debugger paused it):
- * it kept its maps and state, so it only needs what it owes, again. */
+/* A hand-started worker we declared dead talks again (a debugger paused
+ * it): the same process, with its maps, its state and every command it was
+ * sent, which it runs once. Those stay its own under the same epoch; sending
+ * them again would run them twice, and an op that updates a tensor in place
+ * is not idempotent run twice over. It gets the maps of segments made while
+ * it was silent (a map it has is a no-op) and the commands queued since. */
 static void revive(fg_super *s, int role) {
     worker *w = &s->w[role];
     w->state = W_READY;
     w->last_seen = now_ns();
-    w->epoch++;
-    size_t resent = 0;
+    for (uint32_t i = 0; i < s->nsegs; i++) fg_sup_send_map(s, role, i, fg_shm_table_get(s->segs, i));
+    size_t held = 0, sent = 0;
     for (uint64_t q = s->lo; q < s->hi; q++) {
         cmd *c = fg_sup_slot_get(s, q);
-        if (c && c->role == (fg_role)role && c->state == C_PENDING && !c->internal) {
+        if (!c || c->role != (fg_role)role || c->state != C_PENDING || c->internal) continue;
+        if (c->sends && c->epoch == w->epoch) {
+            c->state = C_SENT;
+            held++;
+        } else {
             fg_sup_send_cmd(s, c, 0);
-            resent++;
+            sent++;
         }
     }
-    fg_info("the %s worker (pid %d) is back; re-issued %zu command(s)", fg_role_name(role),
-            (int)w->remote_pid, resent);
+    fg_info("the %s worker (pid %d) is back: %zu command(s) it holds still count, %zu sent to it",
+            fg_role_name(role), (int)w->remote_pid, held, sent);
 }
 
 /* ---- receiving -------------------------------------------------------- */
@@ -399,6 +379,10 @@ static void protocol_fault(fg_super *s, int role, const char *what) {
     snprintf(why, sizeof why, "(pid %d) %s", (int)w->remote_pid, what);
     snprintf(w->last_death, sizeof w->last_death, "protocol error");
     fg_sup_kill_child(s, role);
+    if (w->manual) {   /* not ours to kill: ask it to go, and never take it back */
+        fg_sup_send_plain(s, role, FG_MSG_SHUTDOWN);
+        w->no_revive = 1;
+    }
     role_down(s, role, why);
 }
 
@@ -448,7 +432,7 @@ static void on_message(fg_super *s, const char *id, int rc, const fg_msg *m) {
         /* replies from a worker declared dead still count (they arrive after
          * its death was seen, or it was only paused) */
         if (m->type == FG_MSG_DONE || m->type == FG_MSG_ERROR) on_reply(s, role, m);
-        if (w->manual && w->state == W_ABSENT && w->readies > 0) revive(s, role);
+        if (w->manual && w->state == W_ABSENT && w->readies > 0 && !w->no_revive) revive(s, role);
         return;
     }
     w->last_seen = now_ns();

@@ -5,7 +5,8 @@
  * pumps the supervisor whenever its owner has not for half an interval, so
  * heartbeats flow both ways however long the coordinator works between
  * calls (a tier-store conversion, loading weights, writing outputs). The
- * protocol itself is fg_super.c's. */
+ * protocol itself is fg_super.c's; the window of commands and worker command
+ * lines live here as both files need them. */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -65,6 +66,38 @@ void fg_sup_fifo_push(fg_super *s, uint64_t seq) {
     }
     s->fifo[(s->fifo_head + s->fifo_len) % s->fifo_cap] = seq;
     s->fifo_len++;
+}
+
+/* ---- worker command lines --------------------------------------------- */
+
+/* The worker's command line, as spawned or as printed for a start by hand. */
+int fg_sup_worker_argv(fg_super *s, int role, char **argv) {
+    worker *w = &s->w[role];
+    int n = 0;
+    argv[n++] = w->path;
+    argv[n++] = "--connect";
+    argv[n++] = s->endpoint;
+    if (role == FG_ROLE_DISK && s->opts.offload_dir) {
+        argv[n++] = "--offload-dir";
+        argv[n++] = (char *)s->opts.offload_dir;
+    }
+    if (role == FG_ROLE_GPU && s->opts.gpu_device) {
+        argv[n++] = "--device";
+        argv[n++] = (char *)s->opts.gpu_device;
+    }
+    argv[n] = NULL;
+    return n;
+}
+
+/* Say how to start a role's worker by hand: its exact command line. */
+void fg_sup_announce_manual(fg_super *s, int role) {
+    char *argv[8], line[FG_SUP_PATH_MAX * 3] = "";
+    int n = fg_sup_worker_argv(s, role, argv);
+    size_t len = 0;
+    for (int i = 0; i < n && len < sizeof line; i++)
+        len += (size_t)snprintf(line + len, sizeof line - len, "%s%s", i ? " " : "", argv[i]);
+    fg_info("waiting for the %s worker; start it by hand (under a debugger: gdb --args ...):\n  %s",
+            fg_role_name(role), line);
 }
 
 /* ---- the heartbeat thread ----------------------------------------------- */

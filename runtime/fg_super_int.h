@@ -59,6 +59,7 @@ typedef struct {
     uint32_t deaths;             /* in the whole run */
     int spawn_due;               /* died while the heartbeat thread pumped */
     int restore_due;             /* READY again while the heartbeat thread pumped */
+    int no_revive;               /* told to go after a protocol fault: wait for a READY */
     char last_death[160];
     char gone[FG_MSG_TEXT_MAX];  /* why it was given up */
 } worker;
@@ -101,7 +102,8 @@ static inline uint64_t fg_sup_now_ns(void) {
 
 #define MS(x) ((uint64_t)(x) * 1000000ull)
 
-/* fg_super.c, for fg_super_api.c (and the window, the other way round) */
+/* fg_super.c, for fg_super_api.c; fg_super_api.c (the window, command
+ * lines), for fg_super.c */
 const char *fg_sup_program(int role);
 int fg_sup_worker_argv(fg_super *s, int role, char **argv);  /* NULL-ended; returns argc */
 void fg_sup_spawn_role(fg_super *s, int role);

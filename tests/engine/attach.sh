@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # `flexgen run --attach gpu`, as a developer debugging the gpu worker would
 # use it: the coordinator spawns the cpu and disk workers and prints the
-# exact command for the gpu worker; the test starts it from that line (its
-# first incarnation stops itself mid-run, FLEXGEN_FAULT=gpu:stop, and is then
-# killed by hand with SIGKILL), waits for the coordinator to ask again,
-# starts it again, and the run must finish with the reference engine's
-# output, the restart and the redone block in the log.
+# exact command for the gpu worker; the test starts it from that line. Its
+# first incarnation stops itself mid-run (FLEXGEN_FAULT=gpu:stop, as a
+# breakpoint would) and is declared dead after 3 s of silence; then
+#  pause: it is continued (SIGCONT): the coordinator takes it back with the
+#    commands it holds, which must run once, not again;
+#  kill: it is killed by hand (SIGKILL); the coordinator asks again, the
+#    test starts it again, and the block is redone.
+# Both runs must end with the reference engine's output.
 # Usage: attach.sh FLEXGEN WORKDIR
 set -uo pipefail
 flexgen=$1 work=$2
@@ -17,12 +20,7 @@ rm -rf "$work" && mkdir -p "$work"
 echo '[[2, 10, 20, 30], [2, 7]]' >"$work/p.json"
 common=(--model "$work/m" --prompt-ids "$work/p.json" --ignore-eos --gpu-batch-size 2 --gen-len 8)
 "$flexgen" run --engine reference "${common[@]}" --out "$work/ref.jsonl" 2>/dev/null || exit 1
-log=$work/run.err
-die() { echo "FAIL: $*"; [ -n "${coord:-}" ] && kill "$coord" 2>/dev/null; [ -n "${w:-}" ] && kill -9 "$w" 2>/dev/null; exit 1; }
-
-"$flexgen" run "${common[@]}" --percent 0 0 100 0 100 0 --offload-dir "$work/off" --out "$work/out.jsonl" \
-  --attach gpu 2>"$log" &
-coord=$!
+die() { echo "FAIL $case: $*"; [ -n "${coord:-}" ] && kill "$coord" 2>/dev/null; [ -n "${w:-}" ] && kill -9 "$w" 2>/dev/null; exit 1; }
 
 # the Nth "waiting for the gpu worker" announcement; its next line is the command
 command_of() {
@@ -36,40 +34,50 @@ command_of() {
   done
   return 1
 }
+wait_log() {  # ERE, what
+  for _ in $(seq 200); do grep -qE "$1" "$log" && return 0; sleep 0.1; done
+  die "$2: $(tail -2 "$log")"
+}
 
-cmd=$(command_of 1) || die "no command printed for the gpu worker: $(tail -3 "$log")"
-case "$cmd" in *flexgen-gpu-worker\ --connect\ ipc://*) ;; *) die "odd command: $cmd" ;; esac
-grep -q "cpu worker ready" "$log" && grep -q "disk worker ready" "$log" || sleep 1
-grep -q "cpu worker ready" "$log" && grep -q "disk worker ready" "$log" || die "the other workers were not spawned"
-echo "ok   printed: $cmd"
+for case in pause kill; do
+  log=$work/$case.err
+  "$flexgen" run "${common[@]}" --percent 0 0 100 0 100 0 --offload-dir "$work/off" --out "$work/$case.jsonl" \
+    --attach gpu 2>"$log" &
+  coord=$!
+  cmd=$(command_of 1) || die "no command printed for the gpu worker: $(tail -3 "$log")"
+  case "$cmd" in *flexgen-gpu-worker\ --connect\ ipc://*) ;; *) die "odd command: $cmd" ;; esac
+  wait_log "cpu worker ready" "the cpu worker was not spawned"
+  wait_log "disk worker ready" "the disk worker was not spawned"
+  [ $case = pause ] && echo "ok   printed: $cmd"
 
-# by hand, 1: it stops at its 20th command; then kill it as a user would
-FLEXGEN_FAULT=gpu:stop:20 $cmd 2>"$work/w1.err" &
-w=$!
-for _ in $(seq 300); do
-  [ "$(awk '{print $3}' /proc/$w/stat 2>/dev/null)" = T ] && break
-  sleep 0.1
+  FLEXGEN_FAULT=gpu:stop:20 $cmd 2>"$work/$case-w1.err" &
+  w=$!
+  wait_log "the gpu worker \(pid $w\) was silent for" "the stopped worker was not declared dead"
+  if [ $case = pause ]; then
+    kill -CONT "$w"
+    wait_log "the gpu worker \(pid $w\) is back" "the continued worker was not taken back"
+  else
+    kill -9 "$w"
+    wait "$w" 2>/dev/null
+    cmd2=$(command_of 2) || die "the coordinator did not ask for the gpu worker again: $(tail -3 "$log")"
+    [ "$cmd2" = "$cmd" ] || die "the second command differs: $cmd2"
+    $cmd2 2>"$work/$case-w2.err" &
+    w=$!
+  fi
+  wait "$coord"
+  rc=$?
+  coord=
+  wait "$w"
+  wrc=$?
+  w=
+  [ $rc -eq 0 ] || die "flexgen exit $rc: $(grep -m1 error: "$log")"
+  [ $wrc -eq 0 ] || die "the last gpu worker exited $wrc after SHUTDOWN"
+  cmp -s "$work/ref.jsonl" "$work/$case.jsonl" || die "output differs from the reference engine's"
+  if [ $case = pause ]; then
+    echo "ok   pause: $(grep -m1 -o "the gpu worker (pid [0-9]*) is back.*" "$log"); output equals the reference engine's"
+  else
+    grep -q "redoing the block" "$log" || die "no redo of the block in the log"
+    echo "ok   kill: killed by hand mid-run, started again from the printed command; output equals the reference engine's"
+  fi
 done
-[ "$(awk '{print $3}' /proc/$w/stat 2>/dev/null)" = T ] || die "the hand-started worker did not reach its 20th command"
-kill -9 "$w"
-wait "$w" 2>/dev/null
-echo "ok   hand-started gpu worker (pid $w) killed mid-run"
-
-# by hand, 2: the coordinator asks again; the run continues
-cmd2=$(command_of 2) || die "the coordinator did not ask for the gpu worker again: $(tail -3 "$log")"
-[ "$cmd2" = "$cmd" ] || die "the second command differs: $cmd2"
-$cmd2 2>"$work/w2.err" &
-w=$!
-wait "$coord"
-rc=$?
-coord=
-wait "$w"
-wrc=$?
-w=
-[ $rc -eq 0 ] || die "flexgen exit $rc: $(grep -m1 error: "$log")"
-[ $wrc -eq 0 ] || die "the second worker exited $wrc after SHUTDOWN"
-cmp -s "$work/ref.jsonl" "$work/out.jsonl" || die "output differs from the reference engine's"
-grep -qE "the gpu worker \(pid [0-9]+\) was silent for" "$log" || die "no death in the log"
-grep -q "redoing the block" "$log" || die "no redo of the block in the log"
-echo "ok   restarted by hand; output equals the reference engine's"
 rm -rf "$work"
