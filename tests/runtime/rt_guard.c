@@ -104,6 +104,14 @@ int rt_test_peer(void) {
         fprintf(stderr, "SKIP: needs root to act as another user\n");
         return 77;
     }
+    /* a runtime directory of this test's own: the shared /tmp/flexgen-UID
+     * that other runs use is never loosened */
+    char xdg[] = "/tmp/fg-rt-peer-XXXXXX";
+    if (!mkdtemp(xdg)) {
+        fprintf(stderr, "fg-rt-test: FAIL mkdtemp: %s\n", strerror(errno));
+        return 1;
+    }
+    setenv("XDG_RUNTIME_DIR", xdg, 1);
     fg_super_opts o = {.manual = 1, .roles = 1u << FG_ROLE_CPU};
     fg_super *sup = NULL;
     RT_MUST(fg_super_new(&o, &sup));
@@ -133,6 +141,7 @@ int rt_test_peer(void) {
     waitpid(w, NULL, 0);
 
     /* 2: the directories and the socket opened to all: refused by uid */
+    chmod(xdg, 0711);
     chmod(base, 0711);
     chmod(dir, 0711);
     chmod(ep + 6, 0777);
@@ -151,10 +160,11 @@ int rt_test_peer(void) {
     RT_CHECK(r == 1, "our own uid was not greeted: %d (%s)", r, strerror(err));
     w = start_worker(ep, getuid(), werr);
     RT_CHECK(ready_within(sup, FG_ROLE_CPU, 10000), "a worker of our own uid did not attach");
-    chmod(base, 0700);
     fg_super_destroy(&sup);
     waitpid(w, NULL, 0);
     unlink(werr);
+    rmdir(base);
+    rmdir(xdg);
     return 0;
 }
 
