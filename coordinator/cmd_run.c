@@ -86,7 +86,10 @@ static void run_usage(FILE *f) {
         "  --disk-mem SIZE       disk budget in --offload-dir\n"
         "  --offload-dir DIR     where the disk tier lives (default: ./flexgen-offload)\n"
         "  --device NAME         the gpu worker's backend: host (the CPU) or cuda (default: cuda where\n"
-        "                        it is built and a GPU is found, else host)\n");
+        "                        it is built and a GPU is found, else host)\n"
+        "  --attach ROLE         gpu, cpu or disk: spawn the other workers and wait for this one to be\n"
+        "                        started by hand (e.g. under gdb) with the command the log prints;\n"
+        "                        killed and started again by hand, it continues the run\n");
 }
 
 static fg_status parse_float(const char *flag, const char *v, float lo, float hi, float *out) {
@@ -101,7 +104,7 @@ static fg_status parse_float(const char *flag, const char *v, float lo, float hi
 
 static fg_status parse_args(int argc, char **argv, run_args *a) {
     enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE, O_REPORT, O_PROMPTS, O_STOP, O_TRUNC,
-          O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM, O_OFFDIR, O_NOOVERLAP, O_TRACE, O_DEVICE, O_POLICY, O_HW };
+          O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM, O_OFFDIR, O_NOOVERLAP, O_TRACE, O_DEVICE, O_POLICY, O_HW, O_ATTACH };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},      {"dummy", required_argument, 0, O_DUMMY},
         {"prompt-ids", required_argument, 0, O_PIDS},  {"out", required_argument, 0, O_OUT},
@@ -117,7 +120,8 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         {"disk-mem", required_argument, 0, O_DISKMEM}, {"offload-dir", required_argument, 0, O_OFFDIR},
         {"no-overlap", no_argument, 0, O_NOOVERLAP},    {"trace", required_argument, 0, O_TRACE},
         {"device", required_argument, 0, O_DEVICE},    {"policy", required_argument, 0, O_POLICY},
-        {"hardware", required_argument, 0, O_HW},      {"help", no_argument, 0, 'h'},
+        {"hardware", required_argument, 0, O_HW},      {"attach", required_argument, 0, O_ATTACH},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     *a = (run_args){.gen_len = 32, .top_p = 1.0f, .engine = "flexgen", .policy = "auto"};
@@ -173,6 +177,12 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         case O_HW: a->hardware = optarg; break;
         case O_DEVICE: st = fg_backend_find(optarg) ? FG_OK : FG_EINPUT, a->flex.device = optarg; break;
         case O_TRUNC: a->truncate = 1; break;
+        case O_ATTACH: {
+            int r = fg_role_from_name(optarg);
+            if (r < 0) st = fg_err_set(FG_EINPUT, "--attach: expected gpu, cpu or disk, got '%s'", optarg);
+            else a->flex.attach |= 1u << r;
+            break;
+        }
         case O_STOP:
             if (a->n_stop == FG_MAX_STOPS) st = fg_err_set(FG_EINPUT, "--stop: at most %d stop strings", FG_MAX_STOPS);
             else if (!*optarg) st = fg_err_set(FG_EINPUT, "--stop: the stop string is empty");

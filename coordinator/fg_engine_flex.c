@@ -14,6 +14,7 @@
 #include "fg_engine_flex.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -167,6 +168,12 @@ static fg_status on_restore(fg_super *sup, fg_role role, void *ctx) {
 /* Disk-tier weights: the tier store in the offload directory, converted
  * once, checked (headers, identity, sizes) on every open. */
 static fg_status open_store(fg_engine *e, const fg_flex_opts *fo) {
+    /* tests: a conversion as long as a big model's, on a small one */
+    const char *stall = getenv("FLEXGEN_TEST_STORE_STALL_S");
+    if (stall && atoi(stall) > 0) {
+        fg_warn("FLEXGEN_TEST_STORE_STALL_S: the coordinator sleeps %d s before the tier store", atoi(stall));
+        sleep((unsigned)atoi(stall));
+    }
     fg_status st = fg_store_open_or_build(fo->offload_dir, e->ws, &e->store);
     if (st) return st;
     if (fo->disk_mem && fg_store_total_bytes(e->store) > fo->disk_mem)
@@ -186,7 +193,7 @@ static fg_status open_store(fg_engine *e, const fg_flex_opts *fo) {
 static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
     fg_plan *pl = &e->pl;
     fg_super_opts so = {.worker_dir = fo->worker_dir, .offload_dir = fo->offload_dir, .gpu_device = fo->device,
-                        .restore = on_restore, .restore_ctx = e};
+                        .attach = fo->attach, .restore = on_restore, .restore_ctx = e};
     fg_status st = fg_super_new(&so, &e->sup);
     e->q.sup = e->sup;
     for (int s = FG_PLAN_FIRST_SHM; s < FG_PLAN_END_SHM && !st; s++)
@@ -202,6 +209,23 @@ static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
         if (pl->sp[i].present && pl->wtier[i] != FG_TIER_DISK)
             st = fg_wsrc_read(e->ws, i, fg_engine_ptr(e, pl->wtier[i] == FG_TIER_GPU ? pl->wsrc[i] : pl->whome[i]));
     return st ? st : gpu_setup(e);
+}
+
+/* The plan's shared memory fits /dev/shm, or the run is refused before any
+ * worker starts: a tmpfs that runs out kills the run later with SIGBUS. */
+static fg_status check_shm(const fg_plan *pl) {
+    uint64_t need = 0;
+    char what[256] = "";
+    size_t len = 0;
+    for (int s = FG_PLAN_FIRST_SHM; s < FG_PLAN_END_SHM; s++)
+        if (pl->used[s]) {
+            need += fg_shm_total_bytes(pl->used[s]);
+            if (len < sizeof what)
+                len += (size_t)snprintf(what + len, sizeof what - len, "%s%s %.1f %s", len ? ", " : "segments ",
+                                        fg_plan_seg_name(s), pl->used[s] / (pl->used[s] < 1048576 ? 1024.0 : 1048576.0),
+                                        pl->used[s] < 1048576 ? "KiB" : "MiB");
+        }
+    return fg_shm_check_room(need, what);
 }
 
 /* VmHWM of a process in bytes (0 if unknown). */
@@ -281,6 +305,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     fg_policy_describe(&fo.policy, desc, sizeof desc);
     fg_info("policy: %s; schedule %s", desc, fo.schedule_row ? "row" : "zig-zag block");
 
+    if ((st = check_shm(pl))) goto out;
     double t0 = fg_now();
     st = setup(&e, &fo);
     stats->load_s = fg_now() - t0;

@@ -16,6 +16,7 @@ typedef struct {
     const char *device;                    /* the gpu worker's backend (--device); NULL: host */
     const char *worker_dir;                /* NULL: beside the flexgen binary */
     const char *trace;                     /* Chrome trace-event JSON of every command, or NULL */
+    unsigned attach;                       /* roles (1u << FG_ROLE_*) started by hand (--attach) */
 } fg_flex_opts;
 
 /* Extra figures the offloading engine reports beside fg_gen_stats. */

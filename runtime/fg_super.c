@@ -1,7 +1,8 @@
-/* fg_super.c - the supervisor: the ROUTER socket, the table of commands in
- * flight, READY handshakes, heartbeats, death detection, restart, restore
- * and re-issue, and delivery of completions (see fg_super.h for the
- * contract). Run directories, spawning and signal cleanup live in
+/* fg_super.c - the supervisor's protocol: the table of commands in flight,
+ * READY handshakes, heartbeats, death detection, restart, restore and
+ * re-issue, and the pump that drives them (see fg_super.h for the
+ * contract). The public calls, the lock and the heartbeat thread live in
+ * fg_super_api.c; run directories, spawning and signal cleanup in
  * fg_super_proc.c.
  *
  * Commands live in a window indexed by sequence number: slots[seq & mask]
@@ -23,135 +24,33 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "fg_super_proc.h"
+#include "fg_fault.h"
+#include "fg_super_int.h"
 
-#define DEFAULT_READY_TIMEOUT_MS 30000
-#define DEFAULT_MAX_RESTARTS 5
-#define SHUTDOWN_GRACE_MS 5000   /* SHUTDOWN to SIGKILL at destroy */
-#define WAITPID_POLL_MS 100      /* child checks where there is no pidfd */
+#define now_ns fg_sup_now_ns
 
-typedef enum { C_PENDING, C_SENT, C_DONE } cmd_state;
-
-typedef struct {
-    fg_msg msg;          /* seq set; flags: the caller's BARRIER and stream only */
-    fg_role role;
-    cmd_state state;
-    int internal;        /* an SHM_MAP of the supervisor's: never delivered */
-    uint16_t epoch;      /* epoch of the worker it was last sent to */
-    uint32_t sends;
-    fg_super_done done;
-} cmd;
-
-typedef enum { W_ABSENT, W_STARTING, W_READY, W_FAILED } wstate;
-
-typedef struct {
-    int managed;
-    wstate state;
-    char path[FG_SUP_PATH_MAX];  /* program, when spawning */
-    pid_t child;                 /* our child, 0 if none */
-    int pidfd;                   /* -1 if none */
-    uint64_t ready_deadline;     /* W_STARTING */
-    pid_t remote_pid;            /* from READY; kept after a death, for revive */
-    uint64_t last_seen;
-    uint16_t epoch;              /* bumped on every READY */
-    uint32_t readies;
-    uint32_t deaths_in_row;      /* deaths with no reply in between */
-    char last_death[160];
-} worker;
-
-struct fg_super {
-    fg_super_opts opts;
-    char run_id[FG_SHM_RUNID_LEN + 1];
-    char run_dir[FG_SUP_PATH_MAX];
-    char endpoint[FG_SUP_PATH_MAX + 16];
-    void *zctx, *router;
-    worker w[FG_NROLES];
-    fg_shm_table *segs;
-    uint32_t nsegs;
-    fg_sup_cleanup *cleanup;
-
-    cmd **slots;                 /* the window */
-    uint64_t cap, lo, hi;
-    uint64_t *fifo;              /* seqs of DONE user commands, in order */
-    size_t fifo_cap, fifo_head, fifo_len;
-    size_t undone;               /* user commands not DONE */
-    size_t undelivered;          /* user commands not yet taken */
-    uint64_t next_hb;
-    int in_restore;
-    fg_super_stats stats;
-};
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-#define MS(x) ((uint64_t)(x) * 1000000ull)
-
-static const char *program_of(int role) {
+const char *fg_sup_program(int role) {
     static const char *const names[FG_NROLES] = {"flexgen-gpu-worker", "flexgen-cpu-worker",
                                                  "flexgen-disk-worker"};
     return names[role];
 }
 
-/* ---- the window ------------------------------------------------------- */
-
-static cmd *slot_get(const fg_super *s, uint64_t seq) {
-    if (seq < s->lo || seq >= s->hi) return NULL;
-    return s->slots[seq & (s->cap - 1)];
-}
-
-static uint64_t slot_add(fg_super *s, cmd *c) {
-    if (s->hi - s->lo == s->cap) {
-        uint64_t ncap = s->cap * 2;
-        cmd **n = fg_xcalloc(ncap, sizeof *n);
-        for (uint64_t q = s->lo; q < s->hi; q++) n[q & (ncap - 1)] = s->slots[q & (s->cap - 1)];
-        free(s->slots);
-        s->slots = n;
-        s->cap = ncap;
-    }
-    uint64_t seq = s->hi++;
-    s->slots[seq & (s->cap - 1)] = c;
-    c->msg.seq = seq;
-    return seq;
-}
-
-static void slot_free(fg_super *s, uint64_t seq) {
-    cmd **p = &s->slots[seq & (s->cap - 1)];
-    free(*p);
-    *p = NULL;
-    while (s->lo < s->hi && !s->slots[s->lo & (s->cap - 1)]) s->lo++;
-}
-
-static void fifo_push(fg_super *s, uint64_t seq) {
-    if (s->fifo_len == s->fifo_cap) {
-        size_t ncap = s->fifo_cap ? s->fifo_cap * 2 : 256;
-        uint64_t *n = fg_xmalloc(ncap * sizeof *n);
-        for (size_t i = 0; i < s->fifo_len; i++) n[i] = s->fifo[(s->fifo_head + i) % s->fifo_cap];
-        free(s->fifo);
-        s->fifo = n;
-        s->fifo_cap = ncap;
-        s->fifo_head = 0;
-    }
-    s->fifo[(s->fifo_head + s->fifo_len) % s->fifo_cap] = seq;
-    s->fifo_len++;
-}
-
 /* ---- sending ---------------------------------------------------------- */
 
-static void send_plain(fg_super *s, int role, fg_msg_type type) {
+void fg_sup_send_plain(fg_super *s, int role, fg_msg_type type) {
     fg_msg m;
     fg_msg_init(&m, type);
     fg_msg_send(s->router, fg_role_name(role), &m, ZMQ_DONTWAIT);
 }
 
-static void send_cmd(fg_super *s, cmd *c, int extra_flags) {
+void fg_sup_send_cmd(fg_super *s, cmd *c, int extra_flags) {
     worker *w = &s->w[c->role];
     uint32_t user = c->msg.flags & (FG_MSG_F_BARRIER | FG_MSG_STREAM_MASK);
     c->msg.flags = user | (uint32_t)extra_flags | (c->sends ? FG_MSG_F_REISSUE : 0) |
                    (uint32_t)w->epoch << FG_MSG_EPOCH_SHIFT;
-    int rc = fg_msg_send(s->router, fg_role_name(c->role), &c->msg, ZMQ_DONTWAIT);
+    fg_fault_kind fault = fg_fault_at("coord", ++s->sent_cmds);
+    int rc = fault ? fg_fault_send(s->router, fg_role_name(c->role), &c->msg, fault)
+                   : fg_msg_send(s->router, fg_role_name(c->role), &c->msg, ZMQ_DONTWAIT);
     c->msg.flags = user;
     if (rc != 0) {
         /* EHOSTUNREACH: the connection is gone before we saw the death; the
@@ -185,24 +84,25 @@ static void complete(fg_super *s, cmd *c, int32_t status, const char *text, cons
         if (status)
             fg_log(FG_LOG_ERROR, "the %s worker could not map %s: %s", fg_role_name(c->role),
                    c->msg.u.map.name, c->done.error);
-        slot_free(s, c->msg.seq);
+        fg_sup_slot_free(s, c->msg.seq);
         return;
     }
     if (status) s->stats.failed++;
     else s->stats.completed++;
     s->undone--;
-    fifo_push(s, c->msg.seq);
+    fg_sup_fifo_push(s, c->msg.seq);
 }
 
 /* Fail everything the role still owes: its worker cannot be kept alive. */
 static void give_up(fg_super *s, int role, const char *why) {
     worker *w = &s->w[role];
     w->state = W_FAILED;
+    snprintf(w->gone, sizeof w->gone, "%s", why);
     fg_log(FG_LOG_ERROR, "giving up on the %s worker: %s", fg_role_name(role), why);
     char text[FG_MSG_TEXT_MAX + 1];
     snprintf(text, sizeof text, "the %s worker is gone: %s", fg_role_name(role), why);
     for (uint64_t q = s->lo; q < s->hi; q++) {
-        cmd *c = slot_get(s, q);
+        cmd *c = fg_sup_slot_get(s, q);
         if (!c || c->role != (fg_role)role || c->state == C_DONE) continue;
         if (c->internal) {
             s->slots[q & (s->cap - 1)] = NULL;
@@ -220,7 +120,7 @@ static void give_up(fg_super *s, int role, const char *why) {
 static size_t requeue(fg_super *s, int role) {
     size_t n = 0;
     for (uint64_t q = s->lo; q < s->hi; q++) {
-        cmd *c = slot_get(s, q);
+        cmd *c = fg_sup_slot_get(s, q);
         if (!c || c->role != (fg_role)role || c->state == C_DONE) continue;
         if (c->internal) {
             s->slots[q & (s->cap - 1)] = NULL;
@@ -236,22 +136,18 @@ static size_t requeue(fg_super *s, int role) {
 
 /* ---- worker lifecycle ------------------------------------------------- */
 
-static void spawn(fg_super *s, int role) {
+/* Start the role's worker. On the heartbeat thread it is left to the
+ * owner's next pump: the child's death signal is tied to the thread that
+ * forks it, and that must be one that lives as long as the run. */
+void fg_sup_spawn_role(fg_super *s, int role) {
     worker *w = &s->w[role];
+    if (s->bg) {
+        w->spawn_due = 1;
+        return;
+    }
+    w->spawn_due = 0;
     char *argv[8];
-    int n = 0;
-    argv[n++] = w->path;
-    argv[n++] = "--connect";
-    argv[n++] = s->endpoint;
-    if (role == FG_ROLE_DISK && s->opts.offload_dir) {
-        argv[n++] = "--offload-dir";
-        argv[n++] = (char *)s->opts.offload_dir;
-    }
-    if (role == FG_ROLE_GPU && s->opts.gpu_device) {
-        argv[n++] = "--device";
-        argv[n++] = (char *)s->opts.gpu_device;
-    }
-    argv[n] = NULL;
+    fg_sup_worker_argv(s, role, argv);
     pid_t pid;
     int pidfd;
     if (fg_sup_spawn(argv, &pid, &pidfd) != FG_OK) {
@@ -266,7 +162,7 @@ static void spawn(fg_super *s, int role) {
     fg_debug("started %s (pid %d)", w->path, (int)pid);
 }
 
-static void reap(fg_super *s, int role, int wstatus) {
+void fg_sup_reap(fg_super *s, int role, int wstatus) {
     worker *w = &s->w[role];
     fg_sup_describe_exit(wstatus, w->last_death, sizeof w->last_death);
     if (w->pidfd >= 0) close(w->pidfd);
@@ -276,7 +172,7 @@ static void reap(fg_super *s, int role, int wstatus) {
 }
 
 /* SIGKILL our child and collect it (a silent or hung worker). */
-static void kill_child(fg_super *s, int role) {
+void fg_sup_kill_child(fg_super *s, int role) {
     worker *w = &s->w[role];
     if (!w->child) return;
     kill(w->child, SIGKILL);
@@ -285,43 +181,54 @@ static void kill_child(fg_super *s, int role) {
     }
     char why[160];
     snprintf(why, sizeof why, "%s", w->last_death);
-    reap(s, role, ws);
+    fg_sup_reap(s, role, ws);
     snprintf(w->last_death, sizeof w->last_death, "%s", why);
 }
 
 /* The role's worker is gone (`why`). Its SENT commands become PENDING; a
- * spawned role is restarted, a manual one waited for. */
+ * spawned role is restarted, a manual one waited for. A spawned role that
+ * dies max_restarts + 1 times in a row without answering a command, or
+ * max_deaths times in the run, is given up: its commands fail. */
 static void role_down(fg_super *s, int role, const char *why) {
     worker *w = &s->w[role];
     if (w->state == W_FAILED) return;
     int was_ready = w->state == W_READY;
     size_t requeued = requeue(s, role);
     w->state = W_ABSENT;
+    w->restore_due = 0;
     s->stats.deaths[role]++;
     w->deaths_in_row++;
-    fg_warn("the %s worker %s%s; %zu command(s) in flight will be re-issued", fg_role_name(role),
-            why, was_ready ? "" : " before it was ready", requeued);
-    if (s->opts.manual) {
-        fg_info("waiting for a %s worker: %s --connect %s", fg_role_name(role), program_of(role),
-                s->endpoint);
+    w->deaths++;
+    fg_warn("the %s worker %s%s; %zu command(s) in flight %s", fg_role_name(role), why,
+            was_ready ? "" : " before it was ready", requeued,
+            w->manual ? "wait for it to speak again or for a new one" : "will be re-issued");
+    if (w->manual) {
+        fg_sup_announce_manual(s, role);
         return;
     }
-    if (w->deaths_in_row > (uint32_t)s->opts.max_restarts) {
-        char msg[256];
+    char msg[FG_MSG_TEXT_MAX];
+    if (w->deaths_in_row > (uint32_t)s->opts.max_restarts)
         snprintf(msg, sizeof msg, "it died %u times in a row without answering a command (last: "
-                 "%s) (HINT: run %s by hand with --connect under a debugger, see its log above)",
-                 w->deaths_in_row, why, program_of(role));
+                 "%s) (HINT: run flexgen with --attach %s and start the worker by hand under a "
+                 "debugger; see its log above)", w->deaths_in_row, why, fg_role_name(role));
+    else if (w->deaths >= (uint32_t)s->opts.max_deaths)
+        snprintf(msg, sizeof msg, "it died %u times in this run (last: %s) (HINT: see its log "
+                 "above; run flexgen with --attach %s to debug it)", w->deaths, why,
+                 fg_role_name(role));
+    else
+        msg[0] = 0;
+    if (msg[0]) {
         give_up(s, role, msg);
         return;
     }
     s->stats.restarts[role]++;
-    spawn(s, role);
+    fg_sup_spawn_role(s, role);
 }
 
 
 /* SHM_MAP of segment idx to role's worker, as an internal command (re-sent
  * to a restarted worker like any other). */
-static void send_map(fg_super *s, int role, uint32_t idx, const fg_shm_seg *seg) {
+void fg_sup_send_map(fg_super *s, int role, uint32_t idx, const fg_shm_seg *seg) {
     cmd *c = fg_xcalloc(1, sizeof *c);
     fg_msg_init(&c->msg, FG_MSG_SHM_MAP);
     c->msg.u.map.segment = idx;
@@ -329,9 +236,45 @@ static void send_map(fg_super *s, int role, uint32_t idx, const fg_shm_seg *seg)
     snprintf(c->msg.u.map.name, sizeof c->msg.u.map.name, "%s", fg_shm_name(seg));
     c->role = (fg_role)role;
     c->internal = 1;
-    slot_add(s, c);
-    send_cmd(s, c, 0);
+    fg_sup_slot_add(s, c);
+    fg_sup_send_cmd(s, c, 0);
 }
+/* A restarted worker's restore hook, then everything it owes, re-issued
+ * (the first one a barrier if the hook queued anything, so that restore
+ * comes first). Returns how many were re-issued, -1 if the role was given
+ * up. */
+static long finish_ready(fg_super *s, int role) {
+    worker *w = &s->w[role];
+    w->restore_due = 0;
+    uint64_t before = s->hi;
+    if (w->readies > 1 && s->opts.restore) {
+        s->in_restore = 1;
+        fg_status st = s->opts.restore(s, (fg_role)role, s->opts.restore_ctx);
+        s->in_restore = 0;
+        if (st != FG_OK) {
+            char msg[FG_MSG_TEXT_MAX];
+            snprintf(msg, sizeof msg, "restoring its state failed: %s", fg_err_msg());
+            give_up(s, role, msg);
+            return -1;
+        }
+    }
+    int barrier = s->hi != before ? FG_MSG_F_BARRIER : 0;
+    long resent = 0;
+    for (uint64_t q = s->lo; q < s->hi; q++) {
+        cmd *c = fg_sup_slot_get(s, q);
+        if (c && c->role == (fg_role)role && c->state == C_PENDING && !c->internal) {
+            fg_sup_send_cmd(s, c, resent == 0 ? barrier : 0);
+            resent++;
+        }
+    }
+    return resent;
+}
+
+int fg_sup_can_send(const fg_super *s, int role) {
+    const worker *w = &s->w[role];
+    return w->state == W_READY && (!w->restore_due || s->in_restore);
+}
+
 static void worker_ready(fg_super *s, int role, const fg_msg *m) {
     worker *w = &s->w[role];
     if (w->state == W_READY) {
@@ -345,63 +288,60 @@ static void worker_ready(fg_super *s, int role, const fg_msg *m) {
         /* ours would fight it for the identity: one worker per role */
         fg_warn("a %s worker started by hand (pid %u) takes the place of ours (pid %d)",
                 fg_role_name(role), m->u.ready.pid, (int)w->child);
-        kill_child(s, role);
+        fg_sup_kill_child(s, role);
     }
     w->state = W_READY;
+    w->no_revive = 0;
     w->remote_pid = (pid_t)m->u.ready.pid;
     w->last_seen = now_ns();
     w->epoch++;
     w->readies++;
-    send_plain(s, role, FG_MSG_HEARTBEAT);  /* tells the worker it was accepted */
+    fg_sup_send_plain(s, role, FG_MSG_HEARTBEAT);  /* tells the worker it was accepted */
 
-    for (uint32_t i = 0; i < s->nsegs; i++) send_map(s, role, i, fg_shm_table_get(s->segs, i));
+    for (uint32_t i = 0; i < s->nsegs; i++) fg_sup_send_map(s, role, i, fg_shm_table_get(s->segs, i));
 
-    uint64_t before = s->hi;
-    if (w->readies > 1 && s->opts.restore) {
-        s->in_restore = 1;
-        fg_status st = s->opts.restore(s, (fg_role)role, s->opts.restore_ctx);
-        s->in_restore = 0;
-        if (st != FG_OK) {
-            char msg[FG_MSG_TEXT_MAX];
-            snprintf(msg, sizeof msg, "restoring its state failed: %s", fg_err_msg());
-            give_up(s, role, msg);
-            return;
-        }
+    if (w->readies > 1 && s->opts.restore && s->bg) {
+        /* the hook touches the owner's state: it runs on the owner's thread */
+        w->restore_due = 1;
+        fg_info("%s worker ready again: pid %u; its commands go out at the coordinator's next step",
+                fg_role_name(role), m->u.ready.pid);
+        return;
     }
-    int barrier = s->hi != before ? FG_MSG_F_BARRIER : 0;  /* restore first */
-    size_t resent = 0;
-    for (uint64_t q = s->lo; q < s->hi; q++) {
-        cmd *c = slot_get(s, q);
-        if (c && c->role == (fg_role)role && c->state == C_PENDING && !c->internal) {
-            send_cmd(s, c, resent == 0 ? barrier : 0);
-            resent++;
-        }
-    }
+    long resent = finish_ready(s, role);
+    if (resent < 0) return;
     if (w->readies == 1)
         fg_info("%s worker ready: pid %u, %u thread(s), %s", fg_role_name(role), m->u.ready.pid,
                 m->u.ready.threads, m->u.ready.info);
     else
-        fg_info("%s worker ready again: pid %u; re-issued %zu command(s)", fg_role_name(role),
+        fg_info("%s worker ready again: pid %u; re-issued %ld command(s)", fg_role_name(role),
                 m->u.ready.pid, resent);
 }
 
-/* A hand-started worker we declared dead talks again (a debugger paused it):
- * it kept its maps and state, so it only needs what it owes, again. */
+/* A hand-started worker we declared dead talks again (a debugger paused
+ * it): the same process, with its maps, its state and every command it was
+ * sent, which it runs once. Those stay its own under the same epoch; sending
+ * them again would run them twice, and an op that updates a tensor in place
+ * is not idempotent run twice over. It gets the maps of segments made while
+ * it was silent (a map it has is a no-op) and the commands queued since. */
 static void revive(fg_super *s, int role) {
     worker *w = &s->w[role];
     w->state = W_READY;
     w->last_seen = now_ns();
-    w->epoch++;
-    size_t resent = 0;
+    for (uint32_t i = 0; i < s->nsegs; i++) fg_sup_send_map(s, role, i, fg_shm_table_get(s->segs, i));
+    size_t held = 0, sent = 0;
     for (uint64_t q = s->lo; q < s->hi; q++) {
-        cmd *c = slot_get(s, q);
-        if (c && c->role == (fg_role)role && c->state == C_PENDING && !c->internal) {
-            send_cmd(s, c, 0);
-            resent++;
+        cmd *c = fg_sup_slot_get(s, q);
+        if (!c || c->role != (fg_role)role || c->state != C_PENDING || c->internal) continue;
+        if (c->sends && c->epoch == w->epoch) {
+            c->state = C_SENT;
+            held++;
+        } else {
+            fg_sup_send_cmd(s, c, 0);
+            sent++;
         }
     }
-    fg_info("the %s worker (pid %d) is back; re-issued %zu command(s)", fg_role_name(role),
-            (int)w->remote_pid, resent);
+    fg_info("the %s worker (pid %d) is back: %zu command(s) it holds still count, %zu sent to it",
+            fg_role_name(role), (int)w->remote_pid, held, sent);
 }
 
 /* ---- receiving -------------------------------------------------------- */
@@ -416,7 +356,7 @@ static void refuse(fg_super *s, const char *id, int32_t code, const char *text) 
 }
 
 static void on_reply(fg_super *s, int role, const fg_msg *m) {
-    cmd *c = slot_get(s, m->seq);
+    cmd *c = fg_sup_slot_get(s, m->seq);
     if (!c || c->state == C_DONE || c->role != (fg_role)role) {
         fg_debug("%s from %s for seq %" PRIu64 ": nothing waits for it", fg_msg_type_name(m->type),
                  fg_role_name(role), m->seq);
@@ -427,6 +367,23 @@ static void on_reply(fg_super *s, int role, const fg_msg *m) {
     s->w[role].deaths_in_row = 0;
     if (m->type == FG_MSG_DONE) complete(s, c, 0, NULL, &m->u.done);
     else complete(s, c, m->u.error.code ? m->u.error.code : FG_MSG_EIO, m->u.error.text, NULL);
+}
+
+/* The worker and we are out of step (a message one side could not decode):
+ * a command or its reply may be lost, and nothing would time out. Restart
+ * it like a dead one (a hand-started one, still alive, is sent what it owes
+ * again when it next speaks), so everything in flight is re-issued. */
+static void protocol_fault(fg_super *s, int role, const char *what) {
+    worker *w = &s->w[role];
+    char why[FG_MSG_TEXT_MAX + 64];
+    snprintf(why, sizeof why, "(pid %d) %s", (int)w->remote_pid, what);
+    snprintf(w->last_death, sizeof w->last_death, "protocol error");
+    fg_sup_kill_child(s, role);
+    if (w->manual) {   /* not ours to kill: ask it to go, and never take it back */
+        fg_sup_send_plain(s, role, FG_MSG_SHUTDOWN);
+        w->no_revive = 1;
+    }
+    role_down(s, role, why);
 }
 
 static void on_message(fg_super *s, const char *id, int rc, const fg_msg *m) {
@@ -440,6 +397,9 @@ static void on_message(fg_super *s, const char *id, int rc, const fg_msg *m) {
             snprintf(text, sizeof text, "protocol version mismatch: the coordinator speaks %u, "
                      "this worker speaks %u", fg_msg_version, m->version);
             refuse(s, id, FG_MSG_EVERSION, text);
+        } else if (role >= 0 && s->w[role].managed && s->w[role].state == W_READY) {
+            /* a reply may be lost in it, and nothing would ever time out */
+            protocol_fault(s, role, "sent a malformed message (it failed the decoder's checks)");
         } else {
             fg_warn("dropped a malformed message from '%s'", id);
         }
@@ -472,7 +432,7 @@ static void on_message(fg_super *s, const char *id, int rc, const fg_msg *m) {
         /* replies from a worker declared dead still count (they arrive after
          * its death was seen, or it was only paused) */
         if (m->type == FG_MSG_DONE || m->type == FG_MSG_ERROR) on_reply(s, role, m);
-        if (s->opts.manual && w->state == W_ABSENT && w->readies > 0) revive(s, role);
+        if (w->manual && w->state == W_ABSENT && w->readies > 0 && !w->no_revive) revive(s, role);
         return;
     }
     w->last_seen = now_ns();
@@ -482,6 +442,8 @@ static void on_message(fg_super *s, const char *id, int rc, const fg_msg *m) {
     case FG_MSG_DONE:
     case FG_MSG_ERROR:
         if (m->seq) on_reply(s, role, m);
+        else if (m->type == FG_MSG_ERROR && m->u.error.code == FG_MSG_EBADCMD)
+            protocol_fault(s, role, "reports that a message from the coordinator did not decode");
         else fg_warn("the %s worker reports: %s", id, m->u.error.text);
         break;
     default:
@@ -501,7 +463,7 @@ static void check_children(fg_super *s, const short *revents) {
         if (p == 0) continue;
         if (p < 0 && errno != ECHILD) continue;
         if (p < 0) ws = 0;  /* reaped elsewhere (SIGCHLD ignored): status unknown */
-        reap(s, r, ws);
+        fg_sup_reap(s, r, ws);
         char why[200];
         snprintf(why, sizeof why, "(pid %d) %s", (int)p, w->last_death);
         role_down(s, r, why);
@@ -511,7 +473,7 @@ static void check_children(fg_super *s, const short *revents) {
 static void run_timers(fg_super *s, uint64_t t) {
     if (t >= s->next_hb) {
         for (int r = 0; r < FG_NROLES; r++)
-            if (s->w[r].state == W_READY) send_plain(s, r, FG_MSG_HEARTBEAT);
+            if (s->w[r].state == W_READY) fg_sup_send_plain(s, r, FG_MSG_HEARTBEAT);
         s->next_hb = t + MS(FG_HB_INTERVAL_MS);
     }
     for (int r = 0; r < FG_NROLES; r++) {
@@ -521,13 +483,13 @@ static void run_timers(fg_super *s, uint64_t t) {
             snprintf(why, sizeof why, "(pid %d) was silent for %.1f s: declared dead",
                      (int)w->remote_pid, (double)(t - w->last_seen) / 1e9);
             snprintf(w->last_death, sizeof w->last_death, "silent");
-            kill_child(s, r);
+            fg_sup_kill_child(s, r);
             role_down(s, r, why);
         } else if (w->state == W_STARTING && t > w->ready_deadline) {
             snprintf(why, sizeof why, "(pid %d) did not say READY within %d ms", (int)w->child,
                      s->opts.ready_timeout_ms);
             snprintf(w->last_death, sizeof w->last_death, "no READY");
-            kill_child(s, r);
+            fg_sup_kill_child(s, r);
             role_down(s, r, why);
         }
     }
@@ -543,11 +505,28 @@ static void drain(fg_super *s) {
     }
 }
 
+/* What the heartbeat thread left to the owner's thread: restarts, and the
+ * restore of workers that said READY again meanwhile. */
+static void owner_work(fg_super *s) {
+    for (int r = 0; r < FG_NROLES; r++) {
+        worker *w = &s->w[r];
+        if (w->spawn_due && w->state == W_ABSENT) fg_sup_spawn_role(s, r);
+        w->spawn_due = 0;
+        if (w->restore_due && w->state == W_READY) {
+            long resent = finish_ready(s, r);
+            if (resent >= 0)
+                fg_info("%s worker (pid %d): restored; re-issued %ld command(s)", fg_role_name(r),
+                        (int)w->remote_pid, resent);
+        }
+    }
+}
+
 /* One round: wait up to timeout_ms (or the next timer) for the socket or a
  * child, and handle what came. -1 on a socket failure. What is already
  * queued is read before any liveness check: a coordinator that did not poll
  * for a while must not declare its workers dead for its own silence. */
-static int pump(fg_super *s, int timeout_ms) {
+int fg_sup_pump(fg_super *s, int timeout_ms) {
+    if (!s->bg) owner_work(s);
     drain(s);
     uint64_t t = now_ns();
     run_timers(s, t);
@@ -587,334 +566,6 @@ static int pump(fg_super *s, int timeout_ms) {
     for (int i = 1; i < n; i++) rev[role_at[i]] = items[i].revents;
     check_children(s, rev);
     run_timers(s, now_ns());
+    s->last_pump = now_ns();
     return 0;
-}
-
-/* ---- public API ------------------------------------------------------- */
-
-const char *fg_super_endpoint(const fg_super *s) { return s->endpoint; }
-const char *fg_super_run_id(const fg_super *s) { return s->run_id; }
-const char *fg_super_run_dir(const fg_super *s) { return s->run_dir; }
-void fg_super_get_stats(const fg_super *s, fg_super_stats *st) { *st = s->stats; }
-size_t fg_super_inflight(const fg_super *s) { return s->undelivered; }
-
-pid_t fg_super_worker_pid(const fg_super *s, fg_role role) {
-    if ((int)role < 0 || role >= FG_NROLES) return 0;
-    return s->w[role].state == W_READY ? s->w[role].remote_pid : 0;
-}
-
-static int all_ready(const fg_super *s, char *why, size_t cap) {
-    for (int r = 0; r < FG_NROLES; r++) {
-        const worker *w = &s->w[r];
-        if (!w->managed) continue;
-        if (w->state == W_FAILED) {
-            snprintf(why, cap, "the %s worker could not be started (%s)", fg_role_name(r),
-                     w->last_death[0] ? w->last_death : "see the log above");
-            return -1;
-        }
-        if (w->state != W_READY) return 0;
-    }
-    return 1;
-}
-
-fg_status fg_super_wait_ready(fg_super *s, int timeout_ms) {
-    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns() + MS(timeout_ms);
-    char why[256];
-    for (;;) {
-        int st = all_ready(s, why, sizeof why);
-        if (st > 0) return FG_OK;
-        if (st < 0) return fg_err_set(FG_ERUNTIME, "%s", why);
-        uint64_t t = now_ns();
-        if (t >= deadline)
-            return fg_err_set(FG_ERUNTIME, "workers not ready after %d ms (HINT: start them with "
-                              "--connect %s)", timeout_ms, s->endpoint);
-        int left = deadline == UINT64_MAX ? -1 : (int)((deadline - t) / 1000000 + 1);
-        if (pump(s, left) < 0) return FG_ERUNTIME;
-    }
-}
-
-fg_status fg_super_new(const fg_super_opts *opts, fg_super **out) {
-    *out = NULL;
-    fg_super *s = fg_xcalloc(1, sizeof *s);
-    fg_super_opts none = {0};
-    s->opts = opts ? *opts : none;
-    if (!s->opts.roles) s->opts.roles = (1u << FG_NROLES) - 1;
-    if (s->opts.ready_timeout_ms <= 0) s->opts.ready_timeout_ms = DEFAULT_READY_TIMEOUT_MS;
-    if (s->opts.max_restarts <= 0) s->opts.max_restarts = DEFAULT_MAX_RESTARTS;
-    for (int r = 0; r < FG_NROLES; r++) {
-        s->w[r].managed = (s->opts.roles >> r) & 1;
-        s->w[r].pidfd = -1;
-    }
-    s->cap = 1024;
-    s->slots = fg_xcalloc(s->cap, sizeof *s->slots);
-    s->lo = s->hi = 1;  /* seq 0 means "not a command" */
-    s->segs = fg_shm_table_new();
-
-    fg_status st = FG_OK;
-    if (!s->opts.manual)
-        for (int r = 0; r < FG_NROLES && st == FG_OK; r++)
-            if (s->w[r].managed)
-                st = fg_sup_worker_path(s->opts.worker_path[r], s->opts.worker_dir, program_of(r),
-                                        s->w[r].path, sizeof s->w[r].path);
-    if (st != FG_OK) goto fail;
-
-    fg_shm_sweep();
-    fg_sup_rundir_sweep();
-    if ((st = fg_shm_run_id_new(s->run_id)) != FG_OK) goto fail;
-    if ((st = fg_sup_rundir_make(s->run_id, s->run_dir, sizeof s->run_dir)) != FG_OK) goto fail;
-    s->cleanup = fg_sup_cleanup_new(s->run_dir, !s->opts.no_signal_handlers);
-
-    char bind_ep[FG_SUP_PATH_MAX + 16];
-    if (s->opts.endpoint) {
-        snprintf(bind_ep, sizeof bind_ep, "%s", s->opts.endpoint);
-    } else {
-        int n = snprintf(bind_ep, sizeof bind_ep, "ipc://%s/ctl", s->run_dir);
-        if (n - 6 >= 107) {  /* sun_path holds 108 bytes */
-            st = fg_err_set(FG_ERUNTIME, "control socket path %s is too long for a Unix socket "
-                            "(HINT: set XDG_RUNTIME_DIR to a short directory)", bind_ep + 6);
-            goto fail;
-        }
-    }
-    s->zctx = zmq_ctx_new();
-    s->router = zmq_socket(s->zctx, ZMQ_ROUTER);
-    int zero = 0, one = 1;
-    zmq_setsockopt(s->router, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(s->router, ZMQ_SNDHWM, &zero, sizeof zero);
-    zmq_setsockopt(s->router, ZMQ_RCVHWM, &zero, sizeof zero);
-    zmq_setsockopt(s->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-    zmq_setsockopt(s->router, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
-    if (zmq_bind(s->router, bind_ep) != 0) {
-        st = fg_err_set(FG_ERUNTIME, "cannot bind the control socket %s: %s%s", bind_ep,
-                        zmq_strerror(zmq_errno()),
-                        s->opts.endpoint ? " (HINT: use ipc://PATH or tcp://127.0.0.1:PORT; "
-                                           "port * picks a free one)" : "");
-        goto fail;
-    }
-    size_t len = sizeof s->endpoint;
-    if (zmq_getsockopt(s->router, ZMQ_LAST_ENDPOINT, s->endpoint, &len) != 0)
-        snprintf(s->endpoint, sizeof s->endpoint, "%s", bind_ep);
-    if (!strncmp(s->endpoint, "ipc://", 6)) fg_sup_cleanup_set_ctl(s->cleanup, s->endpoint + 6);
-    s->next_hb = now_ns() + MS(FG_HB_INTERVAL_MS);
-    fg_debug("run %s: control socket %s", s->run_id, s->endpoint);
-
-    if (s->opts.manual) {
-        fg_info("waiting for workers; start each by hand with --connect %s", s->endpoint);
-    } else {
-        for (int r = 0; r < FG_NROLES; r++)
-            if (s->w[r].managed) spawn(s, r);
-        if ((st = fg_super_wait_ready(s, s->opts.ready_timeout_ms)) != FG_OK) goto fail;
-    }
-    *out = s;
-    return FG_OK;
-
-fail: {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", fg_err_msg());
-    fg_super_destroy(&s);
-    return fg_err_set(st, "%s", msg);
-}
-}
-
-void fg_super_destroy(fg_super **sp) {
-    if (!sp || !*sp) return;
-    fg_super *s = *sp;
-    if (s->router) {
-        for (int r = 0; r < FG_NROLES; r++) {
-            if (s->w[r].state == W_READY) send_plain(s, r, FG_MSG_SHUTDOWN);
-            else kill_child(s, r);  /* still starting: nothing to shut down */
-        }
-        /* spawned workers: a grace period, then SIGKILL */
-        uint64_t deadline = now_ns() + MS(SHUTDOWN_GRACE_MS);
-        for (;;) {
-            struct pollfd pf[FG_NROLES];
-            int n = 0, alive = 0;
-            for (int r = 0; r < FG_NROLES; r++) {
-                worker *w = &s->w[r];
-                if (!w->child) continue;
-                int ws;
-                pid_t p = waitpid(w->child, &ws, WNOHANG);
-                if (p == w->child || (p < 0 && errno == ECHILD)) {
-                    reap(s, r, ws);
-                    continue;
-                }
-                alive++;
-                if (w->pidfd >= 0) pf[n++] = (struct pollfd){w->pidfd, POLLIN, 0};
-            }
-            uint64_t t = now_ns();
-            if (!alive || t >= deadline) break;
-            int ms = (int)((deadline - t) / 1000000 + 1);
-            poll(pf, (nfds_t)n, n < alive ? (ms < WAITPID_POLL_MS ? ms : WAITPID_POLL_MS) : ms);
-        }
-        for (int r = 0; r < FG_NROLES; r++)
-            if (s->w[r].child) {
-                fg_warn("the %s worker did not exit after SHUTDOWN: killing it", fg_role_name(r));
-                kill_child(s, r);
-            }
-        zmq_close(s->router);
-    }
-    if (s->zctx) zmq_ctx_term(s->zctx);
-    fg_shm_table_destroy(&s->segs);  /* unlinks: we created them */
-    for (uint64_t q = s->lo; q < s->hi; q++) free(slot_get(s, q));
-    free(s->slots);
-    free(s->fifo);
-    if (s->run_dir[0]) fg_sup_rundir_remove(s->run_dir);
-    fg_sup_cleanup_destroy(&s->cleanup);
-    free(s);
-    *sp = NULL;
-}
-
-fg_status fg_super_segment_new(fg_super *s, const char *segname, uint64_t data_bytes,
-                               uint32_t *index) {
-    if (s->nsegs >= FG_SHM_MAX_SEGMENTS)
-        return fg_err_set(FG_EINPUT, "too many shm segments (max %d)", FG_SHM_MAX_SEGMENTS);
-    fg_shm_seg *seg = NULL;
-    fg_status st = fg_shm_create(s->run_id, segname, s->nsegs, data_bytes, &seg);
-    if (st != FG_OK) return st;
-    fg_sup_cleanup_add_shm(s->cleanup, fg_shm_name(seg));
-    fg_shm_table_add(s->segs, seg);
-    uint32_t idx = s->nsegs++;
-    for (int r = 0; r < FG_NROLES; r++)
-        if (s->w[r].state == W_READY) send_map(s, r, idx, seg);   /* others get it with READY */
-    if (index) *index = idx;
-    return FG_OK;
-}
-
-void *fg_super_ptr(fg_super *s, fg_shm_handle h) { return fg_shm_resolve(s->segs, h); }
-
-fg_status fg_super_submit(fg_super *s, fg_role role, const fg_msg *m, void *user, uint64_t *seq) {
-    if ((int)role < 0 || role >= FG_NROLES || !s->w[role].managed)
-        return fg_err_set(FG_EINPUT, "submit: role %d is not managed by this run", (int)role);
-    if (!fg_msg_is_command(m->type) || m->type == FG_MSG_SHM_MAP)
-        return fg_err_set(FG_EINPUT, "submit: %s is not a command", fg_msg_type_name(m->type));
-    if (s->w[role].state == W_FAILED)
-        return fg_err_set(FG_ERUNTIME, "submit: the %s worker is gone (%s)", fg_role_name(role),
-                          s->w[role].last_death);
-    /* a dependency is an earlier command of the same worker: a worker knows
-     * only its own commands, so one on another would be waited for by nobody */
-    for (int i = 0; i < FG_MSG_MAX_AFTER; i++) {
-        uint64_t a = m->after[i];
-        if (!a) continue;
-        if (a >= s->hi)
-            return fg_err_set(FG_EINPUT, "submit: %s waits for command %" PRIu64 ", which was never submitted",
-                              fg_msg_type_name(m->type), a);
-        const cmd *d = slot_get(s, a);
-        if (d && d->role != role)
-            return fg_err_set(FG_EINPUT, "submit: %s for the %s worker waits for command %" PRIu64
-                                         " of the %s worker (a dependency must be on the same worker)",
-                              fg_msg_type_name(m->type), fg_role_name(role), a, fg_role_name(d->role));
-    }
-    uint8_t buf[FG_MSG_MAX_BYTES];
-    size_t len;
-    fg_msg probe = *m;
-    probe.seq = s->hi;   /* the number it is about to get */
-    if (fg_msg_encode(&probe, buf, sizeof buf, &len) != 0)
-        return fg_err_set(FG_EINPUT, "submit: malformed %s (a count or string too long)",
-                          fg_msg_type_name(m->type));
-    cmd *c = fg_xmalloc(sizeof *c);
-    memset(&c->done, 0, sizeof c->done);
-    c->msg = *m;
-    c->msg.flags &= FG_MSG_F_BARRIER | FG_MSG_STREAM_MASK;
-    c->role = role;
-    c->state = C_PENDING;
-    c->internal = 0;
-    c->epoch = 0;
-    c->sends = 0;
-    c->done.role = role;
-    c->done.type = m->type;
-    c->done.user = user;
-    c->done.submit_ns = now_ns();
-    uint64_t q = slot_add(s, c);
-    c->done.seq = q;
-    s->undone++;
-    s->undelivered++;
-    s->stats.submitted++;
-    if (s->w[role].state == W_READY) send_cmd(s, c, 0);
-    if (seq) *seq = q;
-    return FG_OK;
-}
-
-/* Hand every completed command to cb, in completion order. */
-static int deliver(fg_super *s, fg_super_done_fn cb, void *ctx) {
-    int n = 0;
-    while (s->fifo_len) {
-        uint64_t q = s->fifo[s->fifo_head];
-        s->fifo_head = (s->fifo_head + 1) % s->fifo_cap;
-        s->fifo_len--;
-        cmd *c = slot_get(s, q);
-        if (!c || c->state != C_DONE) continue;  /* taken by wait */
-        fg_super_done d = c->done;
-        slot_free(s, q);
-        s->undelivered--;
-        n++;
-        if (cb) cb(ctx, &d);
-    }
-    return n;
-}
-
-int fg_super_poll(fg_super *s, int timeout_ms, fg_super_done_fn cb, void *ctx) {
-    FG_ASSERT(!s->in_restore);
-    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns() + MS(timeout_ms);
-    for (;;) {
-        uint64_t t = now_ns();
-        int left = deadline == UINT64_MAX ? -1 : t >= deadline ? 0
-                                                               : (int)((deadline - t) / 1000000 + 1);
-        if (pump(s, s->fifo_len ? 0 : left) < 0) return -1;
-        if (s->fifo_len || now_ns() >= deadline) break;
-        if (deadline == UINT64_MAX && !s->undone) break;  /* nothing can complete */
-    }
-    return deliver(s, cb, ctx);
-}
-
-int fg_super_test(fg_super *s, uint64_t seq) {
-    if (pump(s, 0) < 0) return -1;
-    cmd *c = slot_get(s, seq);
-    if (!c || c->internal) return -1;
-    return c->state == C_DONE;
-}
-
-fg_status fg_super_wait(fg_super *s, uint64_t seq, int timeout_ms, fg_super_done *out) {
-    FG_ASSERT(!s->in_restore);
-    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns() + MS(timeout_ms);
-    for (;;) {
-        cmd *c = slot_get(s, seq);
-        if (!c || c->internal)
-            return fg_err_set(FG_EINPUT, "wait: no command %" PRIu64 " (already taken?)", seq);
-        if (c->state == C_DONE) {
-            fg_super_done d = c->done;
-            slot_free(s, seq);  /* its fifo entry is skipped by deliver */
-            s->undelivered--;
-            if (out) *out = d;
-            if (d.status)
-                return fg_err_set(FG_ERUNTIME, "%s seq %" PRIu64 " on the %s worker failed: %s",
-                                  fg_msg_type_name(d.type), seq, fg_role_name(d.role), d.error);
-            return FG_OK;
-        }
-        uint64_t t = now_ns();
-        if (t >= deadline)
-            return fg_err_set(FG_ERUNTIME, "wait: command %" PRIu64 " not done after %d ms", seq,
-                              timeout_ms);
-        int left = deadline == UINT64_MAX ? -1 : (int)((deadline - t) / 1000000 + 1);
-        if (pump(s, left) < 0) return FG_ERUNTIME;
-    }
-}
-
-fg_status fg_super_wait_all(fg_super *s, int timeout_ms) {
-    FG_ASSERT(!s->in_restore);
-    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ns() + MS(timeout_ms);
-    while (s->undone) {
-        uint64_t t = now_ns();
-        if (t >= deadline)
-            return fg_err_set(FG_ERUNTIME, "%zu command(s) not done after %d ms", s->undone,
-                              timeout_ms);
-        int left = deadline == UINT64_MAX ? -1 : (int)((deadline - t) / 1000000 + 1);
-        if (pump(s, left) < 0) return FG_ERUNTIME;
-    }
-    for (size_t i = 0; i < s->fifo_len; i++) {
-        cmd *c = slot_get(s, s->fifo[(s->fifo_head + i) % s->fifo_cap]);
-        if (c && c->state == C_DONE && c->done.status)
-            return fg_err_set(FG_ERUNTIME, "%s seq %" PRIu64 " on the %s worker failed: %s",
-                              fg_msg_type_name(c->done.type), c->done.seq,
-                              fg_role_name(c->done.role), c->done.error);
-    }
-    return FG_OK;
 }

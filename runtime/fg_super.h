@@ -9,20 +9,29 @@
  *
  * Supervision (Paranoid Pirate): heartbeats both ways every FG_HB_INTERVAL_MS;
  * a worker silent for FG_HB_LIVENESS intervals, or a spawned one that exits,
- * is declared dead. A spawned worker is restarted; a hand-started one is
- * waited for. When the new one says READY it gets the segment maps, then the
+ * is declared dead. A spawned worker is restarted (a role that dies
+ * max_restarts + 1 times in a row without answering a command, or
+ * max_deaths times in the run, is given up: its commands fail with
+ * FG_SUPER_EGAVEUP and the reason); a hand-started one is waited for, with
+ * its exact command line in the log. A worker that sends a message that
+ * does not decode, or says it got one, is treated as dead: a command or
+ * its reply may be lost in it. When the new one says READY it gets the segment maps, then the
  * restore hook runs (the engine re-sends state, e.g. GPU-resident weights),
  * then every command it had in flight is re-issued. Commands are idempotent,
  * so a re-issued one is harmless. The worker's epoch travels in the top 16
  * bits of each command's flags and is echoed back, so a late reply from a dead
  * incarnation never completes a command re-issued to its successor.
  *
- * Threading: one thread drives a fg_super (submit/poll/wait from the same
- * thread, and not from inside a completion callback's poll). Call poll or wait
- * at least every FG_HB_INTERVAL_MS while work is in flight, or workers will
- * think the coordinator is gone after FG_HB_WORKER_LIVENESS intervals.
- * Spawned workers die with the thread that created the fg_super
- * (PR_SET_PDEATHSIG), so create it on a thread that lives as long as the run.
+ * Threading: one thread, the owner, drives a fg_super (submit/poll/wait
+ * from the same thread, and not from inside a completion callback's poll).
+ * A heartbeat thread of the supervisor's own pumps it whenever the owner has
+ * not for half a heartbeat interval, under the supervisor's lock, so the
+ * owner may work as long as it likes between calls (a tier-store
+ * conversion, loading weights) without its workers leaving for silence or
+ * being declared dead. What that thread cannot do for the owner waits for
+ * the owner's next call: a restart (spawned workers die with the thread
+ * that spawned them, PR_SET_PDEATHSIG, so create the fg_super on a thread
+ * that lives as long as the run) and a restarted worker's restore hook.
  *
  * Cleanup: destroy shuts the workers down, unlinks the segments and removes
  * the run directory; so does exit() while one is alive, and SIGINT/SIGTERM
@@ -73,8 +82,14 @@ typedef fg_status (*fg_super_restore_fn)(fg_super *sup, fg_role role, void *ctx)
 typedef struct {
     unsigned roles;              /* bitmask of 1u << FG_ROLE_*; 0 = all three */
     int manual;                  /* 1: start nothing, wait for workers run by hand */
-    const char *endpoint;        /* NULL: ipc://<rundir>/ctl. Or e.g.
-                                    "tcp://127.0.0.1:*" (port chosen by the OS) */
+    unsigned attach;             /* roles (1u << FG_ROLE_*) started by hand, the
+                                    others spawned; fg_super_new prints each one's
+                                    command line and waits for it without limit */
+    const char *endpoint;        /* NULL: ipc://<rundir>/ctl, which refuses peers of
+                                    another user. Or e.g. "tcp://127.0.0.1:*" (port
+                                    chosen by the OS); host * means 127.0.0.1. tcp
+                                    has no peer credentials: any local user may
+                                    connect to a loopback port */
     const char *worker_dir;      /* where flexgen-*-worker live. NULL:
                                     $FLEXGEN_WORKER_DIR, else the directory of
                                     this executable */
@@ -84,6 +99,8 @@ typedef struct {
     int ready_timeout_ms;        /* spawned worker: exec to READY. 0: 30000 */
     int max_restarts;            /* deaths in a row with no command done before
                                     giving up on a role. 0: 5 */
+    int max_deaths;              /* deaths of a role in the whole run before
+                                    giving up on it. 0: 20 */
     int no_signal_handlers;      /* 1: leave SIGINT/SIGTERM alone even where
                                     they have no handler */
     fg_super_restore_fn restore;
@@ -110,9 +127,9 @@ fg_status fg_super_wait_ready(fg_super *sup, int timeout_ms);
 const char *fg_super_endpoint(const fg_super *sup);  /* what workers --connect to */
 const char *fg_super_run_id(const fg_super *sup);
 const char *fg_super_run_dir(const fg_super *sup);
-pid_t fg_super_worker_pid(const fg_super *sup, fg_role role);  /* 0 if none ready */
-void fg_super_get_stats(const fg_super *sup, fg_super_stats *st);
-size_t fg_super_inflight(const fg_super *sup);  /* submitted, not yet delivered */
+pid_t fg_super_worker_pid(fg_super *sup, fg_role role);  /* 0 if none ready */
+void fg_super_get_stats(fg_super *sup, fg_super_stats *st);
+size_t fg_super_inflight(fg_super *sup);  /* submitted, not yet delivered */
 
 /* Create shm segment "/flexgen-<runid>-<segname>" with data_bytes after its
  * header; every worker maps it (now, and again after a restart). *index is

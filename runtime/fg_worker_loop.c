@@ -23,12 +23,15 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "fg_fault.h"
+
 typedef struct job {
     struct job *next;
     fg_msg cmd;
     fg_worker_fn fn;     /* NULL: SHM_MAP */
     int exclusive;
     int stream;          /* FG_MSG_STREAM(flags): in order within a stream */
+    fg_fault_kind fault; /* FLEXGEN_FAULT: damage the reply (tests) */
     /* results */
     int32_t code;        /* 0 or FG_MSG_E* */
     char err[FG_MSG_TEXT_MAX + 1];
@@ -52,6 +55,7 @@ struct fg_worker {
     uint64_t *running_seq;     /* per executor: the seq of its job, 0 if idle */
     int evfd;
     _Atomic uint64_t busy_ns;
+    uint64_t received;         /* commands, for FLEXGEN_FAULT */
     pthread_t *threads;
     int nthreads;
 };
@@ -267,7 +271,7 @@ static void send_finished(fg_worker *w, void *sock) {
             r.u.done.start_ns = j->start_ns;
             r.u.done.end_ns = j->end_ns;
             r.u.done.busy_ns = atomic_load(&w->busy_ns);
-            if (fg_msg_send(sock, NULL, &r, 0) != 0)
+            if ((j->fault ? fg_fault_send(sock, NULL, &r, j->fault) : fg_msg_send(sock, NULL, &r, 0)) != 0)
                 fg_warn("sending DONE for seq %llu failed: %s", (unsigned long long)r.seq,
                         zmq_strerror(zmq_errno()));
         }
@@ -287,6 +291,9 @@ static const fg_worker_op *find_op(const fg_worker_op *ops, size_t n, uint32_t o
 /* Queue a command, or answer ERROR at once if nobody here can run it. */
 static void accept_command(fg_worker *w, void *sock, const fg_msg *m) {
     const fg_worker_def *d = w->def;
+    fg_fault_kind fault = fg_fault_at(fg_role_name(d->role), ++w->received);
+    if (fault == FG_FAULT_CRASH) abort();
+    if (fault == FG_FAULT_STOP) raise(SIGSTOP);   /* every thread stops: alive and silent */
     fg_worker_fn fn = NULL;
     char why[128] = "";
     if (m->type == FG_MSG_COMPUTE || m->type == FG_MSG_CPU_ATTN) {
@@ -311,6 +318,7 @@ static void accept_command(fg_worker *w, void *sock, const fg_msg *m) {
     j->fn = fn;
     j->exclusive = m->type == FG_MSG_SHM_MAP || (m->flags & FG_MSG_F_BARRIER);
     j->stream = FG_MSG_STREAM(m->flags);
+    j->fault = fault == FG_FAULT_GARBLE || fault == FG_FAULT_TRUNCATE ? fault : FG_FAULT_NONE;
     enqueue(w, j);
 }
 
@@ -423,7 +431,11 @@ static int serve(fg_worker *w, void *sock) {
                            "flexgen)", w->endpoint, m.version, fg_msg_version);
                     return 2;
                 }
+                /* a command may be lost in it: say so, and the coordinator
+                 * restarts this worker and re-issues what it had in flight */
                 fg_warn("dropped a malformed message from the coordinator");
+                send_error(sock, 0, 0, FG_MSG_EBADCMD, "a message from the coordinator did not "
+                           "decode (a command may be lost)");
                 continue;
             }
             last_heard = now_ns();

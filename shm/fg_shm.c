@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -122,6 +123,23 @@ fg_status fg_shm_name_make(const char *run_id, const char *segname, char *out) {
 
 /* ---- create / attach / destroy ---------------------------------------- */
 
+uint64_t fg_shm_total_bytes(uint64_t data_bytes) {
+    return FG_SHM_HEADER_BYTES + (data_bytes + FG_SHM_ALIGN - 1) / FG_SHM_ALIGN * FG_SHM_ALIGN;
+}
+
+fg_status fg_shm_check_room(uint64_t need, const char *what) {
+    struct statvfs v;
+    if (statvfs("/dev/shm", &v) != 0) return FG_OK;   /* no tmpfs to measure: shm_open says */
+    uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize, size = (uint64_t)v.f_blocks * v.f_frsize;
+    if (need <= avail) return FG_OK;
+    return fg_err_set(FG_ERUNTIME, "shared memory: this run needs %.1f MiB in /dev/shm (%s) but "
+                      "only %.1f MiB of its %.1f MiB are free (HINT: enlarge it, e.g. mount -o "
+                      "remount,size=%lluM /dev/shm, or docker run --shm-size; or keep less in CPU "
+                      "memory: a lower --cpu-mem, or --percent with more on the GPU or disk)",
+                      need / 1048576.0, what, avail / 1048576.0, size / 1048576.0,
+                      (unsigned long long)((size - avail + need) / 1048576 + 64));
+}
+
 fg_status fg_shm_create(const char *run_id, const char *segname, uint32_t index,
                         uint64_t data_bytes, fg_shm_seg **out) {
     char name[FG_SHM_NAME_MAX];
@@ -132,8 +150,7 @@ fg_status fg_shm_create(const char *run_id, const char *segname, uint32_t index,
                           FG_SHM_MAX_SEGMENTS - 1);
     if (data_bytes > (UINT64_MAX >> 2))
         return fg_err_set(FG_EINPUT, "segment %s: size %" PRIu64 " too large", name, data_bytes);
-    uint64_t data = (data_bytes + FG_SHM_ALIGN - 1) / FG_SHM_ALIGN * FG_SHM_ALIGN;
-    uint64_t total = FG_SHM_HEADER_BYTES + data;
+    uint64_t total = fg_shm_total_bytes(data_bytes), data = total - FG_SHM_HEADER_BYTES;
 
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)

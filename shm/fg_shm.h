@@ -67,6 +67,16 @@ typedef struct fg_shm_seg fg_shm_seg;
 fg_status fg_shm_create(const char *run_id, const char *segname, uint32_t index,
                         uint64_t data_bytes, fg_shm_seg **out);
 
+/* Bytes a segment of data_bytes takes in /dev/shm: header + rounded data. */
+uint64_t fg_shm_total_bytes(uint64_t data_bytes);
+
+/* Is there room in /dev/shm (the tmpfs behind shm_open) for need_bytes?
+ * tmpfs hands out pages on first touch, so a segment that does not fit is
+ * created without complaint and kills the run with SIGBUS later: callers
+ * ask first. FG_ERUNTIME with the numbers if not (what: the breakdown, for
+ * the message); FG_OK if it fits or /dev/shm cannot be measured. */
+fg_status fg_shm_check_room(uint64_t need_bytes, const char *what);
+
 /* Map an existing segment by its full name ("/flexgen-..."). Validates the
  * header: magic, format version, sizes, the expected index (if expect_index
  * != UINT32_MAX) and that the creator is alive. Destroy only unmaps. */

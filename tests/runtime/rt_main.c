@@ -6,6 +6,8 @@
  *   fg-rt-test manual    --workers G C D      --connect by hand, version refusal
  *   fg-rt-test disk      --workers G C D      the disk worker's libaio path and its errors
  *   fg-rt-test after     --workers G C D      cross-stream dependencies on the gpu worker
+ *   fg-rt-test peer      --workers G C D      another user cannot attach (root; else 77)
+ *   fg-rt-test deaths    --workers G C D      a role given up after max_deaths deaths
  *   fg-rt-test victim    --workers G C D      (internal: coordkill's coordinator)
  *   fg-rt-test corpus DIR                     seed the decoder fuzzer's corpus */
 #include <dirent.h>
@@ -55,7 +57,7 @@ int rt_wait_gone(pid_t pid, int timeout_ms) {
 
 static int usage(void) {
     fprintf(stderr, "usage: fg-rt-test proto\n"
-                    "       fg-rt-test kill|coordkill|manual|disk|after --workers GPU CPU DISK\n");
+                    "       fg-rt-test kill|coordkill|manual|disk|after|peer|deaths --workers GPU CPU DISK\n");
     return 2;
 }
 
@@ -82,6 +84,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "manual")) rc = rt_test_manual();
     else if (!strcmp(mode, "disk")) rc = rt_test_disk();
     else if (!strcmp(mode, "after")) rc = rt_test_after();
+    else if (!strcmp(mode, "deaths")) rc = rt_test_deaths();
+    else if (!strcmp(mode, "peer")) {
+        if ((rc = rt_test_peer()) == 77) return 77;
+    }
     else return usage();
     rc |= rt_failures != 0;
     fprintf(stderr, "fg-rt-test %s: %s\n", mode, rc ? "FAIL" : "ok");

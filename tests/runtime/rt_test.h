@@ -49,5 +49,7 @@ int rt_test_victim(void);
 int rt_test_manual(void);
 int rt_test_disk(void);
 int rt_test_after(void);
+int rt_test_peer(void);
+int rt_test_deaths(void);
 
 #endif
