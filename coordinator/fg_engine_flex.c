@@ -285,7 +285,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     st = setup(&e, &fo);
     stats->load_s = fg_now() - t0;
     int block = pl->K * pl->gbs;
-    for (int first = 0; first < n && !st; first += block)
+    for (int first = opt->start; first < n && !st; first += block) {
         for (int tries = 0;; tries++) {
             e.restarted = 0;
             st = run_block(&e, in, n, first, opt, &fo, out, stats);
@@ -294,6 +294,9 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
             fg_warn("gpu worker restarted: redoing the block of prompts %d..%d", first, first + block - 1);
             if ((st = gpu_setup(&e))) break;
         }
+        /* the block is whole: journaled before the next one starts */
+        if (!st && opt->block_done) st = opt->block_done(opt->block_ctx, first, n - first < block ? n - first : block);
+    }
     if (!st && fo.trace) st = fg_cmdq_write_trace(&e.q, fo.trace);
     for (int r = 0; r < FG_NROLES; r++) fs->busy_s[r] = e.q.busy_s[r];
     fs->commands = e.q.commands, fs->h2d_bytes = e.q.h2d_bytes, fs->d2h_bytes = e.q.d2h_bytes;
