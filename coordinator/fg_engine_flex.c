@@ -196,6 +196,8 @@ static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
         if (len < 0 || (size_t)len >= sizeof e->spill)
             e->spill[0] = 0, st = fg_err_set(FG_EINPUT, "--offload-dir: the path is too long (at most %d bytes with "
                                                         "the file name)", FG_MSG_PATH_MAX);
+        else if ((st = fg_spill_claim(fo->offload_dir, e->spill, &e->spill_fd)))
+            e->spill[0] = 0;
     }
     if (!st && pl->any_disk_weights) st = open_store(e, fo);
     for (int i = 0; i < fg_spec_count(pl->c) && !st; i++)
@@ -250,7 +252,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     memset(fs, 0, sizeof *fs);
     int S = 1;
     for (int q = 0; q < n; q++) S = in[q].len > S ? in[q].len : S;
-    fg_engine e = {.ws = ws, .progress = isatty(2), .temperature = opt->samp.temperature, .top_p = opt->samp.top_p,
+    fg_engine e = {.ws = ws, .spill_fd = -1, .progress = isatty(2), .temperature = opt->samp.temperature, .top_p = opt->samp.top_p,
                    .q = {.overlap = fo_in->policy.overlap, .tracing = fo_in->trace != NULL}};
     /* the disk worker resolves relative paths under its --offload-dir: every
      * process gets the directory as an absolute path */
@@ -307,6 +309,7 @@ out:
     fg_super_destroy(&e.sup);
     fg_store_destroy(&e.store);
     if (e.spill[0]) unlink(e.spill);
+    if (e.spill_fd >= 0) close(e.spill_fd);   /* after the unlink: no sweep sees it unlocked */
     fg_cmdq_free(&e.q);
     free(e.wfile), free(e.wfoff), free(e.wsum), free(e.wchecked);
     free(e.lgcopy), free(e.sq_k), free(e.sq_i);

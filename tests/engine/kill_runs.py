@@ -126,7 +126,10 @@ def workers(flexgen, work, rng, want):
             done = journaled(log)
             if done >= N_BLOCKS:
                 break   # every block is out: the run is shutting down
-            role = rng.choice([r for r in kills if kills[r] + mine[r] < want] or list(kills))
+            need = [r for r in kills if kills[r] + mine[r] < want]
+            if not need:
+                continue   # enough: the run ends undisturbed
+            role = rng.choice(need)
             w = children(p.pid).get(role)
             # a worker just restarted gets time to say READY and take its commands
             if not w or (uptime_ticks() - w[1]) / os.sysconf("SC_CLK_TCK") < 0.25:
@@ -334,6 +337,12 @@ def coordinator(flexgen, work, rng, trials):
             fails += fail(f"{tag}: the job directory is left after the output was written")
     if kills < trials:
         fails += fail(f"only {kills} of {t} runs were killed before they ended")
+    # the killed runs' spill files (disk-tier cache and activations) went with the next run
+    spills = [f for f in os.listdir(f"{work}/off") if f.startswith("spill-")]
+    if spills:
+        fails += fail(f"spill files of killed runs left in the offload directory: {spills}")
+    else:
+        print("ok   no spill file of a killed run left in the offload directory")
     return fails
 
 
