@@ -427,7 +427,7 @@ int fg_cmd_run(int argc, char **argv) {
         st = fg_engine_flex_run(ws, in, n, &go, &a.flex, out, &stats, &fs);
     if (st) {
         fg_npy_abort(&go.logits);
-        fg_job_destroy(&rj.job);
+        fg_job_close(&rj.job);
         fg_exit_on(st);
     }
     if (go.logits) fg_exit_on(fg_npy_commit(&go.logits));

@@ -96,78 +96,80 @@ json_t *fg_run_job_record(const run_args *a, uint64_t model_id, uint64_t prompts
     return r;
 }
 
-/* A recorded field of the expected type, or FG_EINPUT naming it. */
-static fg_status field(const json_t *rec, const char *key, json_type want, json_t **v) {
-    *v = json_object_get(rec, key);
+/* A recorded field of the expected type (JSON_TRUE: a boolean; JSON_REAL:
+ * a number; null only where `nullable`), or FG_EINPUT naming it. */
+static fg_status field(const json_t *obj, const char *key, json_type want, int nullable, json_t **v) {
+    *v = json_object_get(obj, key);
     if (*v && (json_typeof(*v) == want || (want == JSON_TRUE && json_is_boolean(*v)) ||
-               (want == JSON_REAL && json_is_number(*v)) || json_is_null(*v)))
+               (want == JSON_REAL && json_is_number(*v)) || (nullable && json_is_null(*v))))
         return FG_OK;
     return fg_err_set(FG_EINPUT, "job.json: field '%s' is missing or of the wrong type", key);
 }
 
-#define GIVEN(o) (a->given & RUN_GIVEN(o))
+/* Unless the flag was given: v = obj[key], checked, then the statements. */
+#define TAKE(flag, obj, key, type, nullable, ...)                       \
+    do {                                                                 \
+        if (!(a->given & RUN_GIVEN(flag))) {                             \
+            json_t *v;                                                   \
+            if ((st = field(obj, key, type, nullable, &v))) return st;   \
+            __VA_ARGS__;                                                 \
+        }                                                                \
+    } while (0)
 
 fg_status fg_run_job_apply(run_args *a, const json_t *rec) {
-    json_t *v, *pol;
+    json_t *fmt, *pol, *res;
     fg_status st;
-    if ((st = field(rec, "format", JSON_STRING, &v))) return st;
-    if (!json_is_string(v) || strcmp(json_string_value(v), "flexgen-job 1"))
-        return fg_err_set(FG_EINPUT, "job.json: format is not 'flexgen-job 1'");
-    /* inputs: where neither of a pair is given */
-    if (!GIVEN(O_MODEL) && !GIVEN(O_DUMMY)) {
-        json_t *m, *d;
-        if ((st = field(rec, "model", JSON_STRING, &m)) || (st = field(rec, "dummy", JSON_STRING, &d))) return st;
-        a->model_dir = json_string_value(m), a->dummy = json_string_value(d);
+    if ((st = field(rec, "format", JSON_STRING, 0, &fmt)) || (st = field(rec, "policy", JSON_OBJECT, 0, &pol)) ||
+        (st = field(rec, "resources", JSON_OBJECT, 0, &res)))
+        return st;
+    if (strcmp(json_string_value(fmt), "flexgen-job 1"))
+        return fg_err_set(FG_EINPUT, "job.json: format is '%s', not 'flexgen-job 1'", json_string_value(fmt));
+    /* inputs: a pair (--model/--dummy, --prompts/--prompt-ids) is taken whole or not at all */
+    if (!(a->given & (RUN_GIVEN(O_MODEL) | RUN_GIVEN(O_DUMMY)))) {
+        TAKE(O_MODEL, rec, "model", JSON_STRING, 1, a->model_dir = json_string_value(v));
+        TAKE(O_DUMMY, rec, "dummy", JSON_STRING, 1, a->dummy = json_string_value(v));
     }
-    if (!GIVEN(O_PROMPTS) && !GIVEN(O_PIDS)) {
-        json_t *p, *q;
-        if ((st = field(rec, "prompts", JSON_STRING, &p)) || (st = field(rec, "prompt_ids", JSON_STRING, &q))) return st;
-        a->prompts = json_string_value(p), a->prompt_ids = json_string_value(q);
+    if (!(a->given & (RUN_GIVEN(O_PROMPTS) | RUN_GIVEN(O_PIDS)))) {
+        TAKE(O_PROMPTS, rec, "prompts", JSON_STRING, 1, a->prompts = json_string_value(v));
+        TAKE(O_PIDS, rec, "prompt_ids", JSON_STRING, 1, a->prompt_ids = json_string_value(v));
     }
-    if (!GIVEN(O_OUT)) {
-        if ((st = field(rec, "out", JSON_STRING, &v))) return st;
-        a->out = json_string_value(v);
-    }
+    TAKE(O_OUT, rec, "out", JSON_STRING, 0, a->out = json_string_value(v));
     /* settings */
-    if (!GIVEN(O_ENGINE) && !(st = field(rec, "engine", JSON_STRING, &v)) && json_is_string(v)) a->engine = json_string_value(v);
-    if (!GIVEN(O_GEN) && !st && !(st = field(rec, "gen_len", JSON_INTEGER, &v))) a->gen_len = (int)json_integer_value(v);
-    if (!GIVEN(O_TEMP) && !st && !(st = field(rec, "temperature", JSON_REAL, &v))) a->temperature = (float)json_number_value(v);
-    if (!GIVEN(O_TOPP) && !st && !(st = field(rec, "top_p", JSON_REAL, &v))) a->top_p = (float)json_number_value(v);
-    if (!GIVEN(O_SEED) && !st && !(st = field(rec, "seed", JSON_STRING, &v)) && json_is_string(v))
-        a->seed = strtoull(json_string_value(v), NULL, 10);
-    if (!GIVEN(O_NOEOS) && !st && !(st = field(rec, "ignore_eos", JSON_TRUE, &v))) a->ignore_eos = json_is_true(v);
-    if (!GIVEN(O_TRUNC) && !st && !(st = field(rec, "truncate", JSON_TRUE, &v))) a->truncate = json_is_true(v);
-    if (!GIVEN(O_STOP) && !st && !(st = field(rec, "stop", JSON_ARRAY, &v))) {
+    TAKE(O_ENGINE, rec, "engine", JSON_STRING, 0, a->engine = json_string_value(v));
+    TAKE(O_GEN, rec, "gen_len", JSON_INTEGER, 0, a->gen_len = (int)json_integer_value(v));
+    TAKE(O_TEMP, rec, "temperature", JSON_REAL, 0, a->temperature = (float)json_number_value(v));
+    TAKE(O_TOPP, rec, "top_p", JSON_REAL, 0, a->top_p = (float)json_number_value(v));
+    TAKE(O_SEED, rec, "seed", JSON_STRING, 0, a->seed = strtoull(json_string_value(v), NULL, 10));
+    TAKE(O_NOEOS, rec, "ignore_eos", JSON_TRUE, 0, a->ignore_eos = json_is_true(v));
+    TAKE(O_TRUNC, rec, "truncate", JSON_TRUE, 0, a->truncate = json_is_true(v));
+    TAKE(O_STOP, rec, "stop", JSON_ARRAY, 0, {
         a->n_stop = 0;
         for (size_t i = 0; i < json_array_size(v) && a->n_stop < (int)(sizeof a->stop / sizeof *a->stop); i++)
             if (json_is_string(json_array_get(v, i))) a->stop[a->n_stop++] = json_string_value(json_array_get(v, i));
-    }
-    if (st || (st = field(rec, "policy", JSON_OBJECT, &pol))) return st;
-    json_t *res = json_object_get(rec, "resources"), *x;
-    if (!GIVEN(O_OFFDIR) && json_is_string(x = json_object_get(res, "offload_dir"))) a->flex.offload_dir = json_string_value(x);
-    if (!GIVEN(O_GPUMEM) && json_is_integer(x = json_object_get(res, "gpu_mem"))) a->flex.gpu_mem = (uint64_t)json_integer_value(x);
-    if (!GIVEN(O_CPUMEM) && json_is_integer(x = json_object_get(res, "cpu_mem"))) a->flex.cpu_mem = (uint64_t)json_integer_value(x);
-    if (!GIVEN(O_DISKMEM) && json_is_integer(x = json_object_get(res, "disk_mem"))) a->flex.disk_mem = (uint64_t)json_integer_value(x);
-    if (!GIVEN(O_DEVICE) && json_is_string(x = json_object_get(res, "device"))) a->flex.device = json_string_value(x);
+    });
+    /* where the job ran */
+    TAKE(O_OFFDIR, res, "offload_dir", JSON_STRING, 0, a->flex.offload_dir = json_string_value(v));
+    TAKE(O_GPUMEM, res, "gpu_mem", JSON_INTEGER, 0, a->flex.gpu_mem = (uint64_t)json_integer_value(v));
+    TAKE(O_CPUMEM, res, "cpu_mem", JSON_INTEGER, 0, a->flex.cpu_mem = (uint64_t)json_integer_value(v));
+    TAKE(O_DISKMEM, res, "disk_mem", JSON_INTEGER, 0, a->flex.disk_mem = (uint64_t)json_integer_value(v));
+    if (json_object_get(res, "device")) TAKE(O_DEVICE, res, "device", JSON_STRING, 0, a->flex.device = json_string_value(v));
     /* the policy the job ran, not a new search: the blocks stay the same */
-    if (!strcmp(a->engine, "flexgen")) {
-        json_t *pc = json_object_get(pol, "percent");
-        if (!GIVEN(O_PERCENT) && json_array_size(pc) == 6) {
-            double *f[6] = {&a->flex.policy.w_gpu, &a->flex.policy.w_cpu, &a->flex.policy.c_gpu,
-                            &a->flex.policy.c_cpu, &a->flex.policy.h_gpu, &a->flex.policy.h_cpu};
-            for (int i = 0; i < 6; i++) *f[i] = json_number_value(json_array_get(pc, (size_t)i));
-            a->have_percent = 1;
-        }
-        if (!GIVEN(O_GBS) && json_is_integer(x = json_object_get(pol, "gbs"))) a->batch = (int)json_integer_value(x);
-        if (!GIVEN(O_NGB) && json_is_integer(x = json_object_get(pol, "num_gpu_batches")))
-            a->num_gpu_batches = (int)json_integer_value(x);
-        if (!GIVEN(O_CPUATTN) && json_is_boolean(x = json_object_get(pol, "cpu_cache_compute"))) a->cpu_cache_compute = json_is_true(x);
-        if (!GIVEN(O_NOOVERLAP) && json_is_boolean(x = json_object_get(pol, "overlap"))) a->no_overlap = !json_is_true(x);
-        if (!GIVEN(O_SCHED) && json_is_string(x = json_object_get(pol, "schedule")))
-            a->schedule_row = !strcmp(json_string_value(x), "row");
-    } else {
-        if (!GIVEN(O_GBS) && json_is_integer(x = json_object_get(pol, "batch"))) a->batch = (int)json_integer_value(x);
+    if (strcmp(a->engine, "flexgen")) {
+        TAKE(O_GBS, pol, "batch", JSON_INTEGER, 0, a->batch = (int)json_integer_value(v));
+        return fg_run_check_inputs(a);
     }
+    fg_policy *p = &a->flex.policy;
+    TAKE(O_PERCENT, pol, "percent", JSON_ARRAY, 0, {
+        double *f[6] = {&p->w_gpu, &p->w_cpu, &p->c_gpu, &p->c_cpu, &p->h_gpu, &p->h_cpu};
+        if (json_array_size(v) != 6) return fg_err_set(FG_EINPUT, "job.json: policy.percent: expected 6 numbers");
+        for (int i = 0; i < 6; i++) *f[i] = json_number_value(json_array_get(v, (size_t)i));
+        a->have_percent = 1;
+    });
+    TAKE(O_GBS, pol, "gbs", JSON_INTEGER, 0, a->batch = (int)json_integer_value(v));
+    TAKE(O_NGB, pol, "num_gpu_batches", JSON_INTEGER, 0, a->num_gpu_batches = (int)json_integer_value(v));
+    TAKE(O_CPUATTN, pol, "cpu_cache_compute", JSON_TRUE, 0, a->cpu_cache_compute = json_is_true(v));
+    TAKE(O_NOOVERLAP, pol, "overlap", JSON_TRUE, 0, a->no_overlap = !json_is_true(v));
+    TAKE(O_SCHED, pol, "schedule", JSON_STRING, 0, a->schedule_row = !strcmp(json_string_value(v), "row"));
     return fg_run_check_inputs(a);
 }
 

@@ -114,7 +114,8 @@ static fg_status run_block(fg_engine *e, const fg_seq_in *in, int n, int first, 
         if (!st && e->restarted) st = fg_err_set(FG_ERUNTIME, "gpu worker restarted mid-block");
         if (!st && e->progress) {   /* a terminal: one self-overwriting line */
             double spent = stats->prefill_s + stats->decode_s;
-            long made = stats->generated + (long)(n - first < K * B ? n - first : K * B) * (i + 1), total = (long)n * G;
+            long made = stats->generated + (long)(n - first < K * B ? n - first : K * B) * (i + 1);
+            long total = (long)(n - opt->start) * G;   /* a resumed job's finished blocks are not counted */
             double rate = spent > 0 ? made / spent : 0;
             fprintf(stderr, "\rblock %d/%d  token %d/%d  %.1f tokens/s  ETA %.0f s   ", first / (K * B) + 1,
                     (n + K * B - 1) / (K * B), i + 1, G, rate, rate > 0 ? (total - made) / rate : 0.0);

@@ -20,6 +20,8 @@ struct fg_job {
     int done;        /* prompts journaled */
 };
 
+static void remove_job(fg_job *j);
+
 static void job_paths(fg_job *j, const char *dir) {
     snprintf(j->dir, sizeof j->dir, "%s", dir);
     snprintf(j->journal, sizeof j->journal, "%s/journal.jsonl", dir);
@@ -241,12 +243,20 @@ fg_status fg_job_finish(fg_job **jp, const char *out) {
     st = write_atomic(out, data, len);
     free(data);
     if (st) return st;
-    /* the output is durable: the job is done with */
+    remove_job(j);   /* the output is durable: the job is done with */
+    fg_job_destroy(jp);
+    return FG_OK;
+}
+
+static void remove_job(fg_job *j) {
     unlink(j->journal);
     unlink(j->record);
     rmdir(j->dir);   /* fails, harmlessly, when --job DIR holds other files */
+}
+
+void fg_job_close(fg_job **jp) {
+    if (*jp && (*jp)->done == 0) remove_job(*jp);
     fg_job_destroy(jp);
-    return FG_OK;
 }
 
 void fg_job_destroy(fg_job **jp) {

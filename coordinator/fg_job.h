@@ -50,7 +50,10 @@ fg_status fg_job_append(fg_job *j, int first, int count, const char *lines, size
  * remove the job's files and its directory (when empty). */
 fg_status fg_job_finish(fg_job **j, const char *out);
 
-/* Close without finishing (a failed run): the directory stays, to resume. */
+/* A failed run: the job stays, to resume, when it holds a finished block;
+ * one with none is removed (a rerun starts from nothing either way). */
+void fg_job_close(fg_job **j);
+
 void fg_job_destroy(fg_job **j);
 
 #endif
