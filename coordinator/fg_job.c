@@ -10,17 +10,29 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 struct fg_job {
     char dir[PATH_MAX], journal[PATH_MAX], record[PATH_MAX];
     int fd;          /* the journal, O_APPEND */
+    int lock_fd;     /* the directory, flock'ed while this run owns the job */
     int n, block;    /* prompts; prompts per block */
     int done;        /* prompts journaled */
 };
 
 static void remove_job(fg_job *j);
+
+/* One run per job directory: two appending to one journal would interleave
+ * their blocks. The lock goes with the process, however it dies. */
+static fg_status lock_dir(fg_job *j) {
+    j->lock_fd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (j->lock_fd < 0) return fg_err_set(FG_EINPUT, "--job %s: cannot open: %s", j->dir, strerror(errno));
+    if (flock(j->lock_fd, LOCK_EX | LOCK_NB) != 0)
+        return fg_err_set(FG_EINPUT, "--job %s: another flexgen run is using this job directory", j->dir);
+    return FG_OK;
+}
 
 static void job_paths(fg_job *j, const char *dir) {
     snprintf(j->dir, sizeof j->dir, "%s", dir);
@@ -158,12 +170,13 @@ static fg_status job_open(fg_job *j, int truncate_to_done) {
 fg_status fg_job_start(const char *dir, const json_t *rec, int n, int block, fg_job **out) {
     fg_job *j = fg_xcalloc(1, sizeof *j);
     job_paths(j, dir);
-    j->fd = -1, j->n = n, j->block = block;
+    j->fd = j->lock_fd = -1, j->n = n, j->block = block;
     fg_status st = FG_OK;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
         st = fg_err_set(FG_EINPUT, "--job %s: cannot create the job directory: %s", dir, strerror(errno));
         goto out;
     }
+    if ((st = lock_dir(j))) goto out;
     /* an earlier job here with finished blocks is work a fresh start would throw away */
     json_t *old = NULL;
     if (access(j->record, F_OK) == 0 && fg_job_read_record(dir, &old) == FG_OK) {
@@ -202,10 +215,11 @@ out:
 fg_status fg_job_resume(const char *dir, int n, int block, fg_job **out, int *done) {
     fg_job *j = fg_xcalloc(1, sizeof *j);
     job_paths(j, dir);
-    j->fd = -1, j->n = n, j->block = block;
+    j->fd = j->lock_fd = -1, j->n = n, j->block = block;
     int lines;
     off_t end = 0;
-    fg_status st = scan_journal(j->journal, -1, &lines, &end);
+    fg_status st = lock_dir(j);
+    if (!st) st = scan_journal(j->journal, -1, &lines, &end);
     if (!st) {
         j->done = finished(lines, n, block);
         st = scan_journal(j->journal, j->done, &lines, &end);
@@ -262,6 +276,7 @@ void fg_job_close(fg_job **jp) {
 void fg_job_destroy(fg_job **jp) {
     if (!*jp) return;
     if ((*jp)->fd >= 0) close((*jp)->fd);
+    if ((*jp)->lock_fd >= 0) close((*jp)->lock_fd);
     free(*jp);
     *jp = NULL;
 }

@@ -15,7 +15,9 @@ output must equal an uninterrupted run's, and the reference engine's.
       Each trial SIGKILLs `flexgen run` at a random moment after its first block
       was journaled (sometimes its resume too), checks that the dead run's
       workers exit and that a resume with another model, prompt file or
-      setting, or a fresh run over the unfinished job, is refused; then
+      setting, a fresh run over the unfinished job, or a second run while one
+      holds the job, is refused; one trial tears the journal's last block, one
+      completes the journal (nothing left but the output); then
       `--resume --job DIR` must end with the uninterrupted run's output, byte for
       byte, its log saying it skipped the journaled blocks and computing only
       the rest (journal lines, generated-token count).
@@ -189,15 +191,18 @@ def block_times(flexgen, cmd, log):
     return p.returncode, time.time() - (t1 or time.time())
 
 
-def kill_coordinator(flexgen, cmd, log, delay):
-    """Start cmd and SIGKILL it `delay` s after its first journaled block.
-    Returns (blocks journaled per its log, its worker pids), or None when it
-    ended first."""
+def kill_coordinator(flexgen, cmd, log, delay, meanwhile=None):
+    """Start cmd and SIGKILL it `delay` s after its first journaled block
+    (calling meanwhile() first). Returns (blocks journaled per its log, its
+    worker pids), or None when it ended first."""
     p = start(flexgen, cmd, log)
     t = time.time()
     while journaled(log) < 1 and p.poll() is None and time.time() - t < 120:
         time.sleep(0.01)
-    time.sleep(delay)
+    t = time.time()
+    if meanwhile:
+        meanwhile()
+    time.sleep(max(0.0, delay - (time.time() - t)))
     pids = [w[0] for w in children(p.pid).values()]
     if p.poll() is not None:
         return None
@@ -249,8 +254,8 @@ def check_resume(log, killed_log, out, done, ref, tag):
         return fail(f"{tag}: the resume {gen.group(0)}, expected {computed} prompts")
     if got != ref:
         return fail(f"{tag}: the resumed output differs from the reference engine's")
-    print(f"ok   {tag}; the resume skipped {skipped} block(s), computed {skipped + 1}..{N_BLOCKS}; "
-          f"output equals the reference engine's")
+    rest = f"computed {skipped + 1}..{N_BLOCKS}" if skipped < N_BLOCKS else "computed nothing, wrote the output"
+    print(f"ok   {tag}; the resume skipped {skipped} block(s), {rest}; output equals the reference engine's")
     return 0
 
 
@@ -281,7 +286,11 @@ def coordinator(flexgen, work, rng, trials):
         out, job = f"{work}/c{t}.jsonl", f"{work}/job{t}"
         cmd = model_args(work) + policies[name] + fixed + ["--out", out, "--job", job]
         # a moment between the first block's end and the run's
-        k = kill_coordinator(flexgen, cmd, f"{work}/c{t}.log", rng.uniform(0, 0.9 * span[name]))
+        busy = []   # a second run on a job in progress is refused, not interleaved
+        k = kill_coordinator(flexgen, cmd, f"{work}/c{t}.log", rng.uniform(0, 0.9 * span[name]),
+                             (lambda: busy.append(refused(flexgen, ["--resume", "--job", job], "another flexgen run")))
+                             if kills == 0 else None)
+        fails += sum(busy)
         t += 1
         if k is None:
             print(f"--   trial {t - 1} ({name}): the run ended before the kill; another trial")
