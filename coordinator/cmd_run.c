@@ -24,6 +24,7 @@
 
 #include "cmd_run.h"
 #include "fg_job.h"
+#include "fg_shm.h"
 
 /* A JSON list of non-empty lists of ids, each in [0, vocab). */
 static void free_seqs(fg_seq_in *in, size_t n) {
@@ -419,9 +420,10 @@ int fg_cmd_run(int argc, char **argv) {
     fg_gen_stats stats = {0};
     fg_status st = FG_OK;
     fg_flex_stats fs = {0};
-    if (go.start == n)
-        ;   /* every block was journaled before the kill: only the output is left to write */
-    else if (!strcmp(a.engine, "reference"))
+    if (go.start == n) {   /* every block was journaled before the kill: only the output is left to write */
+        fg_shm_sweep();     /* what the dead run left, as a run that starts workers would sweep it */
+        if (!strcmp(a.engine, "flexgen")) fg_spill_sweep(a.flex.offload_dir);
+    } else if (!strcmp(a.engine, "reference"))
         st = fg_engine_ref_run(ws, in, n, &go, out, &stats);
     else
         st = fg_engine_flex_run(ws, in, n, &go, &a.flex, out, &stats, &fs);

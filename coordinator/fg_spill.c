@@ -20,7 +20,7 @@
 
 #include "fg_flex_int.h"
 
-static void sweep(const char *dir) {
+void fg_spill_sweep(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *de;
@@ -42,7 +42,7 @@ static void sweep(const char *dir) {
 }
 
 fg_status fg_spill_claim(const char *dir, const char *path, int *fd_out) {
-    sweep(dir);
+    fg_spill_sweep(dir);
     char sub[PATH_MAX];
     snprintf(sub, sizeof sub, "%s", dir);
     for (char *p = sub + 1;; p++)   /* the directory and any missing parents */

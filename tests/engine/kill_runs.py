@@ -343,6 +343,14 @@ def coordinator(flexgen, work, rng, trials):
                 fails += fail(f"{tag}: the resume exited {r.returncode}")
                 continue
         fails += check_resume(log, f"{work}/c{t - 1}.log", out, done, ref, tag)
+        # the killed run's shared memory and run directory were swept by the next run
+        rid = re.search(r"/run-([0-9a-f]+)/ctl", open(f"{work}/c{t - 1}.log").read())
+        if rid:
+            stale = [f for f in os.listdir("/dev/shm") if f.startswith(f"flexgen-{rid.group(1)}-")]
+            # (a resume with nothing to compute starts no workers and leaves the run directory to the next)
+            rundir = os.path.exists(f"{work}/xdg/flexgen/run-{rid.group(1)}") and done < N_BLOCKS
+            if stale or rundir:
+                fails += fail(f"{tag}: the killed run's segments {stale} or run directory are left")
         if os.path.exists(job):
             fails += fail(f"{tag}: the job directory is left after the output was written")
     if kills < trials:
