@@ -12,7 +12,8 @@
  * lines, blocks and files only.
  *
  *   DIR/job.json        the record, written atomically before any block runs
- *   DIR/journal.jsonl   finished blocks' lines, appended with write + fdatasync */
+ *   DIR/journal.jsonl   finished blocks' lines, appended with write + fdatasync
+ * The running job holds an flock on DIR: one run per job. */
 #ifndef FG_JOB_H
 #define FG_JOB_H
 

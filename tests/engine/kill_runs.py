@@ -287,7 +287,7 @@ def coordinator(flexgen, work, rng, trials):
         cmd = model_args(work) + policies[name] + fixed + ["--out", out, "--job", job]
         # a moment between the first block's end and the run's
         busy = []   # a second run on a job in progress is refused, not interleaved
-        k = kill_coordinator(flexgen, cmd, f"{work}/c{t}.log", rng.uniform(0, 0.9 * span[name]),
+        k = kill_coordinator(flexgen, cmd, f"{work}/c{t}.log", rng.uniform(0, 0.75 * span[name]),
                              (lambda: busy.append(refused(flexgen, ["--resume", "--job", job], "another flexgen run")))
                              if kills == 0 else None)
         fails += sum(busy)
