@@ -403,8 +403,11 @@ int fg_cmd_run(int argc, char **argv) {
     if (a.resume) {
         fg_exit_on(fg_run_job_check(jobdir, jobrec, rec));
         fg_exit_on(fg_job_resume(jobdir, n, block, &rj.job, &go.start));
-        fg_info("job %s: resuming: %d of %d blocks finished (prompts 0..%d), not recomputed; computing prompts %d..%d",
-                jobdir, (go.start + block - 1) / block, (n + block - 1) / block, go.start - 1, go.start, n - 1);
+        char done[64] = "", rest[64] = "nothing left to compute";
+        if (go.start) snprintf(done, sizeof done, " (prompts 0..%d), not recomputed", go.start - 1);
+        if (go.start < n) snprintf(rest, sizeof rest, "computing prompts %d..%d", go.start, n - 1);
+        fg_info("job %s: resuming: %d of %d blocks finished%s; %s", jobdir, (go.start + block - 1) / block,
+                (n + block - 1) / block, done, rest);
     } else {
         fg_exit_on(fg_job_start(jobdir, rec, n, block, &rj.job));
     }
