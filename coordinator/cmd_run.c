@@ -1,6 +1,9 @@
 /* cmd_run.c - `flexgen run`: load a model, read prompts, generate, write
  * JSONL (and optionally the logits). Every input is validated before any work
- * starts; outputs are written to FILE.partial and renamed only when complete. */
+ * starts. Outputs go block by block into the job directory's journal
+ * (fg_job.h; what is recorded and resumed is cmd_run_job.c's), and --out is
+ * written from it, through FILE.partial and a rename, only when complete.
+ * The flags are cmd_run_args.c's. */
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -19,192 +22,9 @@
 #include "fg_prompts.h"
 #include "fg_tokenizer.h"
 
-#define FG_MAX_STOPS 8
-
-typedef struct {
-    const char *model_dir, *dummy, *prompts, *prompt_ids, *out, *dump_logits, *engine, *report;
-    const char *stop[FG_MAX_STOPS];
-    int n_stop;
-    int gen_len, batch, ignore_eos, truncate;
-    int have_percent, num_gpu_batches, cpu_cache_compute, schedule_row, no_overlap;
-    const char *policy;          /* without --percent: "auto" (the search) or "default" (the fit rule) */
-    const char *hardware;        /* --hardware: a profile or preset for the cost model */
-    fg_flex_opts flex;
-    uint64_t seed;
-    float temperature, top_p;
-} run_args;
-
-static void run_usage(FILE *f) {
-    fprintf(f,
-        "usage: flexgen run (--model DIR | --dummy NAME) (--prompts FILE | --prompt-ids FILE.json)\n"
-        "                   --out FILE.jsonl [options]\n\n"
-        "Generate continuations for a batch of prompts.\n\n"
-        "model:\n"
-        "  --model DIR           Hugging Face OPT directory (config.json + safetensors) or a\n"
-        "                        FlexGen numpy directory (opt-30b-np/)\n"
-        "  --dummy NAME          seeded random weights of an OPT size (opt-125m ... opt-175b)\n"
-        "input / output:\n"
-        "  --prompts FILE        text prompts: one a line, or JSONL objects {\"id\": ..., \"prompt\": \"...\"};\n"
-        "                        tokenized with the model's vocab.json + merges.txt (--dummy: GPT-2's,\n"
-        "                        fetched by scripts/fetch-gpt2-vocab.sh), BOS first as Hugging Face does\n"
-        "  --prompt-ids FILE     pre-tokenized prompts: a JSON list of lists of token ids\n"
-        "  --truncate            cut prompts longer than the context (max positions - gen-len) from\n"
-        "                        the left, keeping BOS, instead of refusing them; reported in the log\n"
-        "  --out FILE.jsonl      one object per prompt, in input order\n"
-        "  --dump-logits FILE    float32 .npy (prompts, gen_len, vocab): the logits each token came from\n"
-        "  --trace FILE.json     Chrome trace events of every command on every worker and stream\n"
-        "                        (open in Perfetto); engine flexgen\n"
-        "  --report FILE.json    throughput (generated tokens / (prefill + decode time)), the split,\n"
-        "                        time inside BLAS, the run's settings\n"
-        "generation:\n"
-        "  --gen-len N           new tokens per prompt (default 32)\n"
-        "  --gpu-batch-size N    prompts per GPU batch (default: 8 for flexgen, all for reference)\n"
-        "  --temperature T       0 = greedy (default 0)\n"
-        "  --top-p P             nucleus sampling mass (default 1 = off)\n"
-        "  --seed S              sampling seed (default 0); also seeds --dummy weights\n"
-        "  --ignore-eos          do not stop at the end-of-sequence token\n"
-        "  --stop STR            end a sequence when its text contains STR (up to 8 times)\n"
-        "  --engine NAME         flexgen (default): the coordinator and its gpu, cpu and disk workers;\n"
-        "                        reference: single process, all in memory (the oracle)\n"
-        "placement (engine flexgen):\n"
-        "  --percent WG WC CG CC HG HC   percent of weights, KV cache and activations on GPU and\n"
-        "                        CPU, the rest on disk\n"
-        "  --policy auto|default without --percent: auto (default) searches the policy with the cost\n"
-        "                        model over this machine's profile (measured once first, then cached:\n"
-        "                        see flexgen profile), the --gpu-batch-size, --num-gpu-batches and\n"
-        "                        --cpu-cache-compute given fixed; default: everything on the GPU when\n"
-        "                        it fits --gpu-mem, else weights into the GPU 5%% at a time, cache and\n"
-        "                        activations on the CPU. The choice is logged\n"
-        "  --hardware X          the cost model's profile file or preset (flexgen-t4) for --policy auto\n"
-        "                        and the report's prediction\n"
-        "  --num-gpu-batches N   GPU batches per block (default 1); --gpu-batch-size is per GPU batch\n"
-        "  --cpu-cache-compute   decode attention on the CPU worker, where a CPU-tier cache lives\n"
-        "  --schedule block|row  zig-zag block schedule (default), or one GPU batch through all layers\n"
-        "  --no-overlap          wait for every load and store (default: overlap them with compute)\n"
-        "  --gpu-mem SIZE        GPU memory budget (the gpu worker's arena and workspace), e.g. 2G\n"
-        "  --cpu-mem SIZE        CPU memory budget for shared memory (weights, cache, activations)\n"
-        "  --disk-mem SIZE       disk budget in --offload-dir\n"
-        "  --offload-dir DIR     where the disk tier lives (default: ./flexgen-offload)\n"
-        "  --device NAME         the gpu worker's backend: host (the CPU) or cuda (default: cuda where\n"
-        "                        it is built and a GPU is found, else host)\n"
-        "  --attach ROLE         gpu, cpu or disk: spawn the other workers and wait for this one to be\n"
-        "                        started by hand (e.g. under gdb) with the command the log prints;\n"
-        "                        killed and started again by hand, it continues the run\n");
-}
-
-static fg_status parse_float(const char *flag, const char *v, float lo, float hi, float *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (end == v || *end || errno || !(x >= lo && x <= hi))
-        return fg_err_set(FG_EINPUT, "%s: expected a number in [%g, %g], got '%s'", flag, lo, hi, v);
-    *out = (float)x;
-    return FG_OK;
-}
-
-static fg_status parse_args(int argc, char **argv, run_args *a) {
-    enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE, O_REPORT, O_PROMPTS, O_STOP, O_TRUNC,
-          O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM, O_OFFDIR, O_NOOVERLAP, O_TRACE, O_DEVICE, O_POLICY, O_HW, O_ATTACH };
-    static const struct option opts[] = {
-        {"model", required_argument, 0, O_MODEL},      {"dummy", required_argument, 0, O_DUMMY},
-        {"prompt-ids", required_argument, 0, O_PIDS},  {"out", required_argument, 0, O_OUT},
-        {"dump-logits", required_argument, 0, O_DUMP}, {"gen-len", required_argument, 0, O_GEN},
-        {"gpu-batch-size", required_argument, 0, O_GBS}, {"temperature", required_argument, 0, O_TEMP},
-        {"top-p", required_argument, 0, O_TOPP},       {"seed", required_argument, 0, O_SEED},
-        {"ignore-eos", no_argument, 0, O_NOEOS},       {"engine", required_argument, 0, O_ENGINE},
-        {"report", required_argument, 0, O_REPORT},    {"prompts", required_argument, 0, O_PROMPTS},
-        {"stop", required_argument, 0, O_STOP},        {"truncate", no_argument, 0, O_TRUNC},
-        {"percent", required_argument, 0, O_PERCENT},  {"num-gpu-batches", required_argument, 0, O_NGB},
-        {"cpu-cache-compute", no_argument, 0, O_CPUATTN}, {"schedule", required_argument, 0, O_SCHED},
-        {"gpu-mem", required_argument, 0, O_GPUMEM},   {"cpu-mem", required_argument, 0, O_CPUMEM},
-        {"disk-mem", required_argument, 0, O_DISKMEM}, {"offload-dir", required_argument, 0, O_OFFDIR},
-        {"no-overlap", no_argument, 0, O_NOOVERLAP},    {"trace", required_argument, 0, O_TRACE},
-        {"device", required_argument, 0, O_DEVICE},    {"policy", required_argument, 0, O_POLICY},
-        {"hardware", required_argument, 0, O_HW},      {"attach", required_argument, 0, O_ATTACH},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    *a = (run_args){.gen_len = 32, .top_p = 1.0f, .engine = "flexgen", .policy = "auto"};
-    a->flex.offload_dir = "flexgen-offload";
-    opterr = 0;
-    optind = 1;
-    int o;
-    fg_status st = FG_OK;
-    while (!st && (o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (o) {
-        case O_MODEL: a->model_dir = optarg; break;
-        case O_DUMMY: a->dummy = optarg; break;
-        case O_PIDS: a->prompt_ids = optarg; break;
-        case O_OUT: a->out = optarg; break;
-        case O_DUMP: a->dump_logits = optarg; break;
-        case O_GEN: st = fg_parse_int("--gen-len", optarg, 1, 1 << 20, &a->gen_len); break;
-        case O_GBS: st = fg_parse_int("--gpu-batch-size", optarg, 1, 1 << 20, &a->batch); break;
-        case O_TEMP: st = parse_float("--temperature", optarg, 0, 100, &a->temperature); break;
-        case O_TOPP: st = parse_float("--top-p", optarg, 0, 1, &a->top_p); break;
-        case O_SEED: {
-            char *end;
-            errno = 0;
-            a->seed = strtoull(optarg, &end, 10);
-            if (end == optarg || *end || errno) st = fg_err_set(FG_EINPUT, "--seed: expected an integer, got '%s'", optarg);
-            break;
-        }
-        case O_NOEOS: a->ignore_eos = 1; break;
-        case O_ENGINE: a->engine = optarg; break;
-        case O_REPORT: a->report = optarg; break;
-        case O_PROMPTS: a->prompts = optarg; break;
-        case O_PERCENT:
-            st = fg_policy_parse_percent(&a->flex.policy, optarg, argc, argv, &optind);
-            a->have_percent = 1;
-            break;
-        case O_NGB: st = fg_parse_int("--num-gpu-batches", optarg, 1, FG_MAX_GPU_BATCHES, &a->num_gpu_batches); break;
-        case O_CPUATTN: a->cpu_cache_compute = 1; break;
-        case O_SCHED:
-            if (!strcmp(optarg, "row")) a->schedule_row = 1;
-            else if (!strcmp(optarg, "block")) a->schedule_row = 0;
-            else st = fg_err_set(FG_EINPUT, "--schedule: expected block or row, got '%s'", optarg);
-            break;
-        case O_GPUMEM: st = fg_parse_size(optarg, &a->flex.gpu_mem); break;
-        case O_CPUMEM: st = fg_parse_size(optarg, &a->flex.cpu_mem); break;
-        case O_DISKMEM: st = fg_parse_size(optarg, &a->flex.disk_mem); break;
-        case O_OFFDIR: a->flex.offload_dir = optarg; break;
-        case O_NOOVERLAP: a->no_overlap = 1; break;
-        case O_TRACE: a->flex.trace = optarg; break;
-        case O_POLICY:
-            if (strcmp(optarg, "auto") && strcmp(optarg, "default"))
-                st = fg_err_set(FG_EINPUT, "--policy: expected auto or default, got '%s'", optarg);
-            a->policy = optarg;
-            break;
-        case O_HW: a->hardware = optarg; break;
-        case O_DEVICE: st = fg_backend_find(optarg) ? FG_OK : FG_EINPUT, a->flex.device = optarg; break;
-        case O_TRUNC: a->truncate = 1; break;
-        case O_ATTACH: {
-            int r = fg_role_from_name(optarg);
-            if (r < 0) st = fg_err_set(FG_EINPUT, "--attach: expected gpu, cpu or disk, got '%s'", optarg);
-            else a->flex.attach |= 1u << r;
-            break;
-        }
-        case O_STOP:
-            if (a->n_stop == FG_MAX_STOPS) st = fg_err_set(FG_EINPUT, "--stop: at most %d stop strings", FG_MAX_STOPS);
-            else if (!*optarg) st = fg_err_set(FG_EINPUT, "--stop: the stop string is empty");
-            else a->stop[a->n_stop++] = optarg;
-            break;
-        case 'h': run_usage(stdout); exit(0);
-        default:
-            return fg_err_set(FG_EINPUT, "run: unknown or incomplete option '%s' (see flexgen run --help)",
-                              argv[optind - 1]);
-        }
-    }
-    if (st) return st;
-    if (optind < argc) return fg_err_set(FG_EINPUT, "run: unexpected argument '%s'", argv[optind]);
-    if (!!a->model_dir == !!a->dummy) return fg_err_set(FG_EINPUT, "run: give exactly one of --model DIR or --dummy NAME");
-    if (!!a->prompts == !!a->prompt_ids)
-        return fg_err_set(FG_EINPUT, "run: give exactly one of --prompts FILE or --prompt-ids FILE.json");
-    if (!a->out) return fg_err_set(FG_EINPUT, "run: --out FILE.jsonl is required");
-    if (strcmp(a->engine, "reference") && strcmp(a->engine, "flexgen"))
-        return fg_err_set(FG_EINPUT, "run: --engine '%s' is unknown: flexgen or reference", a->engine);
-    if (a->top_p <= 0) return fg_err_set(FG_EINPUT, "--top-p must be > 0");
-    return FG_OK;
-}
+#include "cmd_run.h"
+#include "fg_job.h"
+#include "fg_shm.h"
 
 /* A JSON list of non-empty lists of ids, each in [0, vocab). */
 static void free_seqs(fg_seq_in *in, size_t n) {
@@ -372,50 +192,67 @@ static int stop_check(void *ctx, int seq, const int32_t *ids, int n) {
     return at >= 0;
 }
 
-static fg_status write_jsonl(const char *path, const run_io *io, const fg_seq_in *in, const fg_seq_out *out, int n) {
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.partial", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return fg_err_set(FG_EINPUT, "%s: cannot create: %s", tmp, strerror(errno));
-    for (int i = 0; i < n; i++) {
-        json_t *ids = json_array();
-        for (int j = 0; j < out[i].n; j++) json_array_append_new(ids, json_integer(out[i].ids[j]));
-        json_t *id = io->text.n ? json_loads(io->text.items[i].id_json, JSON_DECODE_ANY, NULL) : json_integer(i);
-        json_t *prompt = json_null(), *completion = json_null();
-        if (io->tok) {
-            char *pt = io->text.n ? strdup(io->text.items[i].text) : ids_text(io->tok, in[i].ids, in[i].len);
-            /* the completion is the text before EOS and before any stop string */
-            int m = out[i].n - (out[i].finish == FG_FINISH_EOS);
-            char *ct = ids_text(io->tok, out[i].ids, m);
-            long at = out[i].finish == FG_FINISH_STOP ? stop_at(io, ct) : -1;
-            if (at >= 0) ct[at] = 0;
-            prompt = json_string(pt);
-            completion = json_string(ct);
-            free(pt);
-            free(ct);
-        }
-        json_t *o = json_pack("{s:o, s:o, s:o, s:i, s:i, s:s, s:o}", "id", id ? id : json_integer(i), "prompt",
-                              prompt ? prompt : json_null(), "completion", completion ? completion : json_null(),
-                              "prompt_tokens", in[i].len, "output_tokens", out[i].n, "finish_reason",
-                              fg_finish_name(out[i].finish), "output_ids", ids);
-        char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
-        fprintf(f, "%s\n", line);
-        free(line);
-        json_decref(o);
+/* The output line of prompt i, '\n' included (heap string). */
+static char *format_line(const run_io *io, const fg_seq_in *in, const fg_seq_out *out, int i) {
+    json_t *ids = json_array();
+    for (int j = 0; j < out[i].n; j++) json_array_append_new(ids, json_integer(out[i].ids[j]));
+    json_t *id = io->text.n ? json_loads(io->text.items[i].id_json, JSON_DECODE_ANY, NULL) : json_integer(i);
+    json_t *prompt = json_null(), *completion = json_null();
+    if (io->tok) {
+        char *pt = io->text.n ? strdup(io->text.items[i].text) : ids_text(io->tok, in[i].ids, in[i].len);
+        /* the completion is the text before EOS and before any stop string */
+        int m = out[i].n - (out[i].finish == FG_FINISH_EOS);
+        char *ct = ids_text(io->tok, out[i].ids, m);
+        long at = out[i].finish == FG_FINISH_STOP ? stop_at(io, ct) : -1;
+        if (at >= 0) ct[at] = 0;
+        prompt = json_string(pt);
+        completion = json_string(ct);
+        free(pt);
+        free(ct);
     }
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        unlink(tmp);
-        return fg_err_set(FG_ERUNTIME, "%s: write failed", tmp);
-    }
-    if (rename(tmp, path) != 0) {
-        unlink(tmp);
-        return fg_err_set(FG_ERUNTIME, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
-    }
-    return FG_OK;
+    json_t *o = json_pack("{s:o, s:o, s:o, s:i, s:i, s:s, s:o}", "id", id ? id : json_integer(i), "prompt",
+                          prompt ? prompt : json_null(), "completion", completion ? completion : json_null(),
+                          "prompt_tokens", in[i].len, "output_tokens", out[i].n, "finish_reason",
+                          fg_finish_name(out[i].finish), "output_ids", ids);
+    char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+    json_decref(o);
+    size_t len = strlen(line);
+    line = realloc(line, len + 2);
+    line[len] = '\n', line[len + 1] = 0;
+    return line;
 }
 
-static fg_status write_report(const char *path, const run_args *a, const fg_opt_config *c, int n,
+/* The job's side of a run: each finished block's lines go to the journal. */
+typedef struct {
+    fg_job *job;
+    const run_io *io;
+    const fg_seq_in *in;
+    fg_seq_out *out;
+    int n, block;
+} run_journal;
+
+static fg_status journal_block(void *ctx, int first, int count) {
+    run_journal *rj = ctx;
+    size_t len = 0, cap = 4096;
+    char *buf = fg_xmalloc(cap);
+    for (int i = first; i < first + count; i++) {
+        char *line = format_line(rj->io, rj->in, rj->out, i);
+        size_t m = strlen(line);
+        if (len + m > cap) buf = realloc(buf, cap = 2 * (len + m));
+        memcpy(buf + len, line, m), len += m;
+        free(line);
+        free(rj->out[i].ids);   /* journaled: the run keeps no more than a block of outputs */
+        rj->out[i].ids = NULL;
+    }
+    fg_status st = fg_job_append(rj->job, first, count, buf, len);
+    free(buf);
+    if (!st)
+        fg_info("job: block %d/%d (prompts %d..%d) journaled", first / rj->block + 1, (rj->n + rj->block - 1) / rj->block,
+                first, first + count - 1);
+    return st;
+}
+
+static fg_status write_report(const char *path, const run_args *a, const fg_opt_config *c, int n, int resumed,
                               const fg_gen_stats *s, const fg_flex_stats *fs, const fg_search_result *pred) {
     double gen_s = s->prefill_s + s->decode_s;
     json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:I}", "engine", a->engine,
@@ -424,6 +261,7 @@ static fg_status write_report(const char *path, const run_args *a, const fg_opt_
                           "prefill_s", s->prefill_s, "decode_s", s->decode_s, "gemm_s", s->gemm_s,
                           "gemm_share", gen_s > 0 ? s->gemm_s / gen_s : 0.0, "load_s", s->load_s,
                           "generated_tokens", (json_int_t)s->generated);
+    json_object_set_new(o, "resumed_prompts", json_integer(resumed));   /* journaled before, not computed here */
     if (!strcmp(a->engine, "flexgen")) {
         char d[256];
         fg_policy_describe(&a->flex.policy, d, sizeof d);
@@ -504,7 +342,14 @@ static fg_status choose_policy(run_args *a, fg_wsrc *ws, int n, int S, fg_search
 
 int fg_cmd_run(int argc, char **argv) {
     run_args a;
-    fg_exit_on(parse_args(argc, argv, &a));
+    fg_exit_on(fg_run_parse_args(argc, argv, &a));
+    char jobdir[PATH_MAX];
+    json_t *jobrec = NULL;   /* --resume: the job's record; its strings fill in a's */
+    if (a.resume) {
+        fg_exit_on(fg_run_job_dir(&a, jobdir, sizeof jobdir));
+        fg_exit_on(fg_job_read_record(jobdir, &jobrec));
+        fg_exit_on(fg_run_job_apply(&a, jobrec));
+    }
 
     fg_wsrc *ws = NULL;
     fg_exit_on(a.dummy ? fg_wsrc_open_dummy(a.dummy, a.seed, &ws) : fg_wsrc_open_dir(a.model_dir, NULL, &ws));
@@ -532,18 +377,9 @@ int fg_cmd_run(int argc, char **argv) {
     fg_gen_opts go = {.gen_len = a.gen_len, .batch = a.batch, .ignore_eos = a.ignore_eos,
                       .samp = {.temperature = a.temperature, .top_p = a.top_p, .seed = a.seed},
                       .stop = a.n_stop ? stop_check : NULL, .stop_ctx = &io};
-    if (a.dump_logits) {
-        int64_t shape[3] = {n, a.gen_len, c->vocab_size};
-        fg_exit_on(fg_npy_create(a.dump_logits, shape, 3, &go.logits));
-    }
-    fg_seq_out *out = fg_xcalloc((size_t)n, sizeof *out);
-    fg_gen_stats stats;
-    fg_status st;
-    fg_flex_stats fs = {0};
     fg_search_result pred = {0};   /* the cost model's prediction (cases 0: none) */
-    if (!strcmp(a.engine, "reference")) {
-        st = fg_engine_ref_run(ws, in, n, &go, out, &stats);
-    } else {
+    int block = a.batch ? a.batch : n;
+    if (!strcmp(a.engine, "flexgen")) {
         fg_policy *p = &a.flex.policy;
         p->gbs = a.batch ? a.batch : (n < 8 ? n : 8);
         p->num_gpu_batches = a.num_gpu_batches ? a.num_gpu_batches : 1;
@@ -552,17 +388,56 @@ int fg_cmd_run(int argc, char **argv) {
         a.flex.schedule_row = a.schedule_row;
         int S = 1;
         for (int i = 0; i < n; i++) S = in[i].len > S ? in[i].len : S;
+        if (a.resume) fg_info("--resume: the job's policy, not a new search");
         fg_exit_on(choose_policy(&a, ws, n, S, &pred));
         go.batch = p->gbs;
-        st = fg_engine_flex_run(ws, in, n, &go, &a.flex, out, &stats, &fs);
+        block = p->gbs * p->num_gpu_batches;
     }
+
+    /* the job: recorded (or checked against its record) before any block runs */
+    uint64_t psum;
+    fg_exit_on(fg_run_prompts_sum(&a, &psum));
+    json_t *rec = fg_run_job_record(&a, fg_wsrc_identity(ws), psum, n, block);
+    run_journal rj = {.io = &io, .in = in, .n = n, .block = block};
+    fg_exit_on(fg_run_job_dir(&a, jobdir, sizeof jobdir));
+    if (a.resume) {
+        fg_exit_on(fg_run_job_check(jobdir, jobrec, rec));
+        fg_exit_on(fg_job_resume(jobdir, n, block, &rj.job, &go.start));
+        char done[64] = "", rest[64] = "nothing left to compute";
+        if (go.start) snprintf(done, sizeof done, " (prompts 0..%d), not recomputed", go.start - 1);
+        if (go.start < n) snprintf(rest, sizeof rest, "computing prompts %d..%d", go.start, n - 1);
+        fg_info("job %s: resuming: %d of %d blocks finished%s; %s", jobdir, (go.start + block - 1) / block,
+                (n + block - 1) / block, done, rest);
+    } else {
+        fg_exit_on(fg_job_start(jobdir, rec, n, block, &rj.job));
+    }
+    json_decref(rec);
+    go.block_done = journal_block, go.block_ctx = &rj;
+
+    if (a.dump_logits) {
+        int64_t shape[3] = {n, a.gen_len, c->vocab_size};
+        fg_exit_on(fg_npy_create(a.dump_logits, shape, 3, &go.logits));
+    }
+    fg_seq_out *out = fg_xcalloc((size_t)n, sizeof *out);
+    rj.out = out;
+    fg_gen_stats stats = {0};
+    fg_status st = FG_OK;
+    fg_flex_stats fs = {0};
+    if (go.start == n) {   /* every block was journaled before the kill: only the output is left to write */
+        fg_shm_sweep();     /* what the dead run left, as a run that starts workers would sweep it */
+        if (!strcmp(a.engine, "flexgen")) fg_spill_sweep(a.flex.offload_dir);
+    } else if (!strcmp(a.engine, "reference"))
+        st = fg_engine_ref_run(ws, in, n, &go, out, &stats);
+    else
+        st = fg_engine_flex_run(ws, in, n, &go, &a.flex, out, &stats, &fs);
     if (st) {
         fg_npy_abort(&go.logits);
+        fg_job_close(&rj.job);
         fg_exit_on(st);
     }
     if (go.logits) fg_exit_on(fg_npy_commit(&go.logits));
-    fg_exit_on(write_jsonl(a.out, &io, in, out, n));
-    if (a.report) fg_exit_on(write_report(a.report, &a, c, n, &stats, &fs, &pred));
+    fg_exit_on(fg_job_finish(&rj.job, a.out));
+    if (a.report) fg_exit_on(write_report(a.report, &a, c, n, go.start, &stats, &fs, &pred));
 
     double gen_s = stats.prefill_s + stats.decode_s;
     char extra[160];
@@ -573,11 +448,12 @@ int fg_cmd_run(int argc, char **argv) {
                  fs.busy_s[1], fs.busy_s[2]);
     fg_info("generated %ld tokens for %d prompts in %.3f s: %.2f tokens/s (prefill %.3f s, decode %.3f s, %s, "
             "weights load %.3f s)",
-            stats.generated, n, gen_s, gen_s > 0 ? stats.generated / gen_s : 0.0, stats.prefill_s, stats.decode_s,
-            extra, stats.load_s);
+            stats.generated, n - go.start, gen_s, gen_s > 0 ? stats.generated / gen_s : 0.0, stats.prefill_s,
+            stats.decode_s, extra, stats.load_s);
     for (int i = 0; i < n; i++) free(out[i].ids);
     free_seqs(in, (size_t)n);
     free(out);
+    json_decref(jobrec);
     fg_prompts_free(&io.text);
     fg_tok_destroy(&io.tok);
     fg_wsrc_destroy(&ws);

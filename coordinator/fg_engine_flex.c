@@ -115,7 +115,8 @@ static fg_status run_block(fg_engine *e, const fg_seq_in *in, int n, int first, 
         if (!st && e->restarted) st = fg_err_set(FG_ERUNTIME, "gpu worker restarted mid-block");
         if (!st && e->progress) {   /* a terminal: one self-overwriting line */
             double spent = stats->prefill_s + stats->decode_s;
-            long made = stats->generated + (long)(n - first < K * B ? n - first : K * B) * (i + 1), total = (long)n * G;
+            long made = stats->generated + (long)(n - first < K * B ? n - first : K * B) * (i + 1);
+            long total = (long)(n - opt->start) * G;   /* a resumed job's finished blocks are not counted */
             double rate = spent > 0 ? made / spent : 0;
             fprintf(stderr, "\rblock %d/%d  token %d/%d  %.1f tokens/s  ETA %.0f s   ", first / (K * B) + 1,
                     (n + K * B - 1) / (K * B), i + 1, G, rate, rate > 0 ? (total - made) / rate : 0.0);
@@ -203,6 +204,8 @@ static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
         if (len < 0 || (size_t)len >= sizeof e->spill)
             e->spill[0] = 0, st = fg_err_set(FG_EINPUT, "--offload-dir: the path is too long (at most %d bytes with "
                                                         "the file name)", FG_MSG_PATH_MAX);
+        else if ((st = fg_spill_claim(fo->offload_dir, e->spill, &e->spill_fd)))
+            e->spill[0] = 0;
     }
     if (!st && pl->any_disk_weights) st = open_store(e, fo);
     for (int i = 0; i < fg_spec_count(pl->c) && !st; i++)
@@ -274,7 +277,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     memset(fs, 0, sizeof *fs);
     int S = 1;
     for (int q = 0; q < n; q++) S = in[q].len > S ? in[q].len : S;
-    fg_engine e = {.ws = ws, .progress = isatty(2), .temperature = opt->samp.temperature, .top_p = opt->samp.top_p,
+    fg_engine e = {.ws = ws, .spill_fd = -1, .progress = isatty(2), .temperature = opt->samp.temperature, .top_p = opt->samp.top_p,
                    .q = {.overlap = fo_in->policy.overlap, .tracing = fo_in->trace != NULL}};
     /* the disk worker resolves relative paths under its --offload-dir: every
      * process gets the directory as an absolute path */
@@ -310,7 +313,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     st = setup(&e, &fo);
     stats->load_s = fg_now() - t0;
     int block = pl->K * pl->gbs;
-    for (int first = 0; first < n && !st; first += block)
+    for (int first = opt->start; first < n && !st; first += block) {
         for (int tries = 0;; tries++) {
             e.restarted = 0;
             st = run_block(&e, in, n, first, opt, &fo, out, stats);
@@ -319,6 +322,9 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
             fg_warn("gpu worker restarted: redoing the block of prompts %d..%d", first, first + block - 1);
             if ((st = gpu_setup(&e))) break;
         }
+        /* the block is whole: journaled before the next one starts */
+        if (!st && opt->block_done) st = opt->block_done(opt->block_ctx, first, n - first < block ? n - first : block);
+    }
     if (!st && fo.trace) st = fg_cmdq_write_trace(&e.q, fo.trace);
     for (int r = 0; r < FG_NROLES; r++) fs->busy_s[r] = e.q.busy_s[r];
     fs->commands = e.q.commands, fs->h2d_bytes = e.q.h2d_bytes, fs->d2h_bytes = e.q.d2h_bytes;
@@ -329,6 +335,7 @@ out:
     fg_super_destroy(&e.sup);
     fg_store_destroy(&e.store);
     if (e.spill[0]) unlink(e.spill);
+    if (e.spill_fd >= 0) close(e.spill_fd);   /* after the unlink: no sweep sees it unlocked */
     fg_cmdq_free(&e.q);
     free(e.wfile), free(e.wfoff), free(e.wsum), free(e.wchecked);
     free(e.lgcopy), free(e.sq_k), free(e.sq_i);

@@ -35,6 +35,11 @@ typedef struct {
  * percentages; gbs and batches must be set. */
 fg_status fg_flex_default_policy(const fg_wsrc *ws, fg_flex_opts *fo, int S, int G);
 
+/* Remove the spill files that runs now gone left in an offload directory
+ * (fg_spill.c; every run does it before making its own), for a run that
+ * starts no engine. */
+void fg_spill_sweep(const char *offload_dir);
+
 fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_gen_opts *opt,
                              const fg_flex_opts *fo, fg_seq_out *out, fg_gen_stats *stats, fg_flex_stats *fs);
 

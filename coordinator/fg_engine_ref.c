@@ -138,9 +138,10 @@ fg_status fg_engine_ref_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_ge
     stats->load_s = fg_now() - t0;
     fg_ops_gemm_reset();
     int batch = opt->batch > 0 ? opt->batch : n;
-    for (int first = 0; !st && first < n; first += batch) {
+    for (int first = opt->start; !st && first < n; first += batch) {   /* a batch is the job's block */
         int B = n - first < batch ? n - first : batch;
         st = run_batch(c, &rw, in, first, B, opt, out, stats);
+        if (!st && opt->block_done) st = opt->block_done(opt->block_ctx, first, B);
     }
     stats->gemm_s = fg_ops_gemm_seconds();
     free_weights(&rw, fg_spec_count(c));

@@ -79,6 +79,7 @@ typedef struct {
     int restarted;                 /* the gpu worker was restarted: the block is redone */
     int progress;                  /* stderr is a terminal */
     char spill[FG_MSG_PATH_MAX + 1];   /* the run's file for disk-tier cache and activations */
+    int spill_fd;                      /* holds the spill file's lock (fg_spill.c); -1: none */
     fg_store *store;               /* the tier store of disk-tier weights */
     int *wfile;                    /* (nspec) disk tier: its store file (layer or FG_STORE_GLOBALS) */
     uint64_t *wfoff;               /* (nspec) offset in it */
@@ -146,5 +147,10 @@ void fg_sample_enqueue(fg_engine *e, int i, int k);
 fg_status fg_sample_ready(fg_engine *e, fg_sampler *sm);
 /* Record, waiting, the batches up to and including batch k (-1: all). */
 fg_status fg_sample_until(fg_engine *e, fg_sampler *sm, int k);
+
+/* fg_spill.c: remove the spill files of runs that are gone from dir, then
+ * create `path` and lock it for this run (*fd holds the lock; close it after
+ * unlinking the file). */
+fg_status fg_spill_claim(const char *dir, const char *path, int *fd);
 
 #endif

@@ -21,6 +21,10 @@ typedef struct {
     fg_finish finish;
 } fg_seq_out;
 
+/* A block's outputs are complete (prompts first..first+count-1): a
+ * resumable job journals them here, before the engine starts the next. */
+typedef fg_status (*fg_block_fn)(void *ctx, int first, int count);
+
 /* Ends a sequence early (stop strings): returns 1 when ids[0..n) should stop. */
 typedef int (*fg_stop_fn)(void *ctx, int seq, const int32_t *ids, int n);
 
@@ -32,6 +36,11 @@ typedef struct {
     fg_npy_writer *logits;    /* optional: (prompts, gen_len, vocab) float32 */
     fg_stop_fn stop;          /* optional */
     void *stop_ctx;
+    int start;                /* first prompt to compute, a block boundary: a resumed job's finished
+                                 blocks come before it (each prompt's generator is seeded by its
+                                 index, so skipping them changes nothing after) */
+    fg_block_fn block_done;   /* optional, after every block */
+    void *block_ctx;
 } fg_gen_opts;
 
 typedef struct {
