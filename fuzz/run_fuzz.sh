@@ -13,5 +13,7 @@ rm -rf "$work"
 mkdir -p "$work/corpus"
 # -timeout: one input longer than 10 s is a hang; -rss_limit_mb: a parser
 # that asks for gigabytes on a small file is a bug. Leak detection is on.
+# Every finding exits 1: libFuzzer's own default, 77, is ctest's "skipped".
 exec "$fuzzer" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -detect_leaks=1 \
+  -error_exitcode=1 -timeout_exitcode=1 \
   -print_final_stats=1 -artifact_prefix="$work/" "$work/corpus" "$seeds"
