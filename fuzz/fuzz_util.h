@@ -15,9 +15,9 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* The process's scratch directory (created on first use, under /dev/shm
- * where it exists, else $TMPDIR or /tmp; removed at exit). Also quiets the
- * project's logging to errors only. */
+/* The process's scratch directory (created on first use under $TMPDIR or
+ * /tmp, removed at a normal exit; a crash leaves it behind). Also quiets
+ * the project's logging to errors only. */
 const char *fz_dir(void);
 
 /* Write DATA to fz_dir()/NAME (replacing it); returns the path in a static
