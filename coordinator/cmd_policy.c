@@ -13,6 +13,7 @@
 #include "fg_backend.h"
 #include "fg_cmds.h"
 #include "fg_profile_run.h"
+#include "fg_prompts.h"
 #include "fg_search.h"
 #include "fg_weights.h"
 
@@ -100,22 +101,6 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
     return fg_backend_find(a->device) ? FG_OK : FG_EINPUT;
 }
 
-/* --prompt-ids: the prompts' count and longest length. */
-static fg_status read_ids(const char *path, int *n, int *S) {
-    json_t *root = NULL;
-    fg_status st = fg_json_load_file(path, &root);
-    if (st) return st;
-    if (!json_is_array(root) || !json_array_size(root)) st = fg_err_set(FG_EINPUT, "%s: expected a non-empty JSON list of lists of ids", path);
-    *n = (int)json_array_size(root), *S = 1;
-    for (int i = 0; !st && i < *n; i++) {
-        json_t *p = json_array_get(root, (size_t)i);
-        if (!json_is_array(p)) st = fg_err_set(FG_EINPUT, "%s: prompt %d is not a list of ids", path, i);
-        else if ((int)json_array_size(p) > *S) *S = (int)json_array_size(p);
-    }
-    json_decref(root);
-    return st;
-}
-
 static const char *gb(double b, char *buf) {
     snprintf(buf, 32, "%.3g GB", b / 1e9);
     return buf;
@@ -167,14 +152,18 @@ int fg_cmd_policy(int argc, char **argv) {
     policy_args a;
     fg_exit_on(parse(argc, argv, &a));
     int S = a.S, n = a.n_prompts;
-    if (a.prompt_ids) {
-        int nn = 0;
-        fg_exit_on(read_ids(a.prompt_ids, &nn, &S));
-        if (!n) n = nn;
-    }
     fg_wsrc *ws = NULL;
     fg_exit_on(a.dummy ? fg_wsrc_open_dummy(a.dummy, 0, &ws) : fg_wsrc_open_dir(a.model_dir, NULL, &ws));
     const fg_opt_config *c = fg_wsrc_config(ws);
+    if (a.prompt_ids) {   /* the prompts' count and longest length, as flexgen run reads them */
+        fg_seq_in *in = NULL;
+        int nn = 0;
+        fg_exit_on(fg_prompt_ids_read(a.prompt_ids, c->vocab_size, &in, &nn));
+        S = 1;
+        for (int i = 0; i < nn; i++) S = in[i].len > S ? in[i].len : S;
+        fg_prompt_ids_free(in, (size_t)nn);
+        if (!n) n = nn;
+    }
     if (S + a.G > c->max_pos)
         fg_exit_on(fg_err_set(FG_EINPUT, "prompt %d + %d new tokens exceed the model's %d positions", S, a.G, c->max_pos));
     fg_hw hw;

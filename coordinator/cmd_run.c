@@ -26,54 +26,6 @@
 #include "fg_job.h"
 #include "fg_shm.h"
 
-/* A JSON list of non-empty lists of ids, each in [0, vocab). */
-static void free_seqs(fg_seq_in *in, size_t n) {
-    for (size_t i = 0; i < n; i++) free(in[i].ids);
-    free(in);
-}
-
-static fg_status read_prompt_ids(const char *path, const fg_opt_config *c, fg_seq_in **out, int *n_out) {
-    json_t *root;
-    fg_status st = fg_json_load_file(path, &root);
-    if (st) return st;
-    size_t n = json_is_array(root) ? json_array_size(root) : 0;
-    if (!n) {
-        json_decref(root);
-        return fg_err_set(FG_EINPUT, "%s: expected a non-empty JSON list of lists of token ids", path);
-    }
-    fg_seq_in *in = fg_xcalloc(n, sizeof *in);
-    for (size_t i = 0; i < n && !st; i++) {
-        json_t *p = json_array_get(root, i);
-        size_t m = json_is_array(p) ? json_array_size(p) : 0;
-        if (!m) {
-            st = fg_err_set(FG_EINPUT, "%s: prompt %zu: expected a non-empty list of token ids", path, i);
-            break;
-        }
-        in[i].ids = fg_xcalloc(m, sizeof(int32_t));
-        in[i].len = (int)m;
-        for (size_t j = 0; j < m; j++) {
-            json_t *x = json_array_get(p, j);
-            if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= c->vocab_size) {
-                st = fg_err_set(FG_EINPUT, "%s: prompt %zu, token %zu: %s is not a token id in [0, %d)", path, i, j,
-                                json_is_integer(x) ? "value" : "entry", c->vocab_size);
-                if (json_is_integer(x))
-                    fg_err_set(FG_EINPUT, "%s: prompt %zu, token %zu: id %lld is out of range [0, %d)", path, i, j,
-                               (long long)json_integer_value(x), c->vocab_size);
-                break;
-            }
-            in[i].ids[j] = (int32_t)json_integer_value(x);
-        }
-    }
-    json_decref(root);
-    if (st) {
-        free_seqs(in, n);
-        return st;
-    }
-    *out = in;
-    *n_out = (int)n;
-    return FG_OK;
-}
-
 /* ---- text prompts ---- */
 
 /* Everything the run knows about its prompts besides their ids. */
@@ -149,7 +101,7 @@ static fg_status encode_prompts(const run_args *a, const fg_opt_config *c, run_i
         free(ids);
     }
     if (st) {
-        free_seqs(in, (size_t)n);
+        fg_prompt_ids_free(in, (size_t)n);
         return st;
     }
     *out = in;
@@ -364,7 +316,7 @@ int fg_cmd_run(int argc, char **argv) {
     if (a.prompts) {
         fg_exit_on(encode_prompts(&a, c, &io, &in, &n));
     } else {
-        fg_exit_on(read_prompt_ids(a.prompt_ids, c, &in, &n));
+        fg_exit_on(fg_prompt_ids_read(a.prompt_ids, c->vocab_size, &in, &n));
         for (int i = 0; i < n; i++)
             if (in[i].len + a.gen_len > c->max_pos) {
                 fg_err_set(FG_EINPUT, "%s: prompt %d has %d tokens; with --gen-len %d it needs %d positions, "
@@ -451,7 +403,7 @@ int fg_cmd_run(int argc, char **argv) {
             stats.generated, n - go.start, gen_s, gen_s > 0 ? stats.generated / gen_s : 0.0, stats.prefill_s,
             stats.decode_s, extra, stats.load_s);
     for (int i = 0; i < n; i++) free(out[i].ids);
-    free_seqs(in, (size_t)n);
+    fg_prompt_ids_free(in, (size_t)n);
     free(out);
     json_decref(jobrec);
     fg_prompts_free(&io.text);

@@ -1,10 +1,13 @@
 /* fg_prompts.c - reads a prompts file (plain text or JSONL) into a list of
- * prompts with their ids; formats and errors are described in fg_prompts.h. */
+ * prompts with their ids, and a --prompt-ids file into token id lists;
+ * formats and errors are described in fg_prompts.h. */
 #include "fg_prompts.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <string.h>
 
+#include "fg_config.h"
 #include "fg_tokenizer.h"
 
 static int is_blank(const char *s, size_t n) {
@@ -153,4 +156,55 @@ void fg_prompts_free(fg_prompt_list *l) {
     }
     free(l->items);
     memset(l, 0, sizeof *l);
+}
+
+/* ---- --prompt-ids ---- */
+
+void fg_prompt_ids_free(fg_seq_in *in, size_t n) {
+    for (size_t i = 0; in && i < n; i++) free(in[i].ids);
+    free(in);
+}
+
+fg_status fg_prompt_ids_read(const char *path, int vocab_size, fg_seq_in **out, int *n_out) {
+    json_t *root;
+    fg_status st = fg_json_load_file(path, &root);
+    if (st) return st;
+    size_t n = json_is_array(root) ? json_array_size(root) : 0;
+    if (!n || n > INT_MAX) {
+        json_decref(root);
+        return fg_err_set(FG_EINPUT, "%s: expected a non-empty JSON list of lists of token ids", path);
+    }
+    fg_seq_in *in = fg_xcalloc(n, sizeof *in);
+    for (size_t i = 0; i < n && !st; i++) {
+        json_t *p = json_array_get(root, i);
+        size_t m = json_is_array(p) ? json_array_size(p) : 0;
+        if (!m || m > INT_MAX) {
+            st = fg_err_set(FG_EINPUT, "%s: prompt %zu: expected a non-empty list of token ids", path, i);
+            break;
+        }
+        in[i].ids = fg_xcalloc(m, sizeof(int32_t));
+        in[i].len = (int)m;
+        for (size_t j = 0; j < m; j++) {
+            json_t *x = json_array_get(p, j);
+            if (!json_is_integer(x)) {
+                st = fg_err_set(FG_EINPUT, "%s: prompt %zu, token %zu: %s is not a token id in [0, %d)", path, i,
+                                j, json_kind(x), vocab_size);
+                break;
+            }
+            if (json_integer_value(x) < 0 || json_integer_value(x) >= vocab_size) {
+                st = fg_err_set(FG_EINPUT, "%s: prompt %zu, token %zu: id %lld is out of range [0, %d)", path, i, j,
+                                (long long)json_integer_value(x), vocab_size);
+                break;
+            }
+            in[i].ids[j] = (int32_t)json_integer_value(x);
+        }
+    }
+    json_decref(root);
+    if (st) {
+        fg_prompt_ids_free(in, n);
+        return st;
+    }
+    *out = in;
+    *n_out = (int)n;
+    return FG_OK;
 }

@@ -1,4 +1,5 @@
-/* fg_prompts.h - reading the prompts file of `flexgen run --prompts FILE`.
+/* fg_prompts.h - reading the prompts file of `flexgen run --prompts FILE`,
+ * and the pre-tokenized prompts of --prompt-ids FILE (at the end).
  *
  * Two formats, told apart by the first non-blank line:
  *  - plain text: one prompt a line ("\r\n" endings accepted); empty lines at
@@ -19,6 +20,7 @@
 #include <stddef.h>
 
 #include "fg_common.h"
+#include "fg_gen.h"
 
 typedef struct {
     char *id_json; /* the id as compact JSON text: 0, "q-17", {"a":1}, ... */
@@ -35,5 +37,11 @@ typedef struct {
 
 fg_status fg_prompts_read(const char *path, fg_prompt_list *out);
 void fg_prompts_free(fg_prompt_list *l);
+
+/* --prompt-ids FILE: a JSON list of non-empty lists of token ids, each in
+ * [0, vocab_size). *out (n_out entries) is freed with fg_prompt_ids_free.
+ * FG_EINPUT naming the file, the prompt and the token. */
+fg_status fg_prompt_ids_read(const char *path, int vocab_size, fg_seq_in **out, int *n_out);
+void fg_prompt_ids_free(fg_seq_in *in, size_t n);
 
 #endif

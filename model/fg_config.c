@@ -61,6 +61,16 @@ fg_status fg_config_validate(const fg_opt_config *c, const char *origin) {
     NEED(c->ffn_dim > 0, "%s: ffn_dim must be > 0", origin);
     NEED(c->max_pos > 0, "%s: max_position_embeddings must be > 0", origin);
     NEED(c->word_embed_proj_dim > 0, "%s: word_embed_proj_dim must be > 0", origin);
+    /* Bounded here, not only where the workers read a description, so an
+     * absurd config.json is refused naming its field before anything runs. */
+    const struct { const char *key; int v; } dim[] = {
+        {"vocab_size", c->vocab_size}, {"hidden_size", c->hidden}, {"num_attention_heads", c->n_heads},
+        {"ffn_dim", c->ffn_dim}, {"max_position_embeddings", c->max_pos},
+        {"word_embed_proj_dim", c->word_embed_proj_dim}};
+    for (size_t i = 0; i < sizeof dim / sizeof dim[0]; i++)
+        NEED(dim[i].v <= FG_CONFIG_DIM_MAX, "%s: %s %d exceeds %d", origin, dim[i].key, dim[i].v, FG_CONFIG_DIM_MAX);
+    NEED(c->n_layers <= FG_CONFIG_MAX_LAYERS, "%s: num_hidden_layers %d exceeds %d", origin, c->n_layers,
+         FG_CONFIG_MAX_LAYERS);
     NEED(c->pad_id >= 0 && c->pad_id < c->vocab_size, "%s: pad_token_id %d out of range", origin, c->pad_id);
     NEED(c->bos_id >= 0 && c->bos_id < c->vocab_size, "%s: bos_token_id %d out of range", origin, c->bos_id);
     NEED(c->eos_id >= 0 && c->eos_id < c->vocab_size, "%s: eos_token_id %d out of range", origin, c->eos_id);
@@ -220,9 +230,6 @@ int fg_spec_lookup(const fg_opt_config *c, const fg_spec *specs, const char *nam
 
 /* ---- the description the workers get ---- */
 
-/* Bounds that keep every size product the ops compute inside uint64 and
- * every row count inside int, far above any real model. */
-#define DESC_DIM_MAX (1u << 20)
 
 fg_model_desc fg_config_desc(const fg_opt_config *c) {
     fg_model_desc d = {.family = FG_FAMILY_OPT, .n = 7};
@@ -237,8 +244,8 @@ fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_opt_co
                           (unsigned)d->family, FG_FAMILY_OPT);
     if (d->n != 7) return fg_err_set(FG_EINPUT, "%s: an OPT description has 7 numbers, got %u", who, (unsigned)d->n);
     for (int i = 0; i < 6; i++)
-        if (d->v[i] > DESC_DIM_MAX)
-            return fg_err_set(FG_EINPUT, "%s: model dimension %u exceeds %u", who, (unsigned)d->v[i], DESC_DIM_MAX);
+        if (d->v[i] > FG_CONFIG_DIM_MAX)
+            return fg_err_set(FG_EINPUT, "%s: model dimension %u exceeds %d", who, (unsigned)d->v[i], FG_CONFIG_DIM_MAX);
     if (d->v[6] > 1) return fg_err_set(FG_EINPUT, "%s: model pre_ln must be 0 or 1, got %u", who, (unsigned)d->v[6]);
     memset(c, 0, sizeof *c);
     snprintf(c->name, sizeof c->name, "op");

@@ -31,7 +31,16 @@ fg_status fg_config_load_json(const char *path, fg_opt_config *cfg);
 struct json_t;
 fg_status fg_json_load_file(const char *path, struct json_t **root);
 
-/* Semantic checks shared by both constructors (H % A == 0, sizes > 0, ...). */
+/* Bounds on a config, far above any real model: every size at most
+ * FG_CONFIG_DIM_MAX (what the workers accept in a model description, and
+ * what keeps the ops' size products inside uint64 and row counts inside
+ * int), at most FG_CONFIG_MAX_LAYERS layers (the tensor list stays an int
+ * count and a few MB). */
+#define FG_CONFIG_DIM_MAX (1 << 20)
+#define FG_CONFIG_MAX_LAYERS 4096
+
+/* Semantic checks shared by both constructors (H % A == 0, sizes > 0 and
+ * within the bounds above, ...). */
 fg_status fg_config_validate(const fg_opt_config *cfg, const char *origin);
 
 /* ---- the shape as a general description ---- */

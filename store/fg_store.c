@@ -280,10 +280,15 @@ static int read_header(const char *path, hdr_info *hi, char *why, size_t whyn) {
         t->offset = get64(e + 128);
         t->nbytes = get64(e + 136);
         t->checksum = get64(e + 144);
-        uint64_t numel = (uint64_t)t->dims[0] * (uint64_t)t->dims[1];
-        if (get32(e + 100) != DTYPE_FP16 || (t->ndim != 1 && t->ndim != 2) || t->dims[0] <= 0 || t->dims[1] <= 0 ||
+        /* Overflow-proof: a shape whose bytes wrap around 2^64, or an offset
+         * near 2^64 whose end wraps below file_bytes, would pass plain sums
+         * and send readers far outside the file (found by fuzz/fuzz_store.c). */
+        uint64_t numel = 0;
+        int wraps = t->dims[0] <= 0 || t->dims[1] <= 0 ||
+                    __builtin_mul_overflow((uint64_t)t->dims[0], (uint64_t)t->dims[1], &numel) || numel > UINT64_MAX / 2;
+        if (get32(e + 100) != DTYPE_FP16 || (t->ndim != 1 && t->ndim != 2) || wraps ||
             t->nbytes != numel * 2 || t->offset % ALIGN || t->offset < prev_end ||
-            t->offset + t->nbytes > hi->f.file_bytes) {
+            t->offset > hi->f.file_bytes || t->nbytes > hi->f.file_bytes - t->offset) {
             snprintf(why, whyn, "damaged header (tensor %s out of place)", t->name);
             goto out;
         }

@@ -48,6 +48,8 @@ while IFS=$'\t' read -r dir what; do
     config_wrong_type) expect "$v" config.json hidden_size -- --model "$dir" --prompt-ids "$work/p.json" ;;
     config_missing_field) expect "$v" config.json num_hidden_layers -- --model "$dir" --prompt-ids "$work/p.json" ;;
     config_heads_not_divisor) expect "$v" config.json num_attention_heads -- --model "$dir" --prompt-ids "$work/p.json" ;;
+    config_vocab_huge) expect "$v" config.json vocab_size -- --model "$dir" --prompt-ids "$work/p.json" ;;
+    config_layers_huge) expect "$v" config.json num_hidden_layers -- --model "$dir" --prompt-ids "$work/p.json" ;;
     config_more_layers) expect "$v" "$v" "decoder.layers.2" -- --model "$dir" --prompt-ids "$work/p.json" ;;
     *) echo "FAIL $v: no expectation written for this variant ($what)"; fails=$((fails + 1)) ;;
   esac

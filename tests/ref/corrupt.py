@@ -112,6 +112,13 @@ def main():
     c = dict(cfg, num_hidden_layers=cfg["num_hidden_layers"] + 1)
     variant("config_more_layers", "config.json asks for one layer more than the file holds",
             config_text=json.dumps(c, indent=2))
+    # sizes past the bounds the workers accept (found by fuzz/fuzz_config.c)
+    c = dict(cfg, vocab_size=5027268)
+    variant("config_vocab_huge", "config.json vocab_size 5027268, past 2^20",
+            config_text=json.dumps(c, indent=2))
+    c = dict(cfg, num_hidden_layers=1 << 30)
+    variant("config_layers_huge", "config.json num_hidden_layers 2^30",
+            config_text=json.dumps(c, indent=2))
     for d, what in made:
         print("%s\t%s" % (d, what))
 

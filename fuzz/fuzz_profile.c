@@ -1,0 +1,29 @@
+/* fuzz_profile.c - libFuzzer target for the hardware profile JSON the cost
+ * model reads (coordinator/fg_hw.c, fg_hw_load: `flexgen profile`'s cache
+ * file, or --hardware FILE). Properties: no crash or leak (ASan); a profile
+ * that loads gives positive, finite bandwidths and a GEMM rate that is a
+ * number (not NaN) at every row count the search asks about. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "fg_hw.h"
+#include "fuzz_util.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)fz_dir();
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    const char *path = fz_write(0, "profile.json", data, size);
+    fg_hw hw;
+    if (fg_hw_load(path, &hw) != FG_OK) return 0;
+    const double bw[] = {hw.h2d_gbps, hw.d2h_gbps, hw.d2h_cache_gbps, hw.cpu_attn_gbps, hw.disk_read_gbps,
+                         hw.disk_write_gbps, hw.attn_prefill_tflops, hw.attn_decode_gbps};
+    for (size_t i = 0; i < sizeof bw / sizeof bw[0]; i++)
+        if (!(bw[i] > 0) || !isfinite(bw[i])) abort();
+    for (double rows = 1; rows <= 1 << 20; rows *= 2)
+        for (int pre = 0; pre < 2; pre++)
+            if (isnan(fg_hw_mm_tflops(&hw, rows, pre))) abort();
+    return 0;
+}

@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""Write the fuzz targets' seeds into fuzz/seeds/<target>/ (committed; rerun
+only to change them). Checkpoints come from tests/ref/make_checkpoint.py at
+the fuzz targets' tiny size (fuzz/fuzz_tiny.h); the tier store headers are
+written here from the format in store/fg_store.h (checksums left 0: the
+store target sets them); the rest are small hand-written examples of each
+format. Every seed is a few KB at most.
+
+  fuzz/make_seeds.py
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+seeds = os.path.join(root, "fuzz", "seeds")
+mkck = os.path.join(root, "tests", "ref", "make_checkpoint.py")
+TINY = ["--layers", "1", "--hidden", "4", "--heads", "1", "--ffn", "4", "--vocab", "8", "--max-pos", "4"]
+
+
+def put(target, name, data):
+    d = os.path.join(seeds, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def ckpt(tmp, name, *args):
+    out = os.path.join(tmp, name)
+    subprocess.run([sys.executable, mkck, "--out", out, *TINY, *args], check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def read(p):
+    with open(p, "rb") as f:
+        return f.read()
+
+
+def tiny_specs():
+    """The tiny config's tensors in fg_specs_new order: (name, shape)."""
+    V, H, F, P = 8, 4, 4, 4
+    g = [("decoder.embed_tokens.weight", (V, H)), ("decoder.embed_positions.weight", (P + 2, H)),
+         ("decoder.final_layer_norm.weight", (H,)), ("decoder.final_layer_norm.bias", (H,))]
+    spec_index = [0, 1, 4, 5]   # FG_GW_*: project_in/out (2, 3) absent at this size
+    layer = [("self_attn.q_proj.weight", (H, H)), ("self_attn.q_proj.bias", (H,)),
+             ("self_attn.k_proj.weight", (H, H)), ("self_attn.k_proj.bias", (H,)),
+             ("self_attn.v_proj.weight", (H, H)), ("self_attn.v_proj.bias", (H,)),
+             ("self_attn.out_proj.weight", (H, H)), ("self_attn.out_proj.bias", (H,)),
+             ("self_attn_layer_norm.weight", (H,)), ("self_attn_layer_norm.bias", (H,)),
+             ("fc1.weight", (F, H)), ("fc1.bias", (F,)), ("fc2.weight", (H, F)), ("fc2.bias", (H,)),
+             ("final_layer_norm.weight", (H,)), ("final_layer_norm.bias", (H,))]
+    glob = [(n, s, i) for (n, s), i in zip(g, spec_index)]
+    lay = [("decoder.layers.0." + n, s, 6 + k) for k, (n, s) in enumerate(layer)]
+    return glob, lay
+
+
+def store_header(kind, layer, tensors):
+    """One tier store file header (fg_store.h, version 2), trailing zeros cut."""
+    n = len(tensors)
+    hb = 4096
+    off, table = hb, b""
+    for name, shape, spec in tensors:
+        d0, d1 = shape[0], (shape[1] if len(shape) == 2 else 1)
+        nbytes = d0 * d1 * 2
+        table += name.encode().ljust(96, b"\0") + struct.pack("<IIII", spec, 1, len(shape), 0)
+        table += struct.pack("<qqQQQQ", d0, d1, off, nbytes, 0, 0)
+        off += (nbytes + 4095) // 4096 * 4096
+    file_bytes = off
+    h = b"FGSTORE\0" + struct.pack("<IIIIIIII", 2, hb, kind, 0xFFFFFFFF if kind == 0 else layer, 1, n, 0, 0)
+    h += struct.pack("<QQQQQ", 0x0123456789ABCDEF, file_bytes, hb, file_bytes - hb, 0)
+    h += b"opt-tiny".ljust(64, b"\0") + b"fuzz seed".ljust(176, b"\0") + table
+    return h.rstrip(b"\0")
+
+
+def main():
+    shutil.rmtree(seeds, ignore_errors=True)
+    tmp = tempfile.mkdtemp()
+    try:
+        # safetensors: each dtype, hub names; an index for the target's fixed shard
+        for dt in ["f16", "bf16", "f32"]:
+            put("safetensors", dt + ".safetensors", read(os.path.join(ckpt(tmp, "st-" + dt, "--dtype", dt), "model.safetensors")))
+        put("safetensors", "hub-names.safetensors", read(os.path.join(ckpt(tmp, "st-hub", "--hub-names"), "model.safetensors")))
+        glob, lay = tiny_specs()
+        wm = {"model." + n: "model-00001-of-00001.safetensors" for n, _, _ in glob + lay}
+        put("safetensors", "index.json", json.dumps({"metadata": {"total_size": 0}, "weight_map": wm}, indent=1))
+
+        # npy: selector byte (the target's file order: present specs, then lm_head.weight) + file
+        npd = ckpt(tmp, "np", "--format", "npy")
+        files = [n for n, _, _ in glob + lay]
+        for k, n in enumerate(files):
+            if k in (0, 1, 2, 7, 14):   # embeddings, a LayerNorm, a bias, fc1
+                fn = n if os.path.exists(os.path.join(npd, n)) else n.replace("final_layer_norm", "layer_norm")
+                put("npy", n, bytes([k]) + read(os.path.join(npd, fn)))
+        put("npy", "lm_head.weight", bytes([len(files)]) + read(os.path.join(npd, "lm_head.weight")))
+        f32 = os.path.join(tmp, "f32.npy")   # FlexGen files are fp16; the reader takes '<f4' too
+        np.save(f32, np.arange(16, dtype=np.float32).reshape(4, 4) / 16)
+        put("npy", "fc1.weight.f32", bytes([14]) + read(f32))
+
+        # config.json: the tiny one, a 350m-like one (post-LN, projection), a hub-style one
+        put("config", "tiny.json", read(os.path.join(npd, "config.json")))
+        put("config", "proj.json", read(os.path.join(ckpt(tmp, "pj", "--proj-dim", "2", "--post-ln"), "config.json")))
+        put("config", "opt-125m.json", json.dumps({
+            "_name_or_path": "facebook/opt-125m", "activation_function": "relu", "architectures": ["OPTForCausalLM"],
+            "bos_token_id": 2, "do_layer_norm_before": True, "eos_token_id": 2, "ffn_dim": 3072,
+            "hidden_size": 768, "max_position_embeddings": 2048, "model_type": "opt", "num_attention_heads": 12,
+            "num_hidden_layers": 12, "pad_token_id": 1, "torch_dtype": "float16", "vocab_size": 50272,
+            "word_embed_proj_dim": 768}, indent=2))
+
+        # tokenizer: vocab.json "\n\x01\n" merges.txt, from the synthetic vocabulary
+        vd = os.path.join(tmp, "voc")
+        subprocess.run([sys.executable, mkck, "--out", vd, "--layers", "1", "--hidden", "4", "--heads", "1",
+                        "--ffn", "4", "--vocab", "272", "--max-pos", "4", "--synth-vocab"], check=True,
+                       stdout=subprocess.DEVNULL)
+        put("tokenizer", "synth", read(os.path.join(vd, "vocab.json")) + b"\n\x01\n" + read(os.path.join(vd, "merges.txt")))
+        byte_vocab = json.loads(read(os.path.join(vd, "vocab.json")))
+        small = {k: v for k, v in byte_vocab.items() if v < 260}
+        small.update({"<s>": 300, "</s>": 301, "<pad>": 302, "<unk>": 303})
+        put("tokenizer", "specials", json.dumps(small).encode() + b"\n\x01\n#version: 0.2\n")
+
+        # prompts: text (with an empty prompt, CRLF, a BOM) and JSONL (ids of every JSON kind)
+        put("prompts", "sample.txt", read(os.path.join(root, "scripts", "sample-prompts.txt")))
+        put("prompts", "crlf.txt", b"\xef\xbb\xbfHello\r\n\r\nw\xc3\xb6rld \xf0\x9f\x98\x80\r\n\n\n")
+        put("prompts", "ids.jsonl", "\n".join(json.dumps(o) for o in [
+            {"id": "q-1", "prompt": "Paris is"}, {"id": 7, "prompt": ""}, {"prompt": "no id"},
+            {"id": {"a": [1, 2]}, "prompt": "caf\u00e9 \\n", "other": None}, {"id": None, "prompt": "x"}]) + "\n")
+
+        # --prompt-ids
+        put("prompt_ids", "two.json", "[[2, 31414, 232], [2, 5]]\n")
+        put("prompt_ids", "one.json", "[[0]]")
+
+        # tier store: globals.bin and layer-000.bin of the tiny model
+        put("store", "tiny", b"\0" + store_header(0, 0, glob) + b"\nFGSTORE-NEXT\n" + store_header(1, 0, lay))
+        put("store", "globals-only", b"\0" + store_header(0, 0, glob[:2]).replace(struct.pack("<I", 1), struct.pack("<I", 0), 1))
+
+        # profiles: measured (GEMM table) and preset-like (fixed TFLOPS)
+        put("profile", "host.json", json.dumps({
+            "gpu": {"backend": "host", "shares_host_cpu": True, "h2d_GBps": 9.1, "d2h_GBps": 8.7,
+                    "mm": [{"rows": 1, "TFLOPS": 0.01}, {"rows": 64, "TFLOPS": 0.2}, {"rows": 4096, "TFLOPS": 0.4}],
+                    "attn_prefill_TFLOPS": 0.05, "attn_decode_GBps": 20.5},
+            "cpu": {"attn_decode_GBps": 11.2, "memcpy_GBps": 9.0},
+            "disk": {"disk_read_GBps": 1.9, "disk_write_GBps": 1.1},
+            "runtime": {"cmd_s": 2e-05, "rtt_s": 8e-05}}, indent=1))
+        put("profile", "fixed.json", json.dumps({
+            "gpu": {"backend": "cuda", "h2d_GBps": 13.8, "d2h_GBps": 5.2, "d2h_cache_GBps": 1.0,
+                    "mm_prefill_TFLOPS": 21.2, "mm_decode_TFLOPS": 4.3, "attn_prefill_TFLOPS": 5.0,
+                    "attn_decode_GBps": 79},
+            "cpu": {"attn_decode_GBps": 12.3}, "disk": {"disk_read_GBps": 0.5, "disk_write_GBps": 2.1}}))
+    finally:
+        shutil.rmtree(tmp)
+
+
+if __name__ == "__main__":
+    main()
