@@ -89,10 +89,33 @@ const fg_backend *fg_backend_find(const char *name);
  * to plan for a GPU from a preset or another machine's profile) the
  * budget it is held to. FG_EINPUT for an unknown name. */
 fg_status fg_backend_workspace_bytes(const char *name, const fg_opt_config *c, uint32_t max_rows, uint64_t *bytes);
-/* What runs when no --device is given: "cuda" where it is built and a GPU
- * is found, else "host". */
+/* What runs when no --device is given: $FLEXGEN_DEVICE if set (the tests
+ * that hold the host backend's bits pin it), else "cuda" where it is built
+ * and a GPU is found, else "host". Looked up once per process. */
 const char *fg_backend_default(void);
 
+/* The cuda backend's workspace for max_rows = R rows of a model with H
+ * hidden, F ffn, D embedding width and P = max_pos + 2 positions: regions
+ * as byte offsets from its start, each 256-aligned. One function for the
+ * backend (which lays its workspace out by it) and for a build without
+ * CUDA (which plans a GPU's budget by it), so both count the same bytes. */
+#define FG_CUDA_BLAS_WS_BYTES (32ull << 20)   /* cuBLAS's own workspace, Hopper's recommended size */
+typedef struct {
+    uint64_t x16;        /* (R, max(H, D)) fp16: LayerNorm output, gathered embeddings, then ctx */
+    uint64_t q16, k16, v16;   /* (R, H) fp16 each: ATTN's q, k, v */
+    uint64_t y32;        /* y32_bytes: (R, H) fp32, the GEMMs that add the residual; before them in
+                          * ATTN, the prefill attention's score (fp32) and probability (fp16) tiles */
+    uint64_t y32_bytes;  /* max(4 R H, 6 P): at least one score row of the longest context */
+    uint64_t ff16;       /* (R, max(F, D)) fp16: fc1's output; the LM head's project_out */
+    uint64_t flags;      /* 256 bytes: EMBED's lowest row with an id outside the vocabulary */
+    uint64_t blas;       /* FG_CUDA_BLAS_WS_BYTES, given to cublasSetWorkspace */
+    uint64_t total;
+} fg_cuda_ws;
+void fg_cuda_ws_layout(const fg_opt_config *c, uint32_t max_rows, fg_cuda_ws *ws);
+
 extern const fg_backend fg_backend_host;
+#ifdef FG_HAVE_CUDA
+extern const fg_backend fg_backend_cuda;
+#endif
 
 #endif
