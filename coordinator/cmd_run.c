@@ -171,7 +171,7 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
             a->policy = optarg;
             break;
         case O_HW: a->hardware = optarg; break;
-        case O_DEVICE: st = fg_backend_find(optarg) ? FG_OK : FG_EINPUT, a->flex.device = optarg; break;
+        case O_DEVICE: st = fg_backend_usable(optarg), a->flex.device = optarg; break;
         case O_TRUNC: a->truncate = 1; break;
         case O_STOP:
             if (a->n_stop == FG_MAX_STOPS) st = fg_err_set(FG_EINPUT, "--stop: at most %d stop strings", FG_MAX_STOPS);

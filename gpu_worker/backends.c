@@ -31,6 +31,16 @@ const fg_backend *fg_backend_find(const char *name) {
     return NULL;
 }
 
+fg_status fg_backend_usable(const char *name) {
+    if (!fg_backend_find(name)) return FG_EINPUT;
+#ifdef FG_HAVE_CUDA
+    if (!strcmp(name, "cuda") && !fg_cuda_available(NULL, 0))
+        return fg_err_set(FG_EINPUT, "--device cuda: no CUDA device can be opened here (no GPU, no driver, or "
+                          "CUDA_VISIBLE_DEVICES hides it); --device host runs on the CPU");
+#endif
+    return FG_OK;
+}
+
 /* The CUDA runtime is asked once per process (cudaGetDeviceCount: a driver
  * start, some 100 ms on a GPU machine; an immediate "no device" on CI). */
 const char *fg_backend_default(void) {

@@ -84,6 +84,10 @@ typedef struct {
 
 /* The backend called `name`; NULL and a message naming the ones built. */
 const fg_backend *fg_backend_find(const char *name);
+/* FG_OK if `name` is built here and its device is present (cuda: a GPU the
+ * runtime can open), else FG_EINPUT saying which: what `flexgen run
+ * --device` checks before it spawns a worker that could only fail. */
+fg_status fg_backend_usable(const char *name);
 /* The workspace backend `name` adds to its arena for max_rows rows of c:
  * the backend's own workspace_bytes where it is built here, else (cuda,
  * to plan for a GPU from a preset or another machine's profile) the

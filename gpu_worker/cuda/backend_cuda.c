@@ -138,7 +138,7 @@ static void cu_close(void *ctx) {
 static fg_status cu_open(void **ctx, char *info, size_t cap) {
     *ctx = NULL;
     if (!fg_cuda_available(NULL, 0))
-        return fg_err_set(FG_ERUNTIME, "cuda backend: no CUDA device can be opened (no GPU, no driver, or "
+        return fg_err_set(FG_ERUNTIME, "no CUDA device can be opened (no GPU, no driver, or "
                           "CUDA_VISIBLE_DEVICES hides it); --device host runs on the CPU");
     cu_ctx *c = fg_xcalloc(1, sizeof *c);
     struct cudaDeviceProp pr;

@@ -50,6 +50,21 @@ fg_status fg_cuda_sync(fg_cuda *c, int stream);
 fg_status fg_cuda_gemm_f16w(fg_cuda *c, float *y, const float *x, const uint16_t *W, const uint16_t *bias,
                             int rows, int in, int out, uint16_t *scratch);
 
+/* ---- baselines for --profile: what the backend's own figures are held
+ * against, outside its arena ---- */
+typedef struct fg_cuda_bench fg_cuda_bench;
+/* A layer's weights (H, F), activations for max_rows rows, copy_bytes of
+ * device memory and as much cudaMallocHost memory. */
+fg_status fg_cuda_bench_new(int H, int F, int max_rows, uint64_t copy_bytes, fg_cuda_bench **out);
+void fg_cuda_bench_destroy(fg_cuda_bench **b);
+/* A decoder layer's six GEMMs at `rows` rows as bare cublasGemmEx calls
+ * (fp16 in, fp32 sums; q, k, v, fc1 fp16 out, out_proj and fc2 fp32 out, as
+ * the backend's), then a synchronize: 2 rows (4 H^2 + 2 H F) FLOPs. */
+fg_status fg_cuda_bench_layer_gemms(fg_cuda_bench *b, int rows);
+/* copy_bytes between cudaMallocHost memory and the device (to_device 1:
+ * host to device), cudaMemcpyAsync and synchronize. */
+fg_status fg_cuda_bench_pinned_copy(fg_cuda_bench *b, int to_device);
+
 #ifdef __cplusplus
 }
 #endif
