@@ -48,7 +48,7 @@ typedef struct {
     size_t pin_bytes;
     float *samp;             /* fg_sample's scratch, 2 V */
     size_t samp_n;
-    void **reg;              /* host ranges registered, unregistered at close */
+    struct { uint8_t *p; uint64_t n; } *reg;   /* host ranges registered, unregistered at close */
     size_t nreg, capreg;
 } cu_ctx;
 
@@ -122,7 +122,7 @@ static void cu_close(void *ctx) {
     cu_ctx *c = ctx;
     if (!c) return;
     cudaDeviceSynchronize();
-    for (size_t i = 0; i < c->nreg; i++) cudaHostUnregister(c->reg[i]);   /* a segment unmapped first: an error, ignored */
+    for (size_t i = 0; i < c->nreg; i++) cudaHostUnregister(c->reg[i].p);   /* a segment unmapped first: an error, ignored */
     free(c->reg);
     release(c);
     if (c->blas) cublasDestroy(c->blas);
@@ -178,14 +178,23 @@ static fg_status stream_of(int stream) {
 
 /* Pinned and mapped: copies are DMA, and a kernel could read the segment
  * in place. A segment that cannot be pinned still works, through the
- * driver's staging buffers: a warning, not an error. */
+ * driver's staging buffers: a warning, not an error. The worker maps a new
+ * segment only where no live mapping is, so a registration that overlaps
+ * it belongs to a segment unmapped since (replaced at its index): that one
+ * is dropped first, or its stale pages would take the new one's copies. */
 static fg_status cu_register_host(void *ctx, void *host, uint64_t n) {
     cu_ctx *c = ctx;
-    cudaError_t e = cudaHostRegister(host, n, cudaHostRegisterPortable | cudaHostRegisterMapped);
-    if (e == cudaErrorHostMemoryAlreadyRegistered) {
-        cudaGetLastError();
-        return FG_OK;
+    uint8_t *p = host;
+    for (size_t i = 0; i < c->nreg;) {
+        if (c->reg[i].p < p + n && p < c->reg[i].p + c->reg[i].n) {
+            cudaHostUnregister(c->reg[i].p);
+            cudaGetLastError();
+            c->reg[i] = c->reg[--c->nreg];
+        } else {
+            i++;
+        }
     }
+    cudaError_t e = cudaHostRegister(host, n, cudaHostRegisterPortable | cudaHostRegisterMapped);
     if (e != cudaSuccess) {
         cudaGetLastError();
         fg_warn("cuda backend: cudaHostRegister of %" PRIu64 " bytes at %p: %s; its copies will be staged, not DMA", n,
@@ -193,12 +202,15 @@ static fg_status cu_register_host(void *ctx, void *host, uint64_t n) {
         return FG_OK;
     }
     if (c->nreg == c->capreg) {
-        c->capreg = c->capreg ? 2 * c->capreg : 16;
-        void **r = realloc(c->reg, c->capreg * sizeof *r);
-        if (!r) return fg_err_set(FG_ERUNTIME, "cuda backend: out of host memory");
-        c->reg = r;
+        size_t cap = c->capreg ? 2 * c->capreg : 16;
+        void *r = realloc(c->reg, cap * sizeof *c->reg);
+        if (!r) {
+            cudaHostUnregister(host);
+            return fg_err_set(FG_ERUNTIME, "cuda backend: out of host memory");
+        }
+        c->reg = r, c->capreg = cap;
     }
-    c->reg[c->nreg++] = host;
+    c->reg[c->nreg].p = p, c->reg[c->nreg].n = n, c->nreg++;
     return FG_OK;
 }
 
