@@ -60,7 +60,7 @@
 #include "fg_profile.h"
 #include "gpu_ops.h"
 #ifdef FG_HAVE_CUDA
-#include "fg_cuda.h"
+#include "cuda/fg_cuda.h"
 #endif
 
 #define PROG "flexgen-gpu-worker"
@@ -179,20 +179,22 @@ static double attn_seconds(const gprof *g, const double *tflops, double op_s, do
 #ifdef FG_HAVE_CUDA
 /* ---- the cuda backend's baselines ---- */
 typedef struct {
+    const fg_cuda_baselines *f;   /* the cuda module's */
     fg_cuda_bench *b;
     int rows;
 } bare_ctx;
 
-static fg_status bare_gemms(void *ctx) { return fg_cuda_bench_layer_gemms(((bare_ctx *)ctx)->b, ((bare_ctx *)ctx)->rows); }
-static fg_status bare_h2d(void *ctx) { return fg_cuda_bench_pinned_copy(((bare_ctx *)ctx)->b, 1); }
-static fg_status bare_d2h(void *ctx) { return fg_cuda_bench_pinned_copy(((bare_ctx *)ctx)->b, 0); }
+static fg_status bare_gemms(void *ctx) { bare_ctx *x = ctx; return x->f->layer_gemms(x->b, x->rows); }
+static fg_status bare_h2d(void *ctx) { bare_ctx *x = ctx; return x->f->pinned_copy(x->b, 1); }
+static fg_status bare_d2h(void *ctx) { bare_ctx *x = ctx; return x->f->pinned_copy(x->b, 0); }
 
 /* mm_bare, h2d_pinned_GBps, d2h_pinned_GBps into o. */
 static fg_status cuda_baselines(gprof *g, json_t *o) {
     const fg_opt_config *c = &g->pa.cfg;
     double H = c->hidden, F = c->ffn_dim, t = 0;
-    bare_ctx x = {NULL, 0};
-    fg_status st = fg_cuda_bench_new(c->hidden, c->ffn_dim, (int)MAX_ROWS, g->copy_bytes, &x.b);
+    bare_ctx x = {fg_backend_cuda_sym(FG_CUDA_BASELINES_SYM), NULL, 0};
+    if (!x.f) return fg_err_set(FG_ERUNTIME, "the cuda module has no %s", FG_CUDA_BASELINES_SYM);
+    fg_status st = x.f->bench_new(c->hidden, c->ffn_dim, (int)MAX_ROWS, g->copy_bytes, &x.b);
     json_t *mm = json_array();
     for (size_t i = 0; i < N_MM && !st; i++) {
         x.rows = (int)mm_rows[i];
@@ -204,7 +206,7 @@ static fg_status cuda_baselines(gprof *g, json_t *o) {
     double h2d = 0, d2h = 0;
     if (!st && !(st = fg_profile_median(&g->pa, bare_h2d, &x, 0, &t))) h2d = (double)g->copy_bytes / t / 1e9;
     if (!st && !(st = fg_profile_median(&g->pa, bare_d2h, &x, 0, &t))) d2h = (double)g->copy_bytes / t / 1e9;
-    fg_cuda_bench_destroy(&x.b);
+    if (x.b) x.f->bench_destroy(&x.b);
     if (st) {
         json_decref(mm);
         return st;

@@ -29,7 +29,6 @@
 
 #include "cuda_ops.h"
 #include "fg_backend.h"
-#include "fg_cuda.h"
 #include "fg_sample.h"
 
 #define NSTREAMS 3
@@ -105,7 +104,7 @@ static fg_status cu_device_init(void *ctx, const fg_op_init *p, const fg_opt_con
     c->arena_al = arena_al;
     c->ws = ws;
     c->p = *p;
-    BL(cublasSetWorkspace(c->blas, c->mem + arena_al + ws.blas, FG_CUDA_BLAS_WS_BYTES), "cublasSetWorkspace");
+    BL(cublasSetWorkspace(c->blas, c->mem + arena_al + ws.blas, ws.blas_bytes), "cublasSetWorkspace");
     c->held = p->arena_bytes + ws.total;
     if (c->held > c->peak) c->peak = c->held;
     fg_info("cuda backend: arena %" PRIu64 " + workspace %" PRIu64 " = %" PRIu64 " bytes (budget %" PRIu64
@@ -137,9 +136,12 @@ static void cu_close(void *ctx) {
 
 static fg_status cu_open(void **ctx, char *info, size_t cap) {
     *ctx = NULL;
-    if (!fg_cuda_available(NULL, 0))
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+        cudaGetLastError();
         return fg_err_set(FG_ERUNTIME, "no CUDA device can be opened (no GPU, no driver, or "
                           "CUDA_VISIBLE_DEVICES hides it); --device host runs on the CPU");
+    }
     cu_ctx *c = fg_xcalloc(1, sizeof *c);
     struct cudaDeviceProp pr;
     int rt = 0, bv = 0;

@@ -38,7 +38,6 @@
 #include <string.h>
 
 #include "fg_backend.h"
-#include "fg_cuda.h"
 #include "fg_sample.h"
 
 #define NMSE_TOL 1e-5
@@ -220,21 +219,19 @@ static int check_sample(side *host, side *cuda, const fg_model_desc *md, int V, 
 }
 
 int main(int argc, char **argv) {
-    char name[256];
     int probe = argc > 1 && !strcmp(argv[1], "--probe");   /* for scripts: is there a GPU? */
-    if (!fg_cuda_available(name, sizeof name)) {
+    if (fg_backend_usable("cuda")) {
         printf("%s: no CUDA device: skipped\n", probe ? "cuda probe" : "backend_ops_check");
         return 77;
     }
     if (probe) return 0;
-    printf("backend_ops_check: host vs cuda on %s\n", name);
     fg_log_set_level(FG_LOG_WARN);   /* not a DEVICE_INIT line per op */
     side host = {&fg_backend_host, NULL}, cuda = {fg_backend_find("cuda"), NULL};
     char info[512];
     if (!cuda.be) fg_exit_on(FG_EINPUT);
     fg_exit_on(host.be->open(&host.ctx, info, sizeof info));
     fg_exit_on(cuda.be->open(&cuda.ctx, info, sizeof info));
-    printf("%s\n", info);
+    printf("backend_ops_check: host vs %s\n", info);
     const char *models[] = {"opt-125m", "opt-350m"};
     struct {
         uint32_t B, S, past;
