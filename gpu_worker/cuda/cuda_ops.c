@@ -310,7 +310,7 @@ fg_status fg_cu_sample(void *ctx, const fg_op_args *a) {
         K(fg_cuk_argmax(ids, logits, B, V, e->s), "argmax");
         return FG_OK;
     }
-    size_t nl = (size_t)B * V * sizeof(float), nr = (size_t)B * sizeof(uint64_t);
+    size_t nl = ((size_t)B * V * sizeof(float) + 7) / 8 * 8, nr = (size_t)B * sizeof(uint64_t);   /* states 8-aligned */
     uint8_t *pin = fg_cu_pinned(ctx, nl + nr + (size_t)B * sizeof(int32_t));
     float *scratch = fg_cu_samp(ctx, (size_t)V);
     if (!pin) return FG_ERUNTIME;
@@ -318,7 +318,7 @@ fg_status fg_cu_sample(void *ctx, const fg_op_args *a) {
     float *hl = (float *)pin;
     uint64_t *hr = (uint64_t *)(pin + nl);
     int32_t *hi = (int32_t *)(pin + nl + nr);
-    K(cudaMemcpyAsync(hl, logits, nl, cudaMemcpyDeviceToHost, e->s), "logits to the host");
+    K(cudaMemcpyAsync(hl, logits, (size_t)B * V * sizeof(float), cudaMemcpyDeviceToHost, e->s), "logits to the host");
     K(cudaMemcpyAsync(hr, rng, nr, cudaMemcpyDeviceToHost, e->s), "states to the host");
     K(cudaStreamSynchronize(e->s), "SAMPLE");
     fg_sampler_cfg cfg = {.temperature = a->temperature, .top_p = a->top_p};
