@@ -14,7 +14,7 @@
  * to fp16 at the design's points (embedding, q k v, ctx, each block's
  * output), and the bias of an fp16 output enters as cuBLAS's C with beta 1,
  * so x W^T + b is rounded once, as the host rounds it. Where the host keeps
- * fp32 between two GEMMs (a LayerNorm's output, fc1's, project_in/out's,
+ * fp32 between two GEMMs (a LayerNorm's output, fc1's, project_out's,
  * the softmax weights of prefill attention) fp16 storage rounds once more:
  * that, and summation order, is all that separates the two backends
  * (tests/gpu/backend_ops_check.c states the tolerances). SAMPLE is greedy

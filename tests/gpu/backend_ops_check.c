@@ -20,7 +20,7 @@
  * logits in; argmax with the same tie rule, or the host's own sampler and
  * generator). Everything else: the cuda backend stores what the host keeps
  * in fp32 between GEMMs as fp16 (a LayerNorm's output, fc1's, the softmax
- * weights of prefill attention, project_in/out's), so each such tensor
+ * weights of prefill attention, project_out's), so each such tensor
  * carries one more rounding, a relative error of at most 2^-11 = 4.9e-4
  * per element (RMS about 2.8e-4), and both sum in different orders (fp32,
  * ~1e-6 relative). An output rounds to fp16 once more on each side, so it
