@@ -21,9 +21,12 @@ check "flexgen run --device cuda refused up front" 2 "no CUDA device can be open
   "$bin/flexgen" run --dummy opt-125m --prompt-ids /dev/null --out /dev/null --device cuda
 check "the default device is host" 0 '"backend":"host"' \
   env -u FLEXGEN_DEVICE "$bin/flexgen-gpu-worker" --profile --quick --model opt-125m --json
+# (ldd's output taken whole: grep -q would close the pipe under pipefail)
 for p in flexgen flexgen-gpu-worker flexgen-cpu-worker flexgen-disk-worker; do
-  if ldd "$bin/$p" | grep -qE 'libcuda|libcublas'; then echo "FAIL $p links a CUDA library"; fails=$((fails + 1)); fi
+  libs=$(ldd "$bin/$p")
+  if grep -qE 'libcuda|libcublas' <<<"$libs"; then echo "FAIL $p links a CUDA library"; fails=$((fails + 1)); fi
 done
-ldd "$bin/libflexgen-cuda.so" | grep -q libcublas && echo "ok   only the module links cuBLAS" \
-  || { echo "FAIL the module does not link cuBLAS"; fails=$((fails + 1)); }
+libs=$(ldd "$bin/libflexgen-cuda.so")
+if grep -q libcublas <<<"$libs"; then echo "ok   only the module links cuBLAS"
+else echo "FAIL the module does not link cuBLAS"; fails=$((fails + 1)); fi
 [ $fails -eq 0 ]
