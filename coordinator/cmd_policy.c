@@ -98,7 +98,7 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
     if (a->have_percent && !(a->gbs && a->K))
         return fg_err_set(FG_EINPUT, "flexgen policy: --percent scores a policy: give --gpu-batch-size and --num-gpu-batches too");
     if (!a->device) a->device = fg_backend_default();
-    return fg_backend_find(a->device) ? FG_OK : FG_EINPUT;
+    return fg_backend_known(a->device);
 }
 
 static const char *gb(double b, char *buf) {

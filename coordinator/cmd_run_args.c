@@ -168,7 +168,7 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
             else a->flex.attach |= 1u << r;
             break;
         }
-        case O_DEVICE: st = fg_backend_find(optarg) ? FG_OK : FG_EINPUT, a->flex.device = optarg; break;
+        case O_DEVICE: st = fg_backend_usable(optarg), a->flex.device = optarg; break;
         case O_TRUNC: a->truncate = 1; break;
         case O_STOP:
             if (a->n_stop == FG_MAX_STOPS) st = fg_err_set(FG_EINPUT, "--stop: at most %d stop strings", FG_MAX_STOPS);

@@ -283,6 +283,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
      * process gets the directory as an absolute path */
     fg_flex_opts fo = *fo_in;
     if (!fo.device) fo.device = fg_backend_default();   /* the plan and the worker agree on it */
+    fg_info("gpu worker backend: %s%s", fo.device, fo_in->device ? "" : " (the default: cuda where a GPU is found, else host)");
     char offdir[FG_MSG_PATH_MAX + 1], cwd[FG_MSG_PATH_MAX + 1];
     int olen = fo.offload_dir[0] == '/' ? snprintf(offdir, sizeof offdir, "%s", fo.offload_dir)
                : getcwd(cwd, sizeof cwd) ? snprintf(offdir, sizeof offdir, "%s/%s", cwd, fo.offload_dir)

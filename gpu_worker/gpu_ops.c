@@ -94,8 +94,10 @@ fg_status fg_gpu_device_init(fg_worker *w, const fg_msg *cmd) {
     if (st == FG_OK) {
         g->init = p;
         g->ready = 1;
+    } else if (st == FG_ERUNTIME) {
+        g->ready = 0;   /* the old arena went before the new one failed */
     }
-    return st;   /* refused: the old arena, if any, stays as it was */
+    return st;   /* refused (FG_EINPUT): the old arena, if any, stays as it was */
 }
 
 /* Is [off, off + n) inside the arena? */

@@ -42,6 +42,15 @@
  *                        rows, and arena + workspace bytes
  *   quick                true with --quick: fewer repetitions and smaller
  *                        copies, for tests; not the real measurement
+ * and on the cuda backend, the baselines its figures are held against:
+ *   mm_bare              [{"rows": R, "TFLOPS": x}]: the layer's six GEMMs
+ *                        as bare cublasGemmEx calls of the same shapes (no
+ *                        LayerNorm, bias, residual or attention), so mm /
+ *                        mm_bare is what a layer keeps of cuBLAS's rate
+ *   h2d_pinned_GBps, d2h_pinned_GBps
+ *                        cudaMemcpyAsync of copy_bytes from and to
+ *                        cudaMallocHost memory: what the copies from the
+ *                        registered shm segment should reach
  * Each figure is the median of runs after an untimed one: at least 5 and
  * 0.2 s of each point (3 runs with --quick; copies 5 or 3). */
 #include <inttypes.h>
@@ -50,6 +59,9 @@
 
 #include "fg_profile.h"
 #include "gpu_ops.h"
+#ifdef FG_HAVE_CUDA
+#include "cuda/fg_cuda.h"
+#endif
 
 #define PROG "flexgen-gpu-worker"
 #define USAGE PROG " --profile [--device NAME] [--model NAME] [--gpu-mem SIZE] [--quick] [--json]"
@@ -164,6 +176,49 @@ static double attn_seconds(const gprof *g, const double *tflops, double op_s, do
     return op_s - fmin(proj_s, 0.9 * op_s);
 }
 
+#ifdef FG_HAVE_CUDA
+/* ---- the cuda backend's baselines ---- */
+typedef struct {
+    const fg_cuda_baselines *f;   /* the cuda module's */
+    fg_cuda_bench *b;
+    int rows;
+} bare_ctx;
+
+static fg_status bare_gemms(void *ctx) { bare_ctx *x = ctx; return x->f->layer_gemms(x->b, x->rows); }
+static fg_status bare_h2d(void *ctx) { bare_ctx *x = ctx; return x->f->pinned_copy(x->b, 1); }
+static fg_status bare_d2h(void *ctx) { bare_ctx *x = ctx; return x->f->pinned_copy(x->b, 0); }
+
+/* mm_bare, h2d_pinned_GBps, d2h_pinned_GBps into o. */
+static fg_status cuda_baselines(gprof *g, json_t *o) {
+    const fg_opt_config *c = &g->pa.cfg;
+    double H = c->hidden, F = c->ffn_dim, t = 0;
+    bare_ctx x = {fg_backend_cuda_sym(FG_CUDA_BASELINES_SYM), NULL, 0};
+    if (!x.f) return fg_err_set(FG_ERUNTIME, "the cuda module has no %s", FG_CUDA_BASELINES_SYM);
+    fg_status st = x.f->bench_new(c->hidden, c->ffn_dim, (int)MAX_ROWS, g->copy_bytes, &x.b);
+    json_t *mm = json_array();
+    for (size_t i = 0; i < N_MM && !st; i++) {
+        x.rows = (int)mm_rows[i];
+        if ((st = fg_profile_median(&g->pa, bare_gemms, &x, FG_PROFILE_POINT_SECONDS, &t))) break;
+        double tf = 2.0 * mm_rows[i] * (4 * H * H + 2 * H * F) / t / 1e12;
+        fg_info("profile: bare cuBLAS layer GEMMs at %" PRIu32 " rows: %.3f ms, %.4f TFLOPS", mm_rows[i], t * 1e3, tf);
+        json_array_append_new(mm, json_pack("{s:i, s:f}", "rows", (int)mm_rows[i], "TFLOPS", tf));
+    }
+    double h2d = 0, d2h = 0;
+    if (!st && !(st = fg_profile_median(&g->pa, bare_h2d, &x, 0, &t))) h2d = (double)g->copy_bytes / t / 1e9;
+    if (!st && !(st = fg_profile_median(&g->pa, bare_d2h, &x, 0, &t))) d2h = (double)g->copy_bytes / t / 1e9;
+    if (x.b) x.f->bench_destroy(&x.b);
+    if (st) {
+        json_decref(mm);
+        return st;
+    }
+    fg_info("profile: cudaMallocHost copies: h2d %.3f GB/s, d2h %.3f GB/s", h2d, d2h);
+    json_object_set_new(o, "mm_bare", mm);
+    json_object_set_new(o, "h2d_pinned_GBps", json_real(h2d));
+    json_object_set_new(o, "d2h_pinned_GBps", json_real(d2h));
+    return FG_OK;
+}
+#endif
+
 /* All the figures into *out. */
 static fg_status measure(gprof *g, json_t **out) {
     const fg_opt_config *c = &g->pa.cfg;
@@ -204,6 +259,13 @@ static fg_status measure(gprof *g, json_t **out) {
                      dec_GBps, "attn_prefill_TFLOPS", pre_TFLOPS, "h2d_GBps", h2d_GBps, "d2h_GBps", d2h_GBps,
                      "copy_bytes", (json_int_t)g->copy_bytes, "max_rows", (int)MAX_ROWS, "gpu_mem_bytes",
                      (json_int_t)g->be->mem_bytes(g->ctx, 1), "quick", g->pa.quick);
+#ifdef FG_HAVE_CUDA
+    if (!strcmp(g->be->name, "cuda") && (st = cuda_baselines(g, *out))) {
+        json_decref(*out);
+        *out = NULL;
+        return st;
+    }
+#endif
     return FG_OK;
 }
 
@@ -226,6 +288,20 @@ static void print_summary(const json_t *j) {
     printf("  attention prefill  %8.4f TFLOPS (S %u)\n", NUM("attn_prefill_TFLOPS"), PRE_S);
     printf("  copies             %8.3f GB/s host to device, %.3f GB/s device to host (%.0f MiB)\n", NUM("h2d_GBps"),
            NUM("d2h_GBps"), NUM("copy_bytes") / (1 << 20));
+    const json_t *bare = json_object_get(j, "mm_bare");
+    if (bare) {
+        printf("  bare cuBLAS        ");
+        for (size_t i = 0, n = json_array_size(bare); i < n; i++) {
+            if (i % 3 && i != n - 1) continue;
+            const json_t *pt = json_array_get(bare, i), *lp = json_array_get(mm, i);
+            double b = json_number_value(json_object_get(pt, "TFLOPS"));
+            printf("%s%d rows %.3f (layer %.0f%%)", i ? ", " : "", (int)json_number_value(json_object_get(pt, "rows")),
+                   b, b > 0 ? 100 * json_number_value(json_object_get(lp, "TFLOPS")) / b : 0.0);
+        }
+        printf(" TFLOPS\n");
+        printf("  pinned copies      %8.3f GB/s host to device, %.3f GB/s device to host (cudaMallocHost)\n",
+               NUM("h2d_pinned_GBps"), NUM("d2h_pinned_GBps"));
+    }
     if (json_is_true(json_object_get(j, "shares_host_cpu")))
         printf("  runs on the host's CPU cores: no overlap with the cpu and disk workers\n");
     printf("  (--json prints every point)\n");

@@ -1,0 +1,308 @@
+// cuda_kernels.cu - the cuda backend's own kernels (see cuda_kernels.h):
+// LayerNorm, bias rows and the residual for cuBLAS's C, ReLU, rounding,
+// the embedding with positions, the cache store, the causal masked softmax,
+// decode attention over the cache, argmax. Each mirrors a CPU function of
+// kernels/ (named in its comment) so the two backends agree to fp16
+// rounding; sums that the CPU keeps in double stay double here.
+#include "cuda_kernels.h"
+
+#include <cfloat>
+#include <cstdint>
+#include <cuda_fp16.h>
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float f16(const uint16_t *p, size_t i) {
+    return __half2float(__ushort_as_half(p[i]));
+}
+__device__ __forceinline__ uint16_t to16(float x) { return __half_as_ushort(__float2half_rn(x)); }
+__device__ __forceinline__ float ldx(const uint16_t *p, size_t i) { return f16(p, i); }
+__device__ __forceinline__ float ldx(const float *p, size_t i) { return p[i]; }
+
+// Sum (or max) over the block; every thread gets the result.
+template <typename T, bool kMax>
+__device__ T block_reduce(T v) {
+    __shared__ T sh[32];
+    for (int o = 16; o; o >>= 1) {
+        T u = __shfl_down_sync(0xffffffffu, v, o);
+        v = kMax ? (u > v ? u : v) : v + u;
+    }
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    __syncthreads();   // sh may still be read by the previous call
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        v = lane < nw ? sh[lane] : (kMax ? sh[0] : T(0));
+        for (int o = 16; o; o >>= 1) {
+            T u = __shfl_down_sync(0xffffffffu, v, o);
+            v = kMax ? (u > v ? u : v) : v + u;
+        }
+        if (lane == 0) sh[0] = v;
+    }
+    __syncthreads();
+    return sh[0];
+}
+
+unsigned grid_for(int64_t n) {
+    int64_t g = (n + kThreads - 1) / kThreads;
+    return (unsigned)(g < 1 ? 1 : g > (1 << 20) ? (1 << 20) : g);
+}
+
+#define GRID_STRIDE(i, n) \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+// ---- LayerNorm (fg_layernorm: mean, then variance, in double) ----------------
+
+template <typename T>
+__global__ void k_layernorm(uint16_t *y, const T *x, const uint16_t *w, const uint16_t *b, int dim, int row_mul,
+                            int row_add) {
+    const T *xr = x + ((size_t)blockIdx.x * row_mul + row_add) * dim;
+    uint16_t *yr = y + (size_t)blockIdx.x * dim;
+    double s = 0;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) s += ldx(xr, i);
+    double mean = block_reduce<double, false>(s) / dim;
+    double v = 0;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        double d = ldx(xr, i) - mean;
+        v += d * d;
+    }
+    double var = block_reduce<double, false>(v) / dim;
+    float rstd = (float)(1.0 / sqrt(var + (double)1e-5f)), m = (float)mean;
+    // each thread reads then writes its own elements: y may be x
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = to16((ldx(xr, i) - m) * rstd * f16(w, i) + f16(b, i));
+}
+
+// ---- elementwise -----------------------------------------------------------------
+
+__global__ void k_bias_rows16(uint16_t *dst, const uint16_t *bias, int64_t n, int cols) {
+    GRID_STRIDE(i, n) dst[i] = bias[i % cols];
+}
+
+__global__ void k_resid_init(float *y, const uint16_t *h, const uint16_t *bias, int64_t n, int cols) {
+    GRID_STRIDE(i, n) y[i] = f16(h, i) + (bias ? f16(bias, i % cols) : 0.0f);
+}
+
+// fg_relu: x > 0 ? x : 0 (NaN and -0 become +0)
+__global__ void k_relu16(uint16_t *x, int64_t n) {
+    GRID_STRIDE(i, n) if (!(f16(x, i) > 0.0f)) x[i] = 0;
+}
+
+__global__ void k_round16(uint16_t *y, const float *x, int64_t n) {
+    GRID_STRIDE(i, n) y[i] = to16(x[i]);
+}
+
+// ---- embedding (fg_opt_embed, fg_opt_positions) ---------------------------------
+
+__global__ void k_embed_gather(uint16_t *e, const int32_t *ids, const uint16_t *E, int64_t n, int D, int V,
+                               int32_t *bad) {
+    GRID_STRIDE(i, n) {
+        int64_t r = i / D;
+        int32_t id = ids[r];
+        if (id < 0 || id >= V) {
+            atomicMin(bad, (int32_t)r);
+            e[i] = 0;
+        } else {
+            e[i] = E[(int64_t)id * D + i % D];
+        }
+    }
+}
+
+// One block per row r = b*S + i: its position from the mask, then H sums.
+__global__ void k_embed_pos(uint16_t *h, const float *e32, const int32_t *ids, const uint16_t *E, const uint16_t *P,
+                            const uint8_t *mask, int mask_stride, int S, int past, int H, int V, int32_t *bad) {
+    int r = blockIdx.x, b = r / S, i = r % S;
+    const uint8_t *m = mask + (size_t)b * mask_stride;
+    float c = 0;
+    for (int t = threadIdx.x; t <= past + i; t += blockDim.x) c += m[t] != 0;
+    int count = (int)block_reduce<float, false>(c), real = m[past + i] != 0;
+    int pos = count * real - 1 + 2;
+    int32_t id = ids[r];
+    uint16_t *hr = h + (size_t)r * H;
+    if (!e32 && (id < 0 || id >= V)) {
+        if (threadIdx.x == 0) atomicMin(bad, r);
+        for (int j = threadIdx.x; j < H; j += blockDim.x) hr[j] = 0;
+        return;
+    }
+    const uint16_t *pr = P + (size_t)pos * H;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) {
+        float base = e32 ? e32[(size_t)r * H + j] : f16(E, (size_t)id * H + j);
+        hr[j] = to16(base + f16(pr, j));
+    }
+}
+
+// ---- attention (fg_opt_attn_core, fg_attention) -----------------------------------
+
+__global__ void k_cache_store(uint16_t *cache, const uint16_t *x, int64_t n, int B, int S, int past, int H) {
+    GRID_STRIDE(e, n) {
+        int64_t r = e / H;
+        int j = (int)(e % H), b = (int)(r / S), i = (int)(r % S);
+        cache[((int64_t)(past + i) * B + b) * H + j] = x[e];
+    }
+}
+
+// fg_ops.c's masked_softmax on one row of T scores, by one block: into p16
+// (fp16) where given, else in place in sc.
+__device__ void softmax_row(float *sc, uint16_t *p16, const uint8_t *mb, int T, int pos) {
+    int lim = pos + 1 < T ? pos + 1 : T;
+    float mx = -FLT_MAX, any = 0;
+    for (int t = threadIdx.x; t < lim; t += blockDim.x)
+        if (mb[t]) mx = fmaxf(mx, sc[t]), any = 1;
+    mx = block_reduce<float, true>(mx);
+    if (block_reduce<float, false>(any) == 0) {
+        for (int t = threadIdx.x; t < T; t += blockDim.x) {
+            if (p16) p16[t] = to16(1.0f / (float)T);
+            else sc[t] = 1.0f / (float)T;
+        }
+        return;
+    }
+    double s = 0;
+    for (int t = threadIdx.x; t < T; t += blockDim.x) {
+        float e = t < lim && mb[t] ? expf(sc[t] - mx) : 0.0f;
+        if (!p16) sc[t] = e;
+        s += e;
+    }
+    float inv = (float)(1.0 / block_reduce<double, false>(s));
+    // each thread revisits its own t: sc[t] holds e where p16 is NULL
+    for (int t = threadIdx.x; t < T; t += blockDim.x) {
+        if (p16) p16[t] = to16((t < lim && mb[t] ? expf(sc[t] - mx) : 0.0f) * inv);
+        else sc[t] *= inv;
+    }
+}
+
+__global__ void k_softmax(uint16_t *p16, const float *scores, const uint8_t *mb, int sr, int T, int past, int i0) {
+    int r = blockIdx.x;
+    // scores are read only: softmax_row writes p16 alone when given one
+    softmax_row(const_cast<float *>(scores) + (size_t)r * T, p16 + (size_t)r * T, mb, T, past + i0 + r % sr);
+}
+
+constexpr int kDecodeThreads = 128, kDecodeMaxT = 8192;
+
+__global__ void k_attn_decode(uint16_t *ctx, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
+                              const uint8_t *mask, int mask_stride, int B, int S, int past, int H, int nh) {
+    extern __shared__ float sm[];   // q (d), then scores (T)
+    int h = blockIdx.x % nh, r = blockIdx.x / nh, b = r / S, i = r % S, d = H / nh, T = past + S;
+    float *qs = sm, *sc = sm + d;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) qs[j] = f16(q, (size_t)r * H + h * d + j);
+    __syncthreads();
+    size_t row = (size_t)B * H;   // time-major cache: position t of sequence b at row t*B + b
+    const uint16_t *kb = kc + (size_t)b * H + (size_t)h * d, *vb = vc + (size_t)b * H + (size_t)h * d;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int t = warp; t < T; t += nw) {
+        float acc = 0;
+        for (int j = lane; j < d; j += 32) acc += qs[j] * f16(kb, t * row + j);
+        for (int o = 16; o; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+        if (lane == 0) sc[t] = acc;
+    }
+    __syncthreads();
+    softmax_row(sc, nullptr, mask + (size_t)b * mask_stride, T, past + i);
+    __syncthreads();
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        float acc = 0;
+        for (int t = 0; t < T; t++) acc += sc[t] * f16(vb, t * row + j);
+        ctx[(size_t)r * H + h * d + j] = to16(acc);
+    }
+}
+
+// ---- argmax (fg_argmax: the lowest index among the largest) ------------------------
+
+__global__ void k_argmax(int32_t *ids, const float *logits, int V) {
+    const float *x = logits + (size_t)blockIdx.x * V;
+    __shared__ float sv[kThreads];
+    __shared__ int si[kThreads];
+    float bv = -INFINITY;
+    int bi = V;
+    for (int t = threadIdx.x; t < V; t += blockDim.x)
+        if (x[t] > bv || bi == V) bv = x[t], bi = t;
+    sv[threadIdx.x] = bv, si[threadIdx.x] = bi;
+    __syncthreads();
+    for (int o = blockDim.x / 2; o; o >>= 1) {
+        if (threadIdx.x < o) {
+            float v2 = sv[threadIdx.x + o];
+            int i2 = si[threadIdx.x + o];
+            if (i2 < V && (si[threadIdx.x] == V || v2 > sv[threadIdx.x] ||
+                           (v2 == sv[threadIdx.x] && i2 < si[threadIdx.x])))
+                sv[threadIdx.x] = v2, si[threadIdx.x] = i2;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) ids[blockIdx.x] = si[0];
+}
+
+int done() { return (int)cudaGetLastError(); }
+
+}   // namespace
+
+extern "C" int fg_cuk_layernorm(uint16_t *y16, const uint16_t *x16, const float *x32, const uint16_t *w,
+                                const uint16_t *b, int rows, int dim, int row_mul, int row_add, cudaStream_t s) {
+    if (x16) k_layernorm<uint16_t><<<rows, kThreads, 0, s>>>(y16, x16, w, b, dim, row_mul, row_add);
+    else k_layernorm<float><<<rows, kThreads, 0, s>>>(y16, x32, w, b, dim, row_mul, row_add);
+    return done();
+}
+
+extern "C" int fg_cuk_bias_rows16(uint16_t *dst16, const uint16_t *bias, int rows, int n, cudaStream_t s) {
+    int64_t m = (int64_t)rows * n;
+    k_bias_rows16<<<grid_for(m), kThreads, 0, s>>>(dst16, bias, m, n);
+    return done();
+}
+
+extern "C" int fg_cuk_resid_init(float *y32, const uint16_t *h16, const uint16_t *bias, int rows, int n,
+                                 cudaStream_t s) {
+    int64_t m = (int64_t)rows * n;
+    k_resid_init<<<grid_for(m), kThreads, 0, s>>>(y32, h16, bias, m, n);
+    return done();
+}
+
+extern "C" int fg_cuk_relu16(uint16_t *x16, int64_t n, cudaStream_t s) {
+    k_relu16<<<grid_for(n), kThreads, 0, s>>>(x16, n);
+    return done();
+}
+
+extern "C" int fg_cuk_round16(uint16_t *y16, const float *x32, int64_t n, cudaStream_t s) {
+    k_round16<<<grid_for(n), kThreads, 0, s>>>(y16, x32, n);
+    return done();
+}
+
+extern "C" int fg_cuk_embed_gather(uint16_t *e16, const int32_t *ids, const uint16_t *E, int rows, int D, int V,
+                                   int32_t *bad, cudaStream_t s) {
+    int64_t n = (int64_t)rows * D;
+    k_embed_gather<<<grid_for(n), kThreads, 0, s>>>(e16, ids, E, n, D, V, bad);
+    return done();
+}
+
+extern "C" int fg_cuk_embed_pos(uint16_t *h16, const float *e32, const int32_t *ids, const uint16_t *E,
+                                const uint16_t *P, const uint8_t *mask, int mask_stride, int B, int S, int past, int H,
+                                int V, int32_t *bad, cudaStream_t s) {
+    k_embed_pos<<<B * S, kThreads, 0, s>>>(h16, e32, ids, E, P, mask, mask_stride, S, past, H, V, bad);
+    return done();
+}
+
+extern "C" int fg_cuk_cache_store(uint16_t *cache, const uint16_t *x16, int B, int S, int past, int H,
+                                  cudaStream_t s) {
+    int64_t n = (int64_t)B * S * H;
+    k_cache_store<<<grid_for(n), kThreads, 0, s>>>(cache, x16, n, B, S, past, H);
+    return done();
+}
+
+extern "C" int fg_cuk_softmax(uint16_t *p16, const float *scores, const uint8_t *mask_b, int rows, int sr, int T,
+                              int past, int i0, cudaStream_t s) {
+    k_softmax<<<rows, kThreads, 0, s>>>(p16, scores, mask_b, sr, T, past, i0);
+    return done();
+}
+
+extern "C" int fg_cuk_decode_max_T(void) { return kDecodeMaxT; }
+
+extern "C" int fg_cuk_attn_decode(uint16_t *ctx16, const uint16_t *q16, const uint16_t *kc, const uint16_t *vc,
+                                  const uint8_t *mask, int mask_stride, int B, int S, int past, int H, int n_heads,
+                                  cudaStream_t s) {
+    size_t smem = sizeof(float) * ((size_t)(H / n_heads) + (size_t)(past + S));
+    k_attn_decode<<<B * S * n_heads, kDecodeThreads, smem, s>>>(ctx16, q16, kc, vc, mask, mask_stride, B, S, past, H,
+                                                                n_heads);
+    return done();
+}
+
+extern "C" int fg_cuk_argmax(int32_t *ids, const float *logits, int B, int V, cudaStream_t s) {
+    k_argmax<<<B, kThreads, 0, s>>>(ids, logits, V);
+    return done();
+}

@@ -1,0 +1,82 @@
+/* cuda_kernels.h - the cuda backend's own kernels (cuda_kernels.cu), as C
+ * launchers: everything an op needs beside cuBLAS's GEMMs. backend_cuda.c
+ * decides what runs when; these only launch, on the stream they are given,
+ * and return the launch's cudaError_t as an int (0: launched; the caller
+ * names the op and cudaGetErrorString gives the reason). fp16 tensors travel as uint16_t, so C callers need no CUDA types.
+ *
+ * Rounding: a kernel that writes fp16 converts with __float2half_rn (round
+ * to nearest even, as common/fg_fp16.c does), and only at the points the
+ * design rounds at (docs/ARCHITECTURE.md, "Numerics") or where fp16 storage
+ * requires it (a GEMM's inputs). */
+#ifndef FG_CUDA_KERNELS_H
+#define FG_CUDA_KERNELS_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y16 (rows, dim) = round16(LayerNorm(x[src_row(r)]) * w + b), eps 1e-5,
+ * mean and variance in two passes. x is fp16 (x16) or fp32 (x32, the other
+ * NULL); src_row(r) = r * row_mul + row_add (the LM head's last token of
+ * each sequence: row_mul S, row_add S-1; else 1, 0). y may alias x16 only
+ * when row_mul is 1 and row_add 0. */
+int fg_cuk_layernorm(uint16_t *y16, const uint16_t *x16, const float *x32, const uint16_t *w, const uint16_t *b,
+                     int rows, int dim, int row_mul, int row_add, cudaStream_t s);
+
+/* dst16 (rows, n) = bias (n) in every row (the C of a GEMM with beta 1:
+ * cuBLAS then rounds x W^T + b once). */
+int fg_cuk_bias_rows16(uint16_t *dst16, const uint16_t *bias, int rows, int n, cudaStream_t s);
+/* y32 (rows, n) = h16 + bias (fp32): the C of an output GEMM that adds the
+ * residual. bias may be NULL. */
+int fg_cuk_resid_init(float *y32, const uint16_t *h16, const uint16_t *bias, int rows, int n, cudaStream_t s);
+/* x16 (n) = max(x16, 0), exact in fp16. */
+int fg_cuk_relu16(uint16_t *x16, int64_t n, cudaStream_t s);
+/* y16 (n) = round16(x32). */
+int fg_cuk_round16(uint16_t *y16, const float *x32, int64_t n, cudaStream_t s);
+
+/* EMBED, with positions from the mask as Hugging Face computes them
+ * (cumsum(mask) * mask - 1 + 2) for the step's S new tokens of B sequences:
+ *   gather: e16 (B*S, D) = E[ids]             (project_in models, before the GEMM)
+ *   h16 (B*S, H) = round16(base + P[pos]), base = E[ids] (e32 NULL) or the
+ *                  projected e32 (B*S, H)
+ * An id outside [0, V) writes zeros and sets *bad to the lowest such row
+ * (bad starts at INT32_MAX). */
+int fg_cuk_embed_gather(uint16_t *e16, const int32_t *ids, const uint16_t *E, int rows, int D, int V, int32_t *bad,
+                        cudaStream_t s);
+int fg_cuk_embed_pos(uint16_t *h16, const float *e32, const int32_t *ids, const uint16_t *E, const uint16_t *P,
+                     const uint8_t *mask, int mask_stride, int B, int S, int past, int H, int V, int32_t *bad,
+                     cudaStream_t s);
+
+/* The step's k or v (B*S, H) fp16 into the cache (Tmax, B, H) at positions
+ * [past, past+S). */
+int fg_cuk_cache_store(uint16_t *cache, const uint16_t *x16, int B, int S, int past, int H, cudaStream_t s);
+
+/* Causal masked softmax of nh*sr score rows (T) of sequence b: row r is
+ * query i0 + r % sr (position past + i0 + r % sr), which sees keys t <= its
+ * position with mask[t] = 1; the others get weight 0, and a row with no
+ * visible key is uniform over all T (fg_ops.c's masked_softmax). p16 (nh*sr,
+ * T) = round16(weights), the fp16 input of the ctx GEMM. */
+int fg_cuk_softmax(uint16_t *p16, const float *scores, const uint8_t *mask_b, int rows, int sr, int T, int past,
+                   int i0, cudaStream_t s);
+
+/* Decode attention straight over the cache, one block per (sequence, head,
+ * query): ctx16 (B*S, H) = round16(softmax(q k^T) v) with the same mask
+ * rule; q (B*S, H) fp16 already scaled; kc, vc (Tmax, B, H). Needs
+ * T = past + S <= fg_cuk_decode_max_T() and head_dim <= 256. */
+int fg_cuk_decode_max_T(void);
+int fg_cuk_attn_decode(uint16_t *ctx16, const uint16_t *q16, const uint16_t *kc, const uint16_t *vc,
+                       const uint8_t *mask, int mask_stride, int B, int S, int past, int H, int n_heads,
+                       cudaStream_t s);
+
+/* ids (B) = argmax of each logits row (B, V); the lowest index on ties
+ * (fg_argmax). */
+int fg_cuk_argmax(int32_t *ids, const float *logits, int B, int V, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,333 @@
+/* cuda_ops.c - the cuda backend's ops: each engine op of fg_engine_ops.h as
+ * cuBLAS GEMMs and the kernels of cuda_kernels.cu, all on the compute
+ * stream, in the order backend_host.c's fg_opt calls compute them (see
+ * backend_cuda.c for the numerics). Every pointer here is device memory
+ * (a->in / a->out resolved through the backend's dev_ptr) but the pinned
+ * buffers named so. Shapes as fg_backend.h: B sequences, S new tokens, H
+ * hidden, F ffn, D embedding width, V vocabulary, R = B*S rows. */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "cuda_kernels.h"
+#include "cuda_ops.h"
+#include "fg_sample.h"
+
+#define BAD_NONE 0x7f7f7f7f   /* EMBED's flag after cudaMemsetAsync(0x7f): no bad id */
+#define DECODE_MAX_S 4        /* up to this many new tokens: the decode kernel, else GEMMs */
+
+typedef const uint16_t *cw;   /* an fp16 weight */
+
+/* One op's view: the stream, cuBLAS, the workspace regions. */
+typedef struct {
+    void *ctx;
+    const fg_op_args *a;
+    cudaStream_t s;
+    cublasHandle_t blas;
+    const fg_cuda_ws *ws;
+    uint16_t *x16, *q16, *k16, *v16, *ff16;   /* (R, max(H, D)), (R, H) x 3, (R, max(F, D)) */
+    float *y32;                               /* (R, H), or the attention's tiles */
+    int32_t *flag;
+    int R, H;
+} op_env;
+
+static op_env env_of(void *ctx, const fg_op_args *a) {
+    op_env e = {.ctx = ctx, .a = a, .s = fg_cu_compute(ctx), .blas = fg_cu_blas(ctx)};
+    uint8_t *w = fg_cu_ws(ctx, &e.ws);
+    e.x16 = (uint16_t *)(w + e.ws->x16);
+    e.q16 = (uint16_t *)(w + e.ws->q16);
+    e.k16 = (uint16_t *)(w + e.ws->k16);
+    e.v16 = (uint16_t *)(w + e.ws->v16);
+    e.y32 = (float *)(w + e.ws->y32);
+    e.ff16 = (uint16_t *)(w + e.ws->ff16);
+    e.flag = (int32_t *)(w + e.ws->flags);
+    e.R = a->st.B * a->st.S;
+    e.H = a->cfg.hidden;
+    return e;
+}
+
+static fg_status kfail(int err, const op_env *e, const char *what) {
+    return fg_err_set(FG_ERUNTIME, "%s on cuda: %s: %s", e->a->name, what, cudaGetErrorString((cudaError_t)err));
+}
+#define K(call, what)                               \
+    do {                                            \
+        int k_ = (call);                            \
+        if (k_) return kfail(k_, e, what);          \
+    } while (0)
+
+static fg_status blas_ok(cublasStatus_t b, const op_env *e, const char *what) {
+    return b == CUBLAS_STATUS_SUCCESS
+               ? FG_OK
+               : fg_err_set(FG_ERUNTIME, "%s on cuda: cuBLAS %s: %s", e->a->name, what, cublasGetStatusString(b));
+}
+
+/* ---- Linear layers --------------------------------------------------------- */
+
+/* y (rows, out) = alpha x (rows, in) W (out, in)^T + beta y, fp32 sums.
+ * cuBLAS is column-major: row-major y is y^T (out x rows, ld out) = W x^T,
+ * row-major W reads as W^T (in x out, ld in), hence op T; x reads as x^T. */
+static fg_status gemm(const op_env *e, void *y, cudaDataType yt, const uint16_t *x, cw W, int rows, int in, int out,
+                      float alpha, float beta, const char *what) {
+    return blas_ok(cublasGemmEx(e->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &alpha, W, CUDA_R_16F, in, x,
+                                CUDA_R_16F, in, &beta, y, yt, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   e, what);
+}
+
+/* y16 = round16(scale (x W^T + b)): the bias as C with beta = scale, one
+ * rounding (fg_gemm_f16w adds the bias in fp32 before anything rounds). */
+static fg_status linear16(const op_env *e, uint16_t *y16, const uint16_t *x, cw W, cw b, int rows, int in, int out,
+                          float scale, const char *what) {
+    if (b) K(fg_cuk_bias_rows16(y16, b, rows, out, e->s), "bias");
+    return gemm(e, y16, CUDA_R_16F, x, W, rows, in, out, scale, b ? scale : 0.0f, what);
+}
+
+/* y32 = h + x W^T + b: a block's output before its rounding. */
+static fg_status linear_resid(const op_env *e, const uint16_t *h, const uint16_t *x, cw W, cw b, int in,
+                              const char *what) {
+    K(fg_cuk_resid_init(e->y32, h, b, e->R, e->H, e->s), "residual");
+    return gemm(e, e->y32, CUDA_R_32F, x, W, e->R, in, e->H, 1.0f, 1.0f, what);
+}
+
+/* h_out = round16(y32), or for post-LayerNorm models round16(LN(y32)). */
+static fg_status finish_block(const op_env *e, uint16_t *h_out, cw ln_w, cw ln_b) {
+    if (e->a->cfg.pre_ln) K(fg_cuk_round16(h_out, e->y32, (int64_t)e->R * e->H, e->s), "round");
+    else K(fg_cuk_layernorm(h_out, NULL, e->y32, ln_w, ln_b, e->R, e->H, 1, 0, e->s), "LayerNorm");
+    return FG_OK;
+}
+
+/* ---- EMBED ----------------------------------------------------------------- */
+
+fg_status fg_cu_embed(void *ctx, const fg_op_args *a) {
+    op_env env = env_of(ctx, a), *e = &env;
+    const int32_t *ids = a->in[0];   /* (B*S) */
+    uint16_t *h = a->out[0];         /* (B*S, H) */
+    cw E = a->gw.w[FG_GW_EMBED_TOKENS], P = a->gw.w[FG_GW_EMBED_POS];
+    int V = a->cfg.vocab_size, D = a->cfg.word_embed_proj_dim;
+    fg_status st = FG_OK;
+    K(cudaMemsetAsync(e->flag, 0x7f, sizeof(int32_t), e->s), "flag");
+    const float *e32 = NULL;
+    if (fg_config_has_proj(&a->cfg)) {
+        /* the gathered rows are fp16 already: project_in's GEMM loses nothing to storage */
+        K(fg_cuk_embed_gather(e->x16, ids, E, e->R, D, V, e->flag, e->s), "gather");
+        if ((st = gemm(e, e->y32, CUDA_R_32F, e->x16, a->gw.w[FG_GW_PROJ_IN], e->R, D, e->H, 1, 0, "project_in")))
+            return st;
+        e32 = e->y32;
+    }
+    K(fg_cuk_embed_pos(h, e32, ids, E, P, a->st.mask, a->st.mask_stride, a->st.B, a->st.S, a->st.past, e->H, V,
+                       e->flag, e->s), "positions");
+    /* ids are device data: the check the host backend makes before it
+     * computes comes back here after the fact, before the DONE */
+    int32_t *bad = fg_cu_bad_host(ctx);
+    K(cudaMemcpyAsync(bad, e->flag, sizeof *bad, cudaMemcpyDeviceToHost, e->s), "flag");
+    K(cudaStreamSynchronize(e->s), "EMBED");
+    if (bad[0] != BAD_NONE) {
+        int32_t row = bad[0];
+        K(cudaMemcpyAsync(bad, ids + row, sizeof *bad, cudaMemcpyDeviceToHost, e->s), "ids");
+        K(cudaStreamSynchronize(e->s), "EMBED");
+        return fg_err_set(FG_EINPUT, "EMBED: ids[%" PRId32 "] = %" PRId32 " is outside the vocabulary [0, %d)", row,
+                          bad[0], V);
+    }
+    return FG_OK;
+}
+
+/* ---- attention --------------------------------------------------------------- */
+
+/* q, k, v (R, H) = round16(LN1?(h) W + b), q scaled after its bias. */
+static fg_status qkv(const op_env *e, const uint16_t *h, uint16_t *q, uint16_t *k, uint16_t *v) {
+    const fg_op_args *a = e->a;
+    const fg_layer_w *w = &a->lw;
+    const uint16_t *x = h;
+    fg_status st;
+    if (a->cfg.pre_ln) {
+        K(fg_cuk_layernorm(e->x16, h, NULL, w->w[FG_LW_LN1_W], w->w[FG_LW_LN1_B], e->R, e->H, 1, 0, e->s), "LayerNorm");
+        x = e->x16;
+    }
+    float scale = 1.0f / sqrtf((float)fg_config_head_dim(&a->cfg));
+    if ((st = linear16(e, q, x, w->w[FG_LW_Q_W], w->w[FG_LW_Q_B], e->R, e->H, e->H, scale, "q_proj")) ||
+        (st = linear16(e, k, x, w->w[FG_LW_K_W], w->w[FG_LW_K_B], e->R, e->H, e->H, 1, "k_proj")))
+        return st;
+    return linear16(e, v, x, w->w[FG_LW_V_W], w->w[FG_LW_V_B], e->R, e->H, e->H, 1, "v_proj");
+}
+
+/* Prefill attention of sequence b by strided-batched GEMMs over heads,
+ * tiled to fit the workspace: per tile of hn heads and sn queries, scores
+ * (hn, sn, T) fp32 = q k^T, weights (hn, sn, T) fp16 = softmax, ctx = w v. */
+static fg_status attn_gemm(const op_env *e, const uint16_t *q, const uint16_t *kc, const uint16_t *vc, uint16_t *ctx,
+                           int b) {
+    const fg_op_args *a = e->a;
+    int B = a->st.B, S = a->st.S, past = a->st.past, T = past + S, nh = a->cfg.n_heads, d = e->H / nh;
+    uint64_t per = 6ull * (uint64_t)T, cap = e->ws->y32_bytes / per;   /* (head, query) rows a tile holds */
+    if (cap < 1)
+        return fg_err_set(FG_EINPUT, "%s: a context of %d positions needs %" PRIu64 " bytes of attention workspace, "
+                          "more than the %" PRIu64 " DEVICE_INIT gave", a->name, T, per, e->ws->y32_bytes);
+    int hc = cap >= (uint64_t)nh * S ? nh : cap >= (uint64_t)S ? (int)(cap / S) : 1;
+    int sc = cap >= (uint64_t)S ? S : (int)cap;
+    const float one = 1, zero = 0;
+    long long ldc = (long long)B * e->H;   /* the cache's row: position t of sequence b at t*B + b */
+    for (int h0 = 0; h0 < nh; h0 += hc) {
+        int hn = nh - h0 < hc ? nh - h0 : hc;
+        for (int i0 = 0; i0 < S; i0 += sc) {
+            int sn = S - i0 < sc ? S - i0 : sc;
+            float *scores = e->y32;
+            uint16_t *p16 = (uint16_t *)(scores + (size_t)hn * sn * T);
+            const uint16_t *kb = kc + (size_t)b * e->H + (size_t)h0 * d, *vb = vc + (size_t)b * e->H + (size_t)h0 * d;
+            const uint16_t *qb = q + ((size_t)b * S + i0) * e->H + (size_t)h0 * d;
+            uint16_t *cb = ctx + ((size_t)b * S + i0) * e->H + (size_t)h0 * d;
+            /* scores^T (T x sn) = K (T x d) q^T (d x sn), per head */
+            fg_status st = blas_ok(
+                cublasGemmStridedBatchedEx(e->blas, CUBLAS_OP_T, CUBLAS_OP_N, T, sn, d, &one, kb, CUDA_R_16F, (int)ldc,
+                                           d, qb, CUDA_R_16F, e->H, d, &zero, scores, CUDA_R_32F, T,
+                                           (long long)sn * T, hn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                e, "q k^T");
+            if (st) return st;
+            K(fg_cuk_softmax(p16, scores, a->st.mask + (size_t)b * a->st.mask_stride, hn * sn, sn, T, past, i0, e->s),
+              "softmax");
+            /* ctx^T (d x sn) = V^T (d x T) w^T (T x sn), per head, rounded by cuBLAS's fp16 output */
+            st = blas_ok(cublasGemmStridedBatchedEx(e->blas, CUBLAS_OP_N, CUBLAS_OP_N, d, sn, T, &one, vb, CUDA_R_16F,
+                                                    (int)ldc, d, p16, CUDA_R_16F, T, (long long)sn * T, &zero, cb,
+                                                    CUDA_R_16F, e->H, d, hn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                         e, "w v");
+            if (st) return st;
+        }
+    }
+    return FG_OK;
+}
+
+/* fg_opt_attn_core: k, v into the cache at [past, past+S), then ctx (R, H)
+ * = round16(attention of q over the cache). */
+static fg_status core(const op_env *e, const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *kc,
+                      uint16_t *vc, uint16_t *ctx) {
+    const fg_op_args *a = e->a;
+    int B = a->st.B, S = a->st.S, past = a->st.past, nh = a->cfg.n_heads;
+    K(fg_cuk_cache_store(kc, k, B, S, past, e->H, e->s), "cache store");
+    K(fg_cuk_cache_store(vc, v, B, S, past, e->H, e->s), "cache store");
+    if (S <= DECODE_MAX_S && past + S <= fg_cuk_decode_max_T() && e->H / nh <= 256) {
+        K(fg_cuk_attn_decode(ctx, q, kc, vc, a->st.mask, a->st.mask_stride, B, S, past, e->H, nh, e->s), "attention");
+        return FG_OK;
+    }
+    for (int b = 0; b < B; b++) {
+        fg_status st = attn_gemm(e, q, kc, vc, ctx, b);
+        if (st) return st;
+    }
+    return FG_OK;
+}
+
+/* fg_opt_attn_out: h_out = round16(LN1?(h + ctx Wo + bo)). */
+static fg_status attn_out(const op_env *e, const uint16_t *h, const uint16_t *ctx, uint16_t *h_out) {
+    const fg_layer_w *w = &e->a->lw;
+    fg_status st = linear_resid(e, h, ctx, w->w[FG_LW_O_W], w->w[FG_LW_O_B], e->H, "out_proj");
+    return st ? st : finish_block(e, h_out, w->w[FG_LW_LN1_W], w->w[FG_LW_LN1_B]);
+}
+
+/* The attention block: ctx goes to x16, whose LayerNorm output the q k v
+ * GEMMs have read by then. */
+static fg_status attn_block(const op_env *e, const uint16_t *h, uint16_t *kc, uint16_t *vc, uint16_t *h_out) {
+    fg_status st = qkv(e, h, e->q16, e->k16, e->v16);
+    if (!st) st = core(e, e->q16, e->k16, e->v16, kc, vc, e->x16);
+    return st ? st : attn_out(e, h, e->x16, h_out);
+}
+
+fg_status fg_cu_attn(void *ctx, const fg_op_args *a) {
+    op_env env = env_of(ctx, a);
+    return attn_block(&env, a->in[0], a->in[2], a->in[3], a->out[0]);
+}
+
+fg_status fg_cu_attn_qkv(void *ctx, const fg_op_args *a) {
+    op_env env = env_of(ctx, a);
+    return qkv(&env, a->in[0], a->out[0], a->out[1], a->out[2]);
+}
+
+fg_status fg_cu_attn_out(void *ctx, const fg_op_args *a) {
+    op_env env = env_of(ctx, a);
+    return attn_out(&env, a->in[0], a->in[1], a->out[0]);
+}
+
+/* ---- MLP ------------------------------------------------------------------- */
+
+/* fg_opt_mlp_block: h_out = round16(LN2?(h + relu(LN2?(h) W1 + b1) W2 + b2)). */
+static fg_status mlp_block(const op_env *e, const uint16_t *h, uint16_t *h_out) {
+    const fg_op_args *a = e->a;
+    const fg_layer_w *w = &a->lw;
+    int F = a->cfg.ffn_dim;
+    const uint16_t *x = h;
+    fg_status st;
+    if (a->cfg.pre_ln) {
+        K(fg_cuk_layernorm(e->x16, h, NULL, w->w[FG_LW_LN2_W], w->w[FG_LW_LN2_B], e->R, e->H, 1, 0, e->s), "LayerNorm");
+        x = e->x16;
+    }
+    if ((st = linear16(e, e->ff16, x, w->w[FG_LW_FC1_W], w->w[FG_LW_FC1_B], e->R, e->H, F, 1, "fc1"))) return st;
+    K(fg_cuk_relu16(e->ff16, (int64_t)e->R * F, e->s), "ReLU");
+    if ((st = linear_resid(e, h, e->ff16, w->w[FG_LW_FC2_W], w->w[FG_LW_FC2_B], F, "fc2"))) return st;
+    return finish_block(e, h_out, w->w[FG_LW_LN2_W], w->w[FG_LW_LN2_B]);
+}
+
+fg_status fg_cu_mlp(void *ctx, const fg_op_args *a) {
+    op_env env = env_of(ctx, a);
+    return mlp_block(&env, a->in[0], a->out[0]);
+}
+
+fg_status fg_cu_layer(void *ctx, const fg_op_args *a) {
+    op_env env = env_of(ctx, a);
+    fg_status st = attn_block(&env, a->in[0], a->in[2], a->in[3], a->out[0]);
+    return st ? st : mlp_block(&env, a->out[0], a->out[0]);
+}
+
+/* ---- LM head and sampling -------------------------------------------------------- */
+
+/* fg_opt_lm_head: logits (B, V) fp32 = (project_out(LN_f?(h of each
+ * sequence's last token))) E^T. */
+fg_status fg_cu_lm_head(void *ctx, const fg_op_args *a) {
+    op_env env = env_of(ctx, a), *e = &env;
+    const uint16_t *h = a->in[0];
+    float *logits = a->out[0];
+    int B = a->st.B, S = a->st.S, D = a->cfg.word_embed_proj_dim;
+    fg_status st;
+    if (a->cfg.pre_ln)
+        K(fg_cuk_layernorm(e->x16, h, NULL, a->gw.w[FG_GW_FINAL_LN_W], a->gw.w[FG_GW_FINAL_LN_B], B, e->H, S, S - 1,
+                           e->s), "final LayerNorm");
+    else
+        K(cudaMemcpy2DAsync(e->x16, (size_t)e->H * 2, h + (size_t)(S - 1) * e->H, (size_t)S * e->H * 2,
+                            (size_t)e->H * 2, (size_t)B, cudaMemcpyDeviceToDevice, e->s), "gather");
+    const uint16_t *x = e->x16;
+    if (fg_config_has_proj(&a->cfg)) {
+        if ((st = gemm(e, e->ff16, CUDA_R_16F, e->x16, a->gw.w[FG_GW_PROJ_OUT], B, e->H, D, 1, 0, "project_out")))
+            return st;
+        x = e->ff16;
+    }
+    return gemm(e, logits, CUDA_R_32F, x, a->gw.w[FG_GW_EMBED_TOKENS], B, D, a->cfg.vocab_size, 1, 0, "lm_head");
+}
+
+/* Greedy: argmax on the device. With a temperature: the logits and the
+ * generator states to pinned host memory, fg_sample row by row (the
+ * reference sampler and generator), ids and advanced states back. */
+fg_status fg_cu_sample(void *ctx, const fg_op_args *a) {
+    op_env env = env_of(ctx, a), *e = &env;
+    const float *logits = a->in[0];   /* (B, V) */
+    uint64_t *rng = a->in[1];         /* (B), advanced in place */
+    int32_t *ids = a->out[0];         /* (B) */
+    int B = a->st.B, V = a->cfg.vocab_size;
+    if (a->temperature <= 0) {
+        K(fg_cuk_argmax(ids, logits, B, V, e->s), "argmax");
+        return FG_OK;
+    }
+    size_t nl = ((size_t)B * V * sizeof(float) + 7) / 8 * 8, nr = (size_t)B * sizeof(uint64_t);   /* states 8-aligned */
+    uint8_t *pin = fg_cu_pinned(ctx, nl + nr + (size_t)B * sizeof(int32_t));
+    float *scratch = fg_cu_samp(ctx, (size_t)V);
+    if (!pin) return FG_ERUNTIME;
+    if (!scratch) return fg_err_set(FG_ERUNTIME, "SAMPLE on cuda: out of host memory");
+    float *hl = (float *)pin;
+    uint64_t *hr = (uint64_t *)(pin + nl);
+    int32_t *hi = (int32_t *)(pin + nl + nr);
+    K(cudaMemcpyAsync(hl, logits, (size_t)B * V * sizeof(float), cudaMemcpyDeviceToHost, e->s), "logits to the host");
+    K(cudaMemcpyAsync(hr, rng, nr, cudaMemcpyDeviceToHost, e->s), "states to the host");
+    K(cudaStreamSynchronize(e->s), "SAMPLE");
+    fg_sampler_cfg cfg = {.temperature = a->temperature, .top_p = a->top_p};
+    for (int b = 0; b < B; b++) {
+        fg_rng r = {hr[b]};
+        hi[b] = fg_sample(hl + (size_t)b * V, V, &cfg, &r, scratch);
+        hr[b] = r.state;
+    }
+    K(cudaMemcpyAsync(ids, hi, (size_t)B * sizeof(int32_t), cudaMemcpyHostToDevice, e->s), "ids to the device");
+    K(cudaMemcpyAsync(rng, hr, nr, cudaMemcpyHostToDevice, e->s), "states to the device");
+    return FG_OK;   /* the worker synchronizes before the pinned buffer is used again */
+}

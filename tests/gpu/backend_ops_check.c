@@ -1,0 +1,274 @@
+/* backend_ops_check.c - every op of the gpu worker's table on both backends,
+ * in the manner of ggml's test-backend-ops: the same random inputs laid out
+ * by fg_op_args_layout (the op table's slots) are uploaded to the host
+ * backend (the reference: the fg_opt functions the reference engine runs)
+ * and to the cuda backend, each op runs through the backend's slot, and
+ * every output (and the KV cache an attention op writes, and SAMPLE's
+ * generator states) comes back and is compared. Exits 77 (ctest: skipped)
+ * where no CUDA device can be opened; with --probe, only says that (0 or
+ * 77) for the GPU test scripts.
+ *
+ * Shapes: OPT-125M (pre-LayerNorm) and OPT-350M (post-LayerNorm, project_in
+ * and project_out) with one layer, at a padded prefill (B 3, S 9: the
+ * strided-batched GEMM attention), decode (B 4, S 1, past 20: the decode
+ * kernel), a short multi-token step (B 2, S 3, past 5), and long prefills
+ * whose score tiles do not fit the workspace at once (B 1, S 130: tiles of
+ * heads; S 600: tiles of query rows).
+ *
+ * Tolerances, and why. Bitwise: EMBED without project_in (both add the
+ * same two fp16 values in fp32 and round once), and SAMPLE (the same fp32
+ * logits in; argmax with the same tie rule, or the host's own sampler and
+ * generator). Everything else: the cuda backend stores what the host keeps
+ * in fp32 between GEMMs as fp16 (a LayerNorm's output, fc1's, the softmax
+ * weights of prefill attention, project_out's), so each such tensor
+ * carries one more rounding, a relative error of at most 2^-11 = 4.9e-4
+ * per element (RMS about 2.8e-4), and both sum in different orders (fp32,
+ * ~1e-6 relative). An output rounds to fp16 once more on each side, so it
+ * may differ by one ulp (2^-11 relative). A block chains at most three
+ * such roundings before its output (LayerNorm -> q, k, v -> weights ->
+ * ctx), so the RMS relative error stays near 1e-3 and the normalised
+ * squared error sum((g-h)^2) / sum(h^2) near 1e-6: the check allows 1e-5.
+ * The largest single difference is held to 2^-6 of the tensor's largest
+ * magnitude (16 fp16 ulps there), which catches a wrong element, a wrong
+ * position or a wrong mask without failing on one unlucky rounding. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fg_backend.h"
+#include "fg_sample.h"
+
+#define NMSE_TOL 1e-5
+#define MAX_TOL (1.0 / 64)
+
+typedef struct {
+    const fg_backend *be;
+    void *ctx;
+} side;
+
+static void *side_ptr(void *ctx, fg_shm_handle h) {
+    side *s = ctx;
+    return s->be->dev_ptr(s->ctx, h.offset);
+}
+
+/* ---- inputs ----------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x1234567;
+static double urand(void) {   /* [0, 1) */
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
+}
+static float uni(float lo, float hi) { return lo + (hi - lo) * (float)urand(); }
+
+static void fill_half(fg_half *p, uint64_t n, float lo, float hi) {
+    for (uint64_t i = 0; i < n; i++) p[i] = fg_float_to_half(uni(lo, hi));
+}
+
+/* A weight by its role: LayerNorm scales near 1, biases small, matrices
+ * with variance 1/in so activations stay O(1). */
+static void fill_weight(fg_half *p, uint64_t n, int lw, int which, const fg_spec *sp) {
+    int is_ln = lw ? which == FG_LW_LN1_W || which == FG_LW_LN2_W : which == FG_GW_FINAL_LN_W;
+    if (is_ln) return fill_half(p, n, 0.9f, 1.1f);
+    if (sp->ndim == 1) return fill_half(p, n, -0.1f, 0.1f);
+    if (!lw && which == FG_GW_EMBED_POS) return fill_half(p, n, -0.5f, 0.5f);
+    if (!lw && which == FG_GW_EMBED_TOKENS) return fill_half(p, n, -0.1f, 0.1f);
+    float a = sqrtf(3.0f / (float)sp->dims[1]);
+    fill_half(p, n, -a, a);
+}
+
+static void fill(const fg_msg *m, uint8_t *img, const fg_op_step *p, const fg_opt_config *c) {
+    const fg_msg_compute *mc = &m->u.compute;
+    const fg_op_info *oi = fg_op_info_get(mc->op);
+    fg_spec *specs = fg_specs_new(c);
+    for (uint32_t i = 0; i < mc->n_in; i++) {
+        const fg_op_slot *s = &oi->in[i];
+        fg_shm_handle h = mc->in[i];
+        uint8_t *d = img + h.offset;
+        switch (s->kind) {
+        case FG_SLOT_ACT: fill_half((fg_half *)d, h.nbytes / 2, -2, 2); break;
+        case FG_SLOT_CACHE: fill_half((fg_half *)d, h.nbytes / 2, -1, 1); break;
+        case FG_SLOT_IDS:
+            for (uint64_t k = 0; k < h.nbytes / 4; k++) ((int32_t *)d)[k] = (int32_t)(urand() * c->vocab_size);
+            break;
+        case FG_SLOT_MASK:   /* sequence b left-padded by b % 3 positions */
+            for (uint32_t b = 0; b < p->B; b++)
+                for (uint32_t t = 0; t < p->mask_stride; t++) d[(size_t)b * p->mask_stride + t] = t >= b % 3;
+            break;
+        case FG_SLOT_LOGITS:
+            for (uint64_t k = 0; k < h.nbytes / 4; k++) ((float *)d)[k] = uni(-4, 4);
+            break;
+        case FG_SLOT_RNG:
+            for (uint64_t k = 0; k < h.nbytes / 8; k++) ((uint64_t *)d)[k] = (uint64_t)(urand() * 9e15);
+            break;
+        case FG_SLOT_LW:
+        case FG_SLOT_GW: {
+            int lw = s->kind == FG_SLOT_LW;
+            const fg_spec *sp = &specs[lw ? fg_spec_layer(0, s->which) : fg_spec_global(s->which)];
+            if (h.nbytes) fill_weight((fg_half *)d, h.nbytes / 2, lw, s->which, sp);
+            break;
+        }
+        }
+    }
+    free(specs);
+}
+
+/* ---- running one op on one side ------------------------------------------------- */
+
+/* The image uploaded, op run, the whole layout read back into out. */
+static fg_status run_side(side *s, const fg_msg *m, const fg_op_init *init, const fg_opt_config *c, const uint8_t *img,
+                          uint64_t end, uint8_t *out, fg_status *op_st) {
+    fg_status st = s->be->device_init(s->ctx, init, c);
+    if (!st) st = s->be->set_async(s->ctx, 0, img, end, 1);
+    if (!st) st = s->be->synchronize(s->ctx, 1);
+    fg_op_args a;
+    if (!st) st = fg_op_args_parse(NULL, m, side_ptr, s, &a);
+    if (st) return st;
+    *op_st = s->be->ops[FG_OPI(a.op)](s->ctx, &a);
+    if (!st) st = s->be->synchronize(s->ctx, 0);
+    if (!st) st = s->be->get_async(s->ctx, out, 0, end, 2);
+    if (!st) st = s->be->synchronize(s->ctx, 2);
+    return st;
+}
+
+/* ---- comparing ---------------------------------------------------------------- */
+
+static int compare(const char *what, const char *slot, fg_slot_kind kind, const uint8_t *h, const uint8_t *g,
+                   uint64_t n, int exact) {
+    if (kind == FG_SLOT_IDS || kind == FG_SLOT_RNG || exact) {
+        int ok = !memcmp(h, g, n);
+        printf("%s %s %s: %s\n", ok ? "ok  " : "FAIL", what, slot, ok ? "bitwise equal" : "not bitwise equal");
+        return ok;
+    }
+    int f16 = kind != FG_SLOT_LOGITS;
+    uint64_t cnt = n / (f16 ? 2 : 4);
+    double se = 0, sr = 0, mx = 0, mref = 0;
+    for (uint64_t i = 0; i < cnt; i++) {
+        double r = f16 ? fg_half_to_float(((const fg_half *)h)[i]) : ((const float *)h)[i];
+        double x = f16 ? fg_half_to_float(((const fg_half *)g)[i]) : ((const float *)g)[i];
+        if (!isfinite(x)) x = 1e30;
+        se += (x - r) * (x - r), sr += r * r;
+        mx = fmax(mx, fabs(x - r)), mref = fmax(mref, fabs(r));
+    }
+    double nmse = sr > 0 ? se / sr : se;
+    int ok = nmse <= NMSE_TOL && mx <= MAX_TOL * mref;
+    printf("%s %s %s: nmse %.2e (tol %.0e), max |cuda - host| %.3g (tol %.3g)\n", ok ? "ok  " : "FAIL", what, slot,
+           nmse, NMSE_TOL, mx, MAX_TOL * mref);
+    return ok;
+}
+
+/* Op `op` at step p, both sides, every output and written input compared. */
+static const char *model_name;   /* the model being checked, for the report */
+
+static int check_op(side *host, side *cuda, uint32_t op, const fg_op_step *p, const fg_msg *m, uint64_t end,
+                    const char *label, int want_einput) {
+    fg_opt_config c;
+    fg_exit_on(fg_config_from_desc(&p->model, "check", &c));
+    uint8_t *img = malloc(end), *oh = malloc(end), *og = malloc(end);
+    if (!img || !oh || !og) fg_exit_on(fg_err_set(FG_ERUNTIME, "out of memory"));
+    fill(m, img, p, &c);
+    if (want_einput) ((int32_t *)(img + m->u.compute.in[0].offset))[p->B * p->S - 1] = c.vocab_size;   /* EMBED: one id past V */
+    fg_op_init init = {.model = p->model, .max_rows = p->B * p->S, .arena_bytes = end, .budget_bytes = 0};
+    fg_status sh = FG_OK, sg = FG_OK;
+    char what[160];
+    snprintf(what, sizeof what, "%s %s %s", fg_op_name(op), model_name, label);
+    int ok = 1;
+    if (run_side(host, m, &init, &c, img, end, oh, &sh) || run_side(cuda, m, &init, &c, img, end, og, &sg)) {
+        printf("FAIL %s: %s\n", what, fg_err_msg());
+        ok = 0;
+    } else if (want_einput) {
+        ok = sh == FG_EINPUT && sg == FG_EINPUT;
+        printf("%s %s: an id outside the vocabulary is refused by both (host %d, cuda %d)\n", ok ? "ok  " : "FAIL", what,
+               sh, sg);
+    } else if (sh || sg) {
+        printf("FAIL %s: host status %d, cuda status %d: %s\n", what, sh, sg, fg_err_msg());
+        ok = 0;
+    } else {
+        const fg_op_info *oi = fg_op_info_get(op);
+        const fg_msg_compute *mc = &m->u.compute;
+        int exact_embed = op == FG_OP_EMBED && !fg_config_has_proj(&c);
+        for (int i = 0; i < oi->n_out; i++)
+            ok &= compare(what, oi->out[i].name, oi->out[i].kind, oh + mc->out[i].offset, og + mc->out[i].offset,
+                          mc->out[i].nbytes, exact_embed || op == FG_OP_SAMPLE);
+        for (int i = 0; i < oi->n_in; i++)   /* what an op writes in place: the cache, the generators */
+            if (oi->in[i].kind == FG_SLOT_CACHE || oi->in[i].kind == FG_SLOT_RNG)
+                ok &= compare(what, oi->in[i].name, oi->in[i].kind, oh + mc->in[i].offset, og + mc->in[i].offset,
+                              mc->in[i].nbytes, 0);
+    }
+    free(img), free(oh), free(og);
+    return ok;
+}
+
+/* SAMPLE's layout by hand (fg_op_args_layout takes steps only). */
+typedef struct {
+    fg_shm_handle h[3];
+    int next;
+} placed;
+static fg_shm_handle next_h(void *ctx, const fg_op_info *oi, const fg_op_slot *s) { return ((placed *)ctx)->h[((placed *)ctx)->next++]; }
+
+static int check_sample(side *host, side *cuda, const fg_model_desc *md, int V, uint32_t B, float temp, float top_p) {
+    fg_op_sample sp = {.step = {.model = *md, .B = B, .S = 1}, .temperature = temp, .top_p = top_p};
+    uint64_t nl = (uint64_t)B * V * 4, a = FG_SHM_ALIGN, o1 = (nl + a - 1) / a * a, o2 = o1 + a;
+    placed pl = {.h = {{FG_SEG_DEVICE, 0, nl}, {FG_SEG_DEVICE, o1, 8ull * B}, {FG_SEG_DEVICE, o2, 4ull * B}}};
+    fg_msg m;
+    fg_op_build(&m, FG_OP_SAMPLE, 0, 0, &sp, sizeof sp, next_h, &pl);
+    char label[64];
+    snprintf(label, sizeof label, "B %u temperature %.1f top-p %.2f", B, (double)temp, (double)top_p);
+    return check_op(host, cuda, FG_OP_SAMPLE, &sp.step, &m, o2 + a, label, 0);
+}
+
+int main(int argc, char **argv) {
+    int probe = argc > 1 && !strcmp(argv[1], "--probe");   /* for scripts: is there a GPU? */
+    if (fg_backend_usable("cuda")) {
+        printf("%s: no CUDA device: skipped\n", probe ? "cuda probe" : "backend_ops_check");
+        return 77;
+    }
+    if (probe) return 0;
+    fg_log_set_level(FG_LOG_WARN);   /* not a DEVICE_INIT line per op */
+    side host = {&fg_backend_host, NULL}, cuda = {fg_backend_find("cuda"), NULL};
+    char info[512];
+    if (!cuda.be) fg_exit_on(FG_EINPUT);
+    fg_exit_on(host.be->open(&host.ctx, info, sizeof info));
+    fg_exit_on(cuda.be->open(&cuda.ctx, info, sizeof info));
+    printf("backend_ops_check: host vs %s\n", info);
+    const char *models[] = {"opt-125m", "opt-350m"};
+    struct {
+        uint32_t B, S, past;
+        const char *label;
+    } steps[] = {
+        {3, 9, 0, "prefill B 3 S 9 (GEMM attention)"},
+        {4, 1, 20, "decode B 4 past 20 (decode kernel)"},
+        {2, 3, 5, "B 2 S 3 past 5 (decode kernel, 3 queries)"},
+        {1, 130, 0, "prefill S 130 (tiles of heads)"},
+        {1, 600, 0, "prefill S 600 (tiles of query rows)"},
+    };
+    const uint32_t ops[] = {FG_OP_EMBED, FG_OP_ATTN, FG_OP_ATTN_QKV, FG_OP_ATTN_OUT, FG_OP_MLP, FG_OP_LAYER, FG_OP_LM_HEAD};
+    int ok = 1;
+    for (size_t mi = 0; mi < 2; mi++) {
+        fg_opt_config c;
+        fg_exit_on(fg_config_by_name(models[mi], &c));
+        model_name = models[mi];
+        c.n_layers = 1;
+        fg_model_desc md = fg_config_desc(&c);
+        for (size_t si = 0; si < sizeof steps / sizeof steps[0]; si++)
+            for (size_t oi = 0; oi < sizeof ops / sizeof ops[0]; oi++) {
+                if (steps[si].S == 600 && ops[oi] != FG_OP_ATTN) continue;   /* the tiling is ATTN's alone */
+                uint32_t T = steps[si].past + steps[si].S;
+                fg_op_step p = {.model = md, .B = steps[si].B, .S = steps[si].S, .past = steps[si].past,
+                                .Tmax = T + 3, .mask_stride = T + 1};
+                fg_msg m;
+                uint64_t end;
+                fg_exit_on(fg_op_args_layout(ops[oi], &p, 0, NULL, NULL, &m, &end, NULL));
+                ok &= check_op(&host, &cuda, ops[oi], &p, &m, end, steps[si].label, 0);
+                if (ops[oi] == FG_OP_EMBED && si == 0) ok &= check_op(&host, &cuda, ops[oi], &p, &m, end, "bad id", 1);
+            }
+        ok &= check_sample(&host, &cuda, &md, c.vocab_size, 5, 0, 1);
+        ok &= check_sample(&host, &cuda, &md, c.vocab_size, 5, 0.8f, 0.9f);
+        ok &= check_sample(&host, &cuda, &md, c.vocab_size, 5, 1.3f, 1);
+    }
+    host.be->close(host.ctx);
+    cuda.be->close(cuda.ctx);
+    printf("backend_ops_check: %s\n", ok ? "all ops agree" : "FAIL");
+    return ok ? 0 : 1;
+}
