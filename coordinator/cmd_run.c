@@ -79,6 +79,8 @@ static void run_usage(FILE *f) {
         "                        and the report's prediction\n"
         "  --num-gpu-batches N   GPU batches per block (default 1); --gpu-batch-size is per GPU batch\n"
         "  --cpu-cache-compute   decode attention on the CPU worker, where a CPU-tier cache lives\n"
+        "  --compress-weight     hold the attention and MLP weight matrices 4-bit (FlexGen's group-wise\n"
+        "                        scheme) in every tier; --compress-cache: the KV cache too (both engines)\n"
         "  --schedule block|row  zig-zag block schedule (default), or one GPU batch through all layers\n"
         "  --no-overlap          wait for every load and store (default: overlap them with compute)\n"
         "  --gpu-mem SIZE        GPU memory budget (the gpu worker's arena and workspace), e.g. 2G\n"
@@ -101,7 +103,7 @@ static fg_status parse_float(const char *flag, const char *v, float lo, float hi
 
 static fg_status parse_args(int argc, char **argv, run_args *a) {
     enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE, O_REPORT, O_PROMPTS, O_STOP, O_TRUNC,
-          O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM, O_OFFDIR, O_NOOVERLAP, O_TRACE, O_DEVICE, O_POLICY, O_HW };
+          O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM, O_OFFDIR, O_NOOVERLAP, O_TRACE, O_DEVICE, O_POLICY, O_HW, O_CW, O_CC };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},      {"dummy", required_argument, 0, O_DUMMY},
         {"prompt-ids", required_argument, 0, O_PIDS},  {"out", required_argument, 0, O_OUT},
@@ -118,6 +120,7 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
         {"no-overlap", no_argument, 0, O_NOOVERLAP},    {"trace", required_argument, 0, O_TRACE},
         {"device", required_argument, 0, O_DEVICE},    {"policy", required_argument, 0, O_POLICY},
         {"hardware", required_argument, 0, O_HW},      {"help", no_argument, 0, 'h'},
+        {"compress-weight", no_argument, 0, O_CW},     {"compress-cache", no_argument, 0, O_CC},
         {0, 0, 0, 0},
     };
     *a = (run_args){.gen_len = 32, .top_p = 1.0f, .engine = "flexgen", .policy = "auto"};
@@ -154,6 +157,8 @@ static fg_status parse_args(int argc, char **argv, run_args *a) {
             break;
         case O_NGB: st = fg_parse_int("--num-gpu-batches", optarg, 1, FG_MAX_GPU_BATCHES, &a->num_gpu_batches); break;
         case O_CPUATTN: a->cpu_cache_compute = 1; break;
+        case O_CW: a->flex.policy.compress_weight = 1; break;
+        case O_CC: a->flex.policy.compress_cache = 1; break;
         case O_SCHED:
             if (!strcmp(optarg, "row")) a->schedule_row = 1;
             else if (!strcmp(optarg, "block")) a->schedule_row = 0;
@@ -500,6 +505,8 @@ int fg_cmd_run(int argc, char **argv) {
     fg_exit_on(a.dummy ? fg_wsrc_open_dummy(a.dummy, a.seed, &ws) : fg_wsrc_open_dir(a.model_dir, NULL, &ws));
     run_io io = {.stop = a.stop, .n_stop = a.n_stop};
     fg_exit_on(open_tokenizer(&a, ws, &io.tok));
+    fg_wsrc_config_mut(ws)->compress_weight = a.flex.policy.compress_weight;   /* the tiers' format, fg_q4.h */
+    fg_wsrc_config_mut(ws)->compress_cache = a.flex.policy.compress_cache;
     const fg_opt_config *c = fg_wsrc_config(ws);
     fg_info("model: %s (%d layers, hidden %d, %d heads), %s", c->name, c->n_layers, c->hidden, c->n_heads,
             fg_wsrc_describe(ws));

@@ -200,7 +200,7 @@ static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
     if (!st && pl->any_disk_weights) st = open_store(e, fo);
     for (int i = 0; i < fg_spec_count(pl->c) && !st; i++)
         if (pl->sp[i].present && pl->wtier[i] != FG_TIER_DISK)
-            st = fg_wsrc_read(e->ws, i, fg_engine_ptr(e, pl->wtier[i] == FG_TIER_GPU ? pl->wsrc[i] : pl->whome[i]));
+            st = fg_wsrc_read_stored(e->ws, i, fg_engine_ptr(e, pl->wtier[i] == FG_TIER_GPU ? pl->wsrc[i] : pl->whome[i]));
     return st ? st : gpu_setup(e);
 }
 
