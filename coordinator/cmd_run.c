@@ -428,6 +428,8 @@ static fg_status write_report(const char *path, const run_args *a, const fg_opt_
         json_object_set_new(o, "shm_bytes", json_integer((json_int_t)fs->shm_bytes));
         json_object_set_new(o, "h2d_bytes", json_integer((json_int_t)fs->h2d_bytes));
         json_object_set_new(o, "d2h_bytes", json_integer((json_int_t)fs->d2h_bytes));
+        json_object_set_new(o, "disk_read_bytes", json_integer((json_int_t)fs->disk_read_bytes));
+        json_object_set_new(o, "disk_write_bytes", json_integer((json_int_t)fs->disk_write_bytes));
         json_object_set_new(o, "commands", json_integer(fs->commands));
         json_t *busy = json_object();
         for (int r = 0; r < 3; r++) json_object_set_new(busy, fg_role_name(r), json_real(fs->busy_s[r]));
