@@ -35,8 +35,10 @@ def load(tag):
     ids = [json.loads(l)["output_ids"] for l in open("%s/%s-%s.jsonl" % (w, name, tag))]
     return np.load("%s/%s-%s.npy" % (w, name, tag)), np.array(ids)
 base, bids = load("none")
-print("%s: 16 prompts x 32 tokens, against the uncompressed logits (|logit| mean %.3f)"
-      % (name, float(np.abs(base).mean())))
+top2 = np.sort(base, axis=-1)[..., -2:]
+print("%s: 16 prompts x 32 tokens, against the uncompressed logits (|logit| mean %.3f, std over the "
+      "vocabulary %.3f, median top-1 minus top-2 margin %.3f)"
+      % (name, float(np.abs(base).mean()), float(base.std(axis=-1).mean()), float(np.median(top2[..., 1] - top2[..., 0]))))
 print("  %-26s %12s %12s %14s %14s" % ("flags", "mean |diff|", "max |diff|", "token agree", "first token"))
 for tag, label in (("nonecompressweight", "--compress-weight"), ("nonecompresscache", "--compress-cache"),
                    ("nonecompressweightcompresscache", "both")):
