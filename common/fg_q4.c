@@ -80,13 +80,37 @@ void fg_q4_expand_f32(const uint8_t *src, int N, int C, float *y) {
     for (int r = 0; r < N; r++) expand_row(src, N, C, r, y + (size_t)r * C);
 }
 
-void fg_q4_expand_rows(const uint8_t *src, int N, int C, int r0, int r1, fg_half *y) {
-    float *row = malloc(sizeof(float) * (size_t)(C > 0 ? C : 1));
-    for (int r = r0; r < r1; r++) {
-        expand_row(src, N, C, r, row);
-        fg_float_to_half_n(row, y + (size_t)(r - r0) * C, (size_t)C);   /* exact: already fp16 values */
+/* The 16 values each column of group g can expand to, lut[q * C + c]
+ * (fp16): the expansion formula applied once per (group, column, q) rather
+ * than once per element, so a row is a table lookup per value. */
+static void group_lut(const uint8_t *src, int N, int C, int g, fg_half *lut, float *tmp) {
+    int G = (int)fg_q4_groups((uint64_t)N);
+    const fg_half *mins = (const fg_half *)(src + (size_t)G * 32 * C) + (size_t)g * C;
+    const fg_half *scales = (const fg_half *)(src + (size_t)G * 32 * C) + (size_t)G * C + (size_t)g * C;
+    float *sf = tmp, *mf = tmp + C, *row = tmp + 2 * (size_t)C;
+    fg_half_to_float_n(scales, sf, (size_t)C);
+    fg_half_to_float_n(mins, mf, (size_t)C);
+    for (int q = 0; q < 16; q++) {
+        for (int c = 0; c < C; c++) row[c] = (float)q / sf[c];
+        fg_round_fp16_n(row, (size_t)C);
+        for (int c = 0; c < C; c++) row[c] += mf[c];
+        fg_float_to_half_n(row, lut + (size_t)q * C, (size_t)C);   /* the second rounding */
     }
-    free(row);
+}
+
+void fg_q4_expand_rows(const uint8_t *src, int N, int C, int r0, int r1, fg_half *y) {
+    fg_half *lut = malloc(sizeof(fg_half) * 16 * (size_t)(C > 0 ? C : 1));
+    float *tmp = malloc(sizeof(float) * 3 * (size_t)(C > 0 ? C : 1));
+    int g_have = -1;
+    for (int r = r0; r < r1; r++) {
+        int g = r / FG_Q4_GROUP, i = r % FG_Q4_GROUP, shift = i % 2 ? 0 : 4;
+        if (g != g_have) group_lut(src, N, C, g, lut, tmp), g_have = g;
+        const uint8_t *p = src + ((size_t)g * 32 + (size_t)(i / 2)) * C;
+        fg_half *yr = y + (size_t)(r - r0) * C;
+        for (int c = 0; c < C; c++) yr[c] = lut[(size_t)((p[c] >> shift) & 15) * C + c];
+    }
+    free(lut);
+    free(tmp);
 }
 
 void fg_q4_expand(const uint8_t *src, int N, int C, fg_half *y) { fg_q4_expand_rows(src, N, C, 0, N, y); }
