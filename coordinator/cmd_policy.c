@@ -20,6 +20,7 @@
 typedef struct {
     const char *model_dir, *dummy, *hardware, *offload_dir, *device, *prompt_ids;
     int S, G, n_prompts, json, have_percent, gbs, K, cpu_attn;
+    int compress_weight, compress_cache;   /* allowed (searched), or used (--percent) */
     uint64_t gpu_mem, cpu_mem, disk_mem;
     fg_policy p;
 } policy_args;
@@ -31,7 +32,7 @@ static void usage(FILE *f) {
         "                      [--gpu-mem SIZE] [--cpu-mem SIZE] [--disk-mem SIZE] [--offload-dir DIR]\n"
         "                      [--device NAME] [--json]\n"
         "                      [--percent WG WC CG CC HG HC --gpu-batch-size N --num-gpu-batches N\n"
-        "                       [--cpu-cache-compute]]\n\n"
+        "                       [--cpu-cache-compute]] [--compress-weight] [--compress-cache]\n\n"
         "Searches the policy (placement of weights, KV cache and activations, GPU batch size, batches\n"
         "per block, CPU attention) with the highest predicted throughput within the budgets, and prints\n"
         "it as flexgen run flags with its predicted times. With --percent, scores that policy instead.\n\n"
@@ -42,12 +43,15 @@ static void usage(FILE *f) {
         "                      (FlexGen's constants for a T4); default: this machine's profile,\n"
         "                      measured first if there is none\n"
         "  --gpu-mem, --cpu-mem, --disk-mem SIZE   budgets (default: no limit), e.g. 16G\n"
+        "  --compress-weight, --compress-cache   allow 4-bit weights / KV cache: the search tries\n"
+        "                      the policy with and without each and keeps the faster (with --percent:\n"
+        "                      score the policy with them)\n"
         "  --json              one JSON object on stdout\n");
 }
 
 static fg_status parse(int argc, char **argv, policy_args *a) {
     enum { O_MODEL = 256, O_DUMMY, O_S, O_G, O_N, O_PIDS, O_HW, O_GPU, O_CPU, O_DISK, O_OFF, O_DEV, O_JSON, O_PCT,
-           O_GBS, O_NGB, O_CA };
+           O_GBS, O_NGB, O_CA, O_CW, O_CC };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},       {"dummy", required_argument, 0, O_DUMMY},
         {"prompt-len", required_argument, 0, O_S},      {"gen-len", required_argument, 0, O_G},
@@ -58,6 +62,7 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
         {"json", no_argument, 0, O_JSON},               {"percent", required_argument, 0, O_PCT},
         {"gpu-batch-size", required_argument, 0, O_GBS}, {"num-gpu-batches", required_argument, 0, O_NGB},
         {"cpu-cache-compute", no_argument, 0, O_CA},    {"help", no_argument, 0, 'h'},
+        {"compress-weight", no_argument, 0, O_CW},      {"compress-cache", no_argument, 0, O_CC},
         {0, 0, 0, 0},
     };
     *a = (policy_args){.G = 32, .offload_dir = "flexgen-offload", .cpu_attn = -1};
@@ -87,6 +92,8 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
         case O_GBS: st = fg_parse_int("--gpu-batch-size", optarg, 1, 1 << 20, &a->gbs); break;
         case O_NGB: st = fg_parse_int("--num-gpu-batches", optarg, 1, FG_MAX_GPU_BATCHES, &a->K); break;
         case O_CA: a->cpu_attn = 1; break;
+        case O_CW: a->compress_weight = 1; break;
+        case O_CC: a->compress_cache = 1; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return fg_err_set(FG_EINPUT, "flexgen policy: unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -115,8 +122,8 @@ static json_t *arithmetic(const fg_opt_config *c, const fg_spec *sp, int S, int 
     return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
                      "weight_bytes_per_layer", cs.layer_bytes,
                      "weight_bytes_total", cs.layer_bytes * L + cs.model_bytes,
-                     "kv_cache_bytes_per_sequence", 4.0 * L * (S + G) * H,
-                     "kv_cache_bytes_per_block", 4.0 * L * (S + G) * H * p->gbs * p->num_gpu_batches,
+                     "kv_cache_bytes_per_sequence", 2.0 * L * (S + G) * (double)fg_cache_row_bytes(c),
+                     "kv_cache_bytes_per_block", 2.0 * L * (S + G) * (double)fg_cache_row_bytes(c) * p->gbs * p->num_gpu_batches,
                      "activation_bytes_per_gpu_batch", 2.0 * p->gbs * S * H,
                      "prefill_flops_per_token", L * (per_row + 2 * S * H) + 2 * H * V / S,
                      "decode_flops_per_token", L * (per_row + 4 * (S + G / 2.0) * H) + 2 * H * V);
@@ -137,9 +144,10 @@ static void print_text(const policy_args *a, const fg_opt_config *c, const fg_hw
     printf("  FLOPs per token: prefill %.3g GFLOP, decode %.3g GFLOP\n", num(ar, "prefill_flops_per_token") / 1e9,
            num(ar, "decode_flops_per_token") / 1e9);
     printf("hardware: %s (%s backend%s)\n", hw->source, hw->backend, hw->shares_host_cpu ? ", compute on the host's cores" : "");
-    printf("policy%s: --percent %g %g %g %g %g %g --gpu-batch-size %d --num-gpu-batches %d%s\n",
+    printf("policy%s: --percent %g %g %g %g %g %g --gpu-batch-size %d --num-gpu-batches %d%s%s%s\n",
            a->have_percent ? " (given)" : "", p->w_gpu, p->w_cpu, p->c_gpu, p->c_cpu, p->h_gpu, p->h_cpu, p->gbs,
-           p->num_gpu_batches, p->cpu_cache_compute ? " --cpu-cache-compute" : "");
+           p->num_gpu_batches, p->cpu_cache_compute ? " --cpu-cache-compute" : "",
+           p->compress_weight ? " --compress-weight" : "", p->compress_cache ? " --compress-cache" : "");
     printf("predicted: %.4g tokens/s; prefill %.4g s (bound by %s), decode %.4g s (bound by %s)%s\n",
            r->pred.throughput, r->pred.prefill_s, fg_cost_res_name(r->pred.pre_bottleneck), r->pred.decode_s,
            fg_cost_res_name(r->pred.gen_bottleneck), a->n_prompts ? "" : " per block");
@@ -148,13 +156,40 @@ static void print_text(const policy_args *a, const fg_opt_config *c, const fg_hw
     if (!a->have_percent) printf("search: %ld cases, %ld LPs, %.3f s\n", r->cases, r->lps, r->seconds);
 }
 
+/* The search under each allowed compression (off, and on where allowed),
+ * the fastest kept; c is left with the winner's. The cost model charges
+ * compressed bytes on every link and tier and the expansion of weights. */
+static fg_status search_compression(const policy_args *a, fg_opt_config *c, const fg_spec *sp, const fg_hw *hw,
+                                    const fg_search_opts *so, fg_search_result *r) {
+    fg_status st = FG_EINPUT;
+    long cases = 0, lps = 0;
+    double secs = 0;
+    int best_w = 0, best_c = 0;
+    char why[512] = "";
+    for (int cw = 0; cw <= a->compress_weight; cw++)
+        for (int cc = 0; cc <= a->compress_cache; cc++) {
+            fg_search_result t;
+            c->compress_weight = cw, c->compress_cache = cc;
+            fg_status s1 = fg_search_policy(c, sp, hw, so, &t);
+            cases += t.cases, lps += t.lps, secs += t.seconds;
+            if (s1) {
+                if (!why[0]) snprintf(why, sizeof why, "%s", fg_err_msg());
+                continue;
+            }
+            if (st || t.pred.throughput > r->pred.throughput) *r = t, best_w = cw, best_c = cc, st = FG_OK;
+        }
+    c->compress_weight = best_w, c->compress_cache = best_c;
+    r->cases = cases, r->lps = lps, r->seconds = secs;
+    return st ? fg_err_set(FG_EINPUT, "%s", why) : FG_OK;
+}
+
 int fg_cmd_policy(int argc, char **argv) {
     policy_args a;
     fg_exit_on(parse(argc, argv, &a));
     int S = a.S, n = a.n_prompts;
     fg_wsrc *ws = NULL;
     fg_exit_on(a.dummy ? fg_wsrc_open_dummy(a.dummy, 0, &ws) : fg_wsrc_open_dir(a.model_dir, NULL, &ws));
-    const fg_opt_config *c = fg_wsrc_config(ws);
+    fg_opt_config *c = fg_wsrc_config_mut(ws);   /* its compress_* are the choice under study */
     if (a.prompt_ids) {   /* the prompts' count and longest length, as flexgen run reads them */
         fg_seq_in *in = NULL;
         int nn = 0;
@@ -176,6 +211,8 @@ int fg_cmd_policy(int argc, char **argv) {
     char over[1024] = "";
     if (a.have_percent) {
         a.p.gbs = a.gbs, a.p.num_gpu_batches = a.K, a.p.cpu_cache_compute = a.cpu_attn == 1, a.p.overlap = 1;
+        c->compress_weight = a.p.compress_weight = a.compress_weight;
+        c->compress_cache = a.p.compress_cache = a.compress_cache;
         fg_status st = fg_search_score(c, fg_wsrc_specs(ws), &hw, &so, &a.p, &r);
         if (st == FG_EINPUT && (a.gpu_mem || a.cpu_mem || a.disk_mem)) {   /* scored all the same, said so */
             snprintf(over, sizeof over, "%s", fg_err_msg());
@@ -185,7 +222,7 @@ int fg_cmd_policy(int argc, char **argv) {
         fg_exit_on(st);
         if (over[0]) fg_warn("the given policy does not fit the budgets by this engine's memory plan (%s); scored without them", over);
     } else {
-        fg_exit_on(fg_search_policy(c, fg_wsrc_specs(ws), &hw, &so, &r));
+        fg_exit_on(search_compression(&a, c, fg_wsrc_specs(ws), &hw, &so, &r));
     }
     json_t *ar = arithmetic(c, fg_wsrc_specs(ws), S, a.G, &r.p);
     if (a.json) {
@@ -199,6 +236,9 @@ int fg_cmd_policy(int argc, char **argv) {
             "decode_bottleneck", fg_cost_res_name(r.pred.gen_bottleneck), "memory_bytes", "gpu", (json_int_t)r.gpu_bytes,
             "cpu", (json_int_t)r.shm_bytes, "disk", (json_int_t)r.disk_bytes, "cases", (json_int_t)r.cases,
             "lps", (json_int_t)r.lps, "search_s", r.seconds);
+        json_t *pj = json_object_get(o, "policy");
+        json_object_set_new(pj, "compress_weight", json_boolean(p->compress_weight));
+        json_object_set_new(pj, "compress_cache", json_boolean(p->compress_cache));
         char *s = json_dumps(o, JSON_COMPACT);
         printf("%s\n", s);
         free(s);

@@ -223,6 +223,8 @@ static fg_status write_report(const char *path, const run_args *a, const fg_opt_
         json_object_set_new(o, "shm_bytes", json_integer((json_int_t)fs->shm_bytes));
         json_object_set_new(o, "h2d_bytes", json_integer((json_int_t)fs->h2d_bytes));
         json_object_set_new(o, "d2h_bytes", json_integer((json_int_t)fs->d2h_bytes));
+        json_object_set_new(o, "disk_read_bytes", json_integer((json_int_t)fs->disk_read_bytes));
+        json_object_set_new(o, "disk_write_bytes", json_integer((json_int_t)fs->disk_write_bytes));
         json_object_set_new(o, "commands", json_integer(fs->commands));
         json_t *busy = json_object();
         for (int r = 0; r < 3; r++) json_object_set_new(busy, fg_role_name(r), json_real(fs->busy_s[r]));
@@ -307,6 +309,8 @@ int fg_cmd_run(int argc, char **argv) {
     fg_exit_on(a.dummy ? fg_wsrc_open_dummy(a.dummy, a.seed, &ws) : fg_wsrc_open_dir(a.model_dir, NULL, &ws));
     run_io io = {.stop = a.stop, .n_stop = a.n_stop};
     fg_exit_on(open_tokenizer(&a, ws, &io.tok));
+    fg_wsrc_config_mut(ws)->compress_weight = a.flex.policy.compress_weight;   /* the tiers' format, fg_q4.h */
+    fg_wsrc_config_mut(ws)->compress_cache = a.flex.policy.compress_cache;
     const fg_opt_config *c = fg_wsrc_config(ws);
     fg_info("model: %s (%d layers, hidden %d, %d heads), %s", c->name, c->n_layers, c->hidden, c->n_heads,
             fg_wsrc_describe(ws));

@@ -64,6 +64,8 @@ static void run_usage(FILE *f) {
         "                        and the report's prediction\n"
         "  --num-gpu-batches N   GPU batches per block (default 1); --gpu-batch-size is per GPU batch\n"
         "  --cpu-cache-compute   decode attention on the CPU worker, where a CPU-tier cache lives\n"
+        "  --compress-weight     hold the attention and MLP weight matrices 4-bit (FlexGen's group-wise\n"
+        "                        scheme) in every tier; --compress-cache: the KV cache too (both engines)\n"
         "  --schedule block|row  zig-zag block schedule (default), or one GPU batch through all layers\n"
         "  --no-overlap          wait for every load and store (default: overlap them with compute)\n"
         "  --gpu-mem SIZE        GPU memory budget (the gpu worker's arena and workspace), e.g. 2G\n"
@@ -105,6 +107,7 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
         {"device", required_argument, 0, O_DEVICE},    {"policy", required_argument, 0, O_POLICY},
         {"hardware", required_argument, 0, O_HW},      {"job", required_argument, 0, O_JOB},
         {"attach", required_argument, 0, O_ATTACH},
+        {"compress-weight", no_argument, 0, O_CW},     {"compress-cache", no_argument, 0, O_CC},
         {"resume", no_argument, 0, O_RESUME},          {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -162,6 +165,8 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
             a->policy = optarg;
             break;
         case O_HW: a->hardware = optarg; break;
+        case O_CW: a->flex.policy.compress_weight = 1; break;
+        case O_CC: a->flex.policy.compress_cache = 1; break;
         case O_ATTACH: {
             int r = fg_role_from_name(optarg);
             if (r < 0) st = fg_err_set(FG_EINPUT, "--attach: expected gpu, cpu or disk, got '%s'", optarg);

@@ -86,6 +86,8 @@ json_t *fg_run_job_record(const run_args *a, uint64_t model_id, uint64_t prompts
     json_object_set_new(r, "ignore_eos", json_boolean(a->ignore_eos));
     json_object_set_new(r, "truncate", json_boolean(a->truncate));
     json_object_set_new(r, "stop", stop);
+    json_object_set_new(r, "compress_weight", json_boolean(a->flex.policy.compress_weight));   /* both engines */
+    json_object_set_new(r, "compress_cache", json_boolean(a->flex.policy.compress_cache));
     json_object_set_new(r, "policy", pol);
     json_object_set_new(r, "block_prompts", json_integer(block));
     /* where and within what the job ran: taken by a resume that names none, never compared */
@@ -142,6 +144,8 @@ fg_status fg_run_job_apply(run_args *a, const json_t *rec) {
     TAKE(O_SEED, rec, "seed", JSON_STRING, 0, a->seed = strtoull(json_string_value(v), NULL, 10));
     TAKE(O_NOEOS, rec, "ignore_eos", JSON_TRUE, 0, a->ignore_eos = json_is_true(v));
     TAKE(O_TRUNC, rec, "truncate", JSON_TRUE, 0, a->truncate = json_is_true(v));
+    TAKE(O_CW, rec, "compress_weight", JSON_TRUE, 0, a->flex.policy.compress_weight = json_is_true(v));
+    TAKE(O_CC, rec, "compress_cache", JSON_TRUE, 0, a->flex.policy.compress_cache = json_is_true(v));
     TAKE(O_STOP, rec, "stop", JSON_ARRAY, 0, {
         a->n_stop = 0;
         for (size_t i = 0; i < json_array_size(v) && a->n_stop < (int)(sizeof a->stop / sizeof *a->stop); i++)

@@ -70,6 +70,8 @@ fg_status fg_cmdq_submit(fg_cmdq *q, fg_role role, fg_msg *m, int stream, uint64
             if (m->u.copy.dst[i].segment == FG_SEG_DEVICE) q->h2d_bytes += m->u.copy.dst[i].nbytes;
             else q->d2h_bytes += m->u.copy.dst[i].nbytes;
         }
+    if (m->type == FG_MSG_DISK_READ) q->disk_read_bytes += m->u.disk.buf.nbytes;
+    if (m->type == FG_MSG_DISK_WRITE) q->disk_write_bytes += m->u.disk.buf.nbytes;
     if (seq) *seq = s;
     return q->overlap ? FG_OK : fg_cmdq_await(q, s);
 }

@@ -43,6 +43,7 @@ typedef struct {
     double busy_s[FG_NROLES];    /* from DONE timings */
     long commands;
     uint64_t h2d_bytes, d2h_bytes;
+    uint64_t disk_read_bytes, disk_write_bytes;   /* DISK_READ / DISK_WRITE buffers */
 } fg_cmdq;
 
 void fg_cmdq_free(fg_cmdq *q);

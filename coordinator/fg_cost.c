@@ -17,10 +17,14 @@ double fg_lin_eval(const fg_lin *l, const double *x) {
 
 void fg_cost_case_weights(fg_cost_case *cs, const fg_opt_config *c, const fg_spec *sp) {
     cs->layer_bytes = cs->model_bytes = 0;
+    cs->layer_fp16_bytes = 0;
     for (int i = 0; i < FG_GW_COUNT; i++)
-        if (sp[i].present) cs->model_bytes += 2.0 * (double)fg_spec_numel(&sp[i]);
+        if (sp[i].present) cs->model_bytes += (double)fg_spec_stored_bytes(c, sp, i);
     for (int i = 0; i < FG_LW_COUNT; i++)
-        if (sp[fg_spec_layer(0, i)].present) cs->layer_bytes += 2.0 * (double)fg_spec_numel(&sp[fg_spec_layer(0, i)]);
+        if (sp[fg_spec_layer(0, i)].present) {
+            cs->layer_bytes += (double)fg_spec_stored_bytes(c, sp, fg_spec_layer(0, i));   /* as moved: compressed or not */
+            cs->layer_fp16_bytes += 2.0 * (double)fg_spec_numel(&sp[fg_spec_layer(0, i)]);
+        }
 }
 
 /* Seconds of a GEMM of `flops` over `rows` rows. */
@@ -65,14 +69,21 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     const double ctx = S + G / 2, past = ctx - 1;      /* the mean decode context and cached prefix */
     const int act_off = cs->act != FG_TIER_GPU, act_disk = cs->act == FG_TIER_DISK, ca = cs->cpu_attn;
     const double hb_p = 2 * B * S * H, hb_g = 2 * B * H;            /* a batch's hidden state */
-    const double rows_p = 4 * B * S * H, rows_g = 4 * B * H;        /* a batch's new k and v rows */
-    const double prefix = 4 * B * past * H, attn_g = 4 * B * ctx * H;   /* k and v bytes loaded, read */
+    /* the cache's bytes as stored (4-bit with compress_cache): what moves */
+    const double kvr = (double)fg_cache_row_bytes(c) / (2 * H);
+    const double rows_p = kvr * 4 * B * S * H, rows_g = kvr * 4 * B * H;   /* a batch's new k and v rows */
+    const double prefix = kvr * 4 * B * past * H, attn_g = 4 * B * ctx * H;   /* k and v bytes loaded; read (fp16, expanded) */
+    /* compressed weights are expanded before each batch's GEMMs: a pass that
+     * writes the layer's fp16 bytes, charged at the device's streaming rate
+     * (its attention's, the closest measured kernel of that kind) */
+    const double expand_s = c->compress_weight ? cs->layer_fp16_bytes / (hw->attn_decode_gbps * 1e9) : 0;
     const double layer_flops = 2 * (4 * H * H + 2 * H * F);         /* per row: q k v o, fc1 fc2 */
 
     /* ---- a decoder layer, prefill: K batches of B*S rows ---- */
     step p;
     memset(&p, 0, sizeof p);
-    p.comp.c = K * (mm_s(hw, B * S, B * S * layer_flops, 1) + 2 * B * S * S * H / (hw->attn_prefill_tflops * 1e12));
+    p.comp.c = K * (mm_s(hw, B * S, B * S * layer_flops, 1) + 2 * B * S * S * H / (hw->attn_prefill_tflops * 1e12) +
+                    expand_s);
     p.h2d.a[X_WC] = p.h2d.a[X_WN] = Wl;                   /* the layer's off-GPU weights, once per block */
     p.rd.a[X_WN] = Wl;
     p.h2d.c += act_off * K * hb_p, p.d2h.c += act_off * K * hb_p;
@@ -87,7 +98,7 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     step g;
     memset(&g, 0, sizeof g);
     double gemm = mm_s(hw, B, B * layer_flops, 0), gpu_attn = attn_g / (hw->attn_decode_gbps * 1e9);
-    g.comp.c = K * gemm;
+    g.comp.c = K * (gemm + expand_s);
     /* attention on the gpu over a GPU cache, over a disk cache (loaded), and
      * over a CPU cache unless the cpu worker does it (then serial: the
      * coordinator waits for it) */
@@ -145,7 +156,7 @@ static void weight_fracs(const fg_plan *pl, int g, double *x) {
     double by[FG_NTIERS] = {0}, tot = 0;
     for (int i = first; i < first + count; i++) {
         if (!pl->sp[i].present) continue;
-        double b = 2.0 * (double)fg_spec_numel(&pl->sp[i]);
+        double b = (double)fg_spec_stored_bytes(pl->c, pl->sp, i);
         by[pl->wtier[i]] += b, tot += b;
     }
     x[X_WG] = tot > 0 ? by[FG_TIER_GPU] / tot : 1;

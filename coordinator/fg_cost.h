@@ -39,9 +39,12 @@ typedef struct {
     fg_tier act;             /* the activations' tier */
     double layer_bytes;      /* a decoder layer's weights */
     double model_bytes;      /* the model-level weights (embeddings, final LayerNorm, projections) */
+    double layer_fp16_bytes; /* a decoder layer's weights expanded (= layer_bytes without compress_weight) */
 } fg_cost_case;
 
-/* A case's weight bytes from the model's tensor list. */
+/* A case's weight bytes from the model's tensor list, as the tiers hold
+ * them (4-bit under the config's compress_weight; the cache's bytes follow
+ * compress_cache inside fg_cost_terms_make). */
 void fg_cost_case_weights(fg_cost_case *cs, const fg_opt_config *c, const fg_spec *sp);
 
 typedef struct {

@@ -210,7 +210,7 @@ static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
     if (!st && pl->any_disk_weights) st = open_store(e, fo);
     for (int i = 0; i < fg_spec_count(pl->c) && !st; i++)
         if (pl->sp[i].present && pl->wtier[i] != FG_TIER_DISK)
-            st = fg_wsrc_read(e->ws, i, fg_engine_ptr(e, pl->wtier[i] == FG_TIER_GPU ? pl->wsrc[i] : pl->whome[i]));
+            st = fg_wsrc_read_stored(e->ws, i, fg_engine_ptr(e, pl->wtier[i] == FG_TIER_GPU ? pl->wsrc[i] : pl->whome[i]));
     return st ? st : gpu_setup(e);
 }
 
@@ -329,6 +329,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     if (!st && fo.trace) st = fg_cmdq_write_trace(&e.q, fo.trace);
     for (int r = 0; r < FG_NROLES; r++) fs->busy_s[r] = e.q.busy_s[r];
     fs->commands = e.q.commands, fs->h2d_bytes = e.q.h2d_bytes, fs->d2h_bytes = e.q.d2h_bytes;
+    fs->disk_read_bytes = e.q.disk_read_bytes, fs->disk_write_bytes = e.q.disk_write_bytes;
     /* peak resident memory of each process, before the workers exit */
     fs->peak_rss[FG_NROLES] = vm_hwm(getpid());
     for (int r = 0; r < FG_NROLES && e.sup; r++) fs->peak_rss[r] = vm_hwm(fg_super_worker_pid(e.sup, r));

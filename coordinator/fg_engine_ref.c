@@ -1,7 +1,8 @@
 /* fg_engine_ref.c - the single-process reference engine (see fg_engine_ref.h).
- * Weights: every tensor read once and kept as fp16, as the tiers hold them. Prompts are
- * run in batches of opt->batch, left-padded to the longest prompt of the batch
- * as Hugging Face pads; the KV cache is fp16, (Tmax, B, H) per layer. */
+ * Weights: every tensor read once and kept as the tiers hold them (fp16, or
+ * 4-bit with compress_weight). Prompts are run in batches of opt->batch,
+ * left-padded to the longest prompt of the batch as Hugging Face pads; the
+ * KV cache is (Tmax, B, H) per layer, fp16 or 4-bit (compress_cache). */
 #include "fg_engine_ref.h"
 
 #include <string.h>
@@ -29,8 +30,8 @@ static fg_status load_weights(fg_wsrc *ws, ref_weights *rw) {
     rw->tensors = fg_xcalloc((size_t)n, sizeof *rw->tensors);
     for (int i = 0; i < n; i++) {
         if (!sp[i].present) continue;
-        rw->tensors[i] = fg_alloc_tensor(sizeof(fg_half) * (size_t)fg_spec_numel(&sp[i]));
-        fg_status st = fg_wsrc_read(ws, i, rw->tensors[i]);
+        rw->tensors[i] = fg_alloc_tensor((size_t)fg_spec_stored_bytes(c, sp, i));
+        fg_status st = fg_wsrc_read_stored(ws, i, rw->tensors[i]);
         if (st) return st;
     }
     for (int g = 0; g < FG_GW_COUNT; g++) rw->g.w[g] = rw->tensors[fg_spec_global(g)];
@@ -65,10 +66,10 @@ static fg_status run_batch(const fg_opt_config *c, const ref_weights *rw, const 
         for (int t = 0; t < S; t++) ids[b * S + t] = t < pad ? c->pad_id : p->ids[t - pad];
         for (int t = pad; t < Tmax; t++) mask[(size_t)b * Tmax + t] = 1;
     }
-    fg_half **kc = fg_xcalloc((size_t)L, sizeof *kc), **vc = fg_xcalloc((size_t)L, sizeof *vc);
+    void **kc = fg_xcalloc((size_t)L, sizeof *kc), **vc = fg_xcalloc((size_t)L, sizeof *vc);
     for (int l = 0; l < L; l++) {
-        kc[l] = fg_alloc_tensor(sizeof(fg_half) * (size_t)B * Tmax * H);   /* (Tmax, B, H) */
-        vc[l] = fg_alloc_tensor(sizeof(fg_half) * (size_t)B * Tmax * H);
+        kc[l] = fg_alloc_tensor((size_t)B * Tmax * fg_cache_row_bytes(c));   /* (Tmax, B, H) */
+        vc[l] = fg_alloc_tensor((size_t)B * Tmax * fg_cache_row_bytes(c));
     }
     float *h = fg_alloc_tensor(sizeof(float) * (size_t)B * S * H);          /* (B, S, H) */
     float *logits = fg_alloc_tensor(sizeof(float) * (size_t)B * V);         /* (B, V) */

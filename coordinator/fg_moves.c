@@ -150,8 +150,9 @@ fg_status fg_weight_poll(fg_engine *e, int s) {
 
 /* ---- KV cache and hidden states ------------------------------------------- */
 
-/* Bytes of positions [0, t) of a time-major (Tmax, gbs, H) cache block. */
-static uint64_t cache_rows(const fg_plan *pl, int t) { return 2ull * t * pl->gbs * pl->c->hidden; }
+/* Bytes of positions [0, t) of a time-major (Tmax, gbs, H) cache block, as
+ * stored (compressed or not): a prefix of positions is one byte range. */
+static uint64_t cache_rows(const fg_plan *pl, int t) { return (uint64_t)t * pl->gbs * fg_cache_row_bytes(pl->c); }
 
 /* The unit's KV cache prefix [0, past) from its CPU or disk home into the
  * device slots of its parity (GPU attention over an off-GPU cache), once

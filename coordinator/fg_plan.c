@@ -66,7 +66,7 @@ static void plan_weights(fg_plan *pl) {
                 pl->wtier[i] = FG_TIER_GPU;   /* absent: nowhere, 0 bytes */
                 continue;
             }
-            uint64_t bytes = 2 * (uint64_t)fg_spec_numel(&sp[i]);
+            uint64_t bytes = fg_spec_stored_bytes(pl->c, sp, i);   /* compressed where the run compresses */
             if (pl->wtier[i] == FG_TIER_GPU) {
                 pl->whome[i] = place(pl, SEG_DEV, bytes);
                 pl->wsrc[i] = place(pl, SEG_WGPU, bytes);
@@ -88,7 +88,7 @@ static void plan_weights(fg_plan *pl) {
 static void plan_cache(fg_plan *pl) {
     static const int home_seg[FG_NTIERS] = {SEG_DEV, SEG_KV, SEG_SPILL};
     int L = pl->L, K = pl->K, any_off_gpu = 0, any_disk = 0;
-    uint64_t bytes = 2ull * pl->Tmax * pl->gbs * pl->c->hidden;
+    uint64_t bytes = (uint64_t)pl->Tmax * pl->gbs * fg_cache_row_bytes(pl->c);
     pl->ctier = fg_xcalloc((size_t)L, sizeof *pl->ctier);
     pl->kc = locs(L * K);
     pl->vc = locs(L * K);

@@ -11,7 +11,10 @@
  *
  * Dimension letters: L decoder layers, K GPU batches per block, B (gbs)
  * sequences per GPU batch, S prompt length (padded), G tokens to generate,
- * Tmax = S + G cache positions, H hidden, V vocabulary. */
+ * Tmax = S + G cache positions, H hidden, V vocabulary. Weights and cache
+ * are counted in the bytes the tiers hold: compressed under the config's
+ * compress_weight / compress_cache (fg_spec_stored_bytes, fg_cache_row_bytes),
+ * and the backend's workspace then includes a weight's expansion buffer. */
 #ifndef FG_PLAN_H
 #define FG_PLAN_H
 
@@ -69,7 +72,8 @@ typedef struct {
     fg_loc wstage[FG_NSLOTS];        /* shm: disk-tier weights read for a slot */
     int any_disk_weights;
 
-    /* KV cache: whole layers; one (Tmax, B, H) fp16 block per (layer, batch) */
+    /* KV cache: whole layers; one (Tmax, B, H) block per (layer, batch),
+     * fp16 or 4-bit (fg_cache_row_bytes per position and sequence) */
     fg_tier *ctier;                  /* (L) */
     fg_loc *kc, *vc;                 /* (L*K) homes */
     fg_loc kslot[FG_NSLOTS], vslot[FG_NSLOTS];    /* device, for an off-GPU cache */

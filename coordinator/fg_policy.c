@@ -33,8 +33,6 @@ fg_status fg_policy_validate(const fg_policy *p) {
     if (p->gbs < 1) return fg_err_set(FG_EINPUT, "--gpu-batch-size must be >= 1");
     if (p->num_gpu_batches < 1 || p->num_gpu_batches > FG_MAX_GPU_BATCHES)
         return fg_err_set(FG_EINPUT, "--num-gpu-batches must be in [1, %d]", FG_MAX_GPU_BATCHES);
-    if (p->compress_weight || p->compress_cache)
-        return fg_err_set(FG_EINPUT, "--compress-weight / --compress-cache are not implemented yet");
     return FG_OK;
 }
 
@@ -75,8 +73,9 @@ fg_status fg_policy_parse_percent(fg_policy *p, const char *first, int argc, cha
 
 void fg_policy_describe(const fg_policy *p, char *buf, size_t len) {
     snprintf(buf, len,
-             "gbs %d x %d batches; weights gpu/cpu/disk %g/%g/%g, cache %g/%g/%g, activations %g/%g/%g%s%s",
+             "gbs %d x %d batches; weights gpu/cpu/disk %g/%g/%g, cache %g/%g/%g, activations %g/%g/%g%s%s%s%s",
              p->gbs, p->num_gpu_batches, p->w_gpu, p->w_cpu, 100 - p->w_gpu - p->w_cpu, p->c_gpu, p->c_cpu,
              100 - p->c_gpu - p->c_cpu, p->h_gpu, p->h_cpu, 100 - p->h_gpu - p->h_cpu,
-             p->cpu_cache_compute ? ", cpu attention" : "", p->overlap ? ", overlap" : ", no overlap");
+             p->cpu_cache_compute ? ", cpu attention" : "", p->overlap ? ", overlap" : ", no overlap",
+             p->compress_weight ? ", 4-bit weights" : "", p->compress_cache ? ", 4-bit cache" : "");
 }

@@ -29,7 +29,8 @@ typedef struct {
     double h_gpu, h_cpu;     /* activation percentages */
     int cpu_cache_compute;   /* decode attention on the CPU worker over a CPU cache */
     int overlap;             /* prefetch and store behind compute */
-    int compress_weight, compress_cache;   /* 4-bit group quantization (not yet) */
+    int compress_weight, compress_cache;   /* 4-bit group quantization (fg_q4.h); the engine reads
+                                              them from the config (fg_opt_config), set from these */
 } fg_policy;
 
 const char *fg_tier_name(fg_tier t);   /* "gpu", "cpu", "disk" */

@@ -43,8 +43,8 @@ static fg_status mem_coefs(const fg_opt_config *c, const fg_spec *sp, const fg_s
     if (!st) {
         double group[2] = {0, 0};   /* model-level, one decoder layer */
         for (int i = 0; i < FG_GW_COUNT + FG_LW_COUNT; i++)
-            if (sp[i].present) group[i >= FG_GW_COUNT] += (double)align4k(2 * (uint64_t)fg_spec_numel(&sp[i]));
-        double block = (double)align4k(2ull * a.Tmax * a.gbs * c->hidden);
+            if (sp[i].present) group[i >= FG_GW_COUNT] += (double)align4k(fg_spec_stored_bytes(c, sp, i));
+        double block = (double)align4k((uint64_t)a.Tmax * a.gbs * fg_cache_row_bytes(c));
         m->wtot = (double)(a.used[SEG_WGPU] - FG_SHM_HEADER_BYTES);
         m->wm = group[0], m->wl = group[1];
         m->mx = group[0] > group[1] ? group[0] : group[1];
@@ -285,6 +285,7 @@ fg_status fg_search_policy(const fg_opt_config *c, const fg_spec *sp, const fg_h
         if (!found || pred.throughput > r->pred.throughput) {
             found = 1;
             r->p = p, r->pred = pred;
+            r->p.compress_weight = c->compress_weight, r->p.compress_cache = c->compress_cache;   /* the config's, searched under */
             r->gpu_bytes = fg_plan_gpu_bytes(&pl), r->shm_bytes = fg_plan_shm_bytes(&pl);
             r->disk_bytes = disk_bytes(&pl, &cd->m);
         }

@@ -7,7 +7,10 @@
  * function rounds its outputs to fp16, so an op widens its inputs to fp32,
  * calls the same fg_opt function the single-process reference engine calls,
  * and narrows the result: no rounding or reordering of its own. The results
- * are the reference engine's bits for the same B and S. */
+ * are the reference engine's bits for the same B and S. Compressed weights
+ * and cache (fg_q4.h) are expanded inside those same functions (the
+ * workspace holds one expanded weight), so they stay compressed in the arena
+ * and on every copy. */
 #include <inttypes.h>
 #include <string.h>
 
@@ -67,6 +70,7 @@ static int alloc_ws(host_ctx *hc, const fg_opt_config *c, uint32_t rows) {
     hc->ws.ctx = alloc_f32(r * H, &failed);
     hc->ws.ff = alloc_f32(r * (uint64_t)c->ffn_dim, &failed);
     hc->ws.e = alloc_f32(r * (uint64_t)c->word_embed_proj_dim, &failed);
+    hc->ws.wexp = c->compress_weight ? (fg_half *)alloc_f32(fg_opt_wexp_bytes(c) / sizeof(float), &failed) : NULL;
     hc->h = alloc_f32(r * H, &failed);
     hc->samp = alloc_f32(2 * (uint64_t)c->vocab_size, &failed);
     return failed ? -1 : 0;
@@ -165,7 +169,7 @@ static fg_status host_embed(void *ctx, const fg_op_args *a) {
 static fg_status host_attn(void *ctx, const fg_op_args *a) {
     host_ctx *hc = ctx;
     const fg_half *h_in = a->in[0];         /* (B*S, H) */
-    fg_half *kc = a->in[2], *vc = a->in[3]; /* (Tmax, B, H), written at [past, past+S) */
+    void *kc = a->in[2], *vc = a->in[3];    /* (Tmax, B, H) fp16 or 4-bit head slices, written at [past, past+S) */
     fg_half *h_out = a->out[0];             /* (B*S, H), may be h_in */
     fg_half_to_float_n(h_in, hc->h, rows_h(a));
     fg_opt_attn_block(hc->h, kc, vc, a->Tmax, &a->st, &a->cfg, &a->lw, &hc->ws);

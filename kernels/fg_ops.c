@@ -10,6 +10,7 @@
 
 #include "fg_common.h"
 #include "fg_pool.h"
+#include "fg_q4.h"
 
 static _Thread_local double gemm_s;
 
@@ -79,6 +80,8 @@ typedef struct {
     float *ctx;
     const float *q;
     const fg_half *kc, *vc;
+    const uint8_t *kq, *vq;     /* compressed cache (fg_attention_q4), else NULL */
+    const float *kn, *vn;       /* with kq: the step's k, v (B, S, H) */
     const uint8_t *mask;
     int Tmax, mask_stride, B, S, past, H, n_heads;
 } attn_job;
@@ -100,11 +103,25 @@ static void attn_task(void *p, int task) {
     const uint8_t *mb = j->mask + (size_t)b * j->mask_stride;
     /* time-major cache: position t of sequence b at row t * B + b */
     size_t row = (size_t)j->B * H;
-    const fg_half *kb = j->kc + (size_t)b * H + (size_t)h * d;
-    const fg_half *vb = j->vc + (size_t)b * H + (size_t)h * d;
-    for (int t = 0; t < T; t++) {
-        fg_half_to_float_n(kb + (size_t)t * row, kf + (size_t)t * d, (size_t)d);
-        fg_half_to_float_n(vb + (size_t)t * row, vf + (size_t)t * d, (size_t)d);
+    if (j->kq) {   /* the past expanded from head slices, then the step's own rows */
+        uint64_t slice = fg_q4_slice_bytes((uint64_t)d, 1);
+        for (int t = 0; t < j->past; t++) {
+            size_t at = (((size_t)t * j->B + b) * j->n_heads + h) * slice;
+            fg_q4_expand_f32(j->kq + at, d, 1, kf + (size_t)t * d);
+            fg_q4_expand_f32(j->vq + at, d, 1, vf + (size_t)t * d);
+        }
+        for (int i = 0; i < S; i++) {
+            size_t at = ((size_t)b * S + i) * H + (size_t)h * d;
+            memcpy(kf + (size_t)(j->past + i) * d, j->kn + at, sizeof(float) * d);
+            memcpy(vf + (size_t)(j->past + i) * d, j->vn + at, sizeof(float) * d);
+        }
+    } else {
+        const fg_half *kb = j->kc + (size_t)b * H + (size_t)h * d;
+        const fg_half *vb = j->vc + (size_t)b * H + (size_t)h * d;
+        for (int t = 0; t < T; t++) {
+            fg_half_to_float_n(kb + (size_t)t * row, kf + (size_t)t * d, (size_t)d);
+            fg_half_to_float_n(vb + (size_t)t * row, vf + (size_t)t * d, (size_t)d);
+        }
     }
     const float *qb = j->q + (size_t)b * S * H + (size_t)h * d;   /* (S, d), row stride H */
     float *cb = j->ctx + (size_t)b * S * H + (size_t)h * d;       /* (S, d), row stride H */
@@ -120,6 +137,15 @@ void fg_attention(float *ctx, const float *q, const fg_half *kc, const fg_half *
     double t0 = fg_now();
     attn_job j = {.ctx = ctx, .q = q, .kc = kc, .vc = vc, .mask = mask, .Tmax = Tmax, .mask_stride = mask_stride,
                   .B = B, .S = S, .past = past, .H = H, .n_heads = n_heads};
+    fg_pool_run(B * n_heads, attn_task, &j);
+    gemm_s += fg_now() - t0;
+}
+
+void fg_attention_q4(float *ctx, const float *q, const float *k, const float *v, const void *kc, const void *vc,
+                     const uint8_t *mask, int mask_stride, int B, int S, int past, int H, int n_heads) {
+    double t0 = fg_now();
+    attn_job j = {.ctx = ctx, .q = q, .kq = kc, .vq = vc, .kn = k, .vn = v, .mask = mask,
+                  .mask_stride = mask_stride, .B = B, .S = S, .past = past, .H = H, .n_heads = n_heads};
     fg_pool_run(B * n_heads, attn_task, &j);
     gemm_s += fg_now() - t0;
 }

@@ -36,6 +36,14 @@ void fg_add(float *y, const float *x, size_t n);           /* y += x */
 void fg_attention(float *ctx, const float *q, const fg_half *kc, const fg_half *vc, int Tmax,
                   const uint8_t *mask, int mask_stride, int B, int S, int past, int H, int n_heads);
 
+/* fg_attention over a 4-bit compressed cache (fg_q4.h): kc, vc (Tmax, B,
+ * n_heads) head slices of which positions [0, past) are read, expanded; the
+ * step's keys and values [past, past+S) come from k, v [B, S, H] (values
+ * fp16 holds), not from the cache. The same sums as fg_attention over an fp16
+ * cache holding those values. */
+void fg_attention_q4(float *ctx, const float *q, const float *k, const float *v, const void *kc, const void *vc,
+                     const uint8_t *mask, int mask_stride, int B, int S, int past, int H, int n_heads);
+
 /* Seconds spent inside BLAS calls by this thread since the last reset: the
  * "time in sgemm" share the benchmarks report. */
 double fg_ops_gemm_seconds(void);

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "fg_common.h"
+#include "fg_pool.h"
+#include "fg_q4.h"
 
 void fg_opt_ws_init(fg_opt_ws *ws, const fg_opt_config *c, int max_rows) {
     size_t r = (size_t)max_rows, H = (size_t)c->hidden;
@@ -18,15 +20,22 @@ void fg_opt_ws_init(fg_opt_ws *ws, const fg_opt_config *c, int max_rows) {
     ws->ctx = fg_alloc_tensor(sizeof(float) * r * H);
     ws->ff = fg_alloc_tensor(sizeof(float) * r * (size_t)c->ffn_dim);
     ws->e = fg_alloc_tensor(sizeof(float) * r * (size_t)c->word_embed_proj_dim);
+    ws->wexp = c->compress_weight ? fg_alloc_tensor(fg_opt_wexp_bytes(c)) : NULL;
+}
+
+uint64_t fg_opt_wexp_bytes(const fg_opt_config *c) {
+    uint64_t big = (uint64_t)(c->ffn_dim > c->hidden ? c->ffn_dim : c->hidden);
+    return c->compress_weight ? 2 * big * (uint64_t)c->hidden : 0;
 }
 
 uint64_t fg_opt_ws_bytes(const fg_opt_config *c, int max_rows) {
     return sizeof(float) * (uint64_t)max_rows * (5u * (uint64_t)c->hidden + (uint64_t)c->ffn_dim +
-                                                  (uint64_t)c->word_embed_proj_dim);
+                                                  (uint64_t)c->word_embed_proj_dim) +
+           fg_opt_wexp_bytes(c);
 }
 
 void fg_opt_ws_free(fg_opt_ws *ws) {
-    free(ws->a); free(ws->q); free(ws->k); free(ws->v); free(ws->ctx); free(ws->ff); free(ws->e);
+    free(ws->a); free(ws->q); free(ws->k); free(ws->v); free(ws->ctx); free(ws->ff); free(ws->e); free(ws->wexp);
     memset(ws, 0, sizeof *ws);
 }
 
@@ -64,6 +73,28 @@ void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_
     free(pos);
 }
 
+typedef struct {
+    const uint8_t *src;
+    int N, C;
+    fg_half *y;
+} expand_job;
+
+static void expand_task(void *p, int task) {
+    const expand_job *j = p;
+    int r0 = task * FG_Q4_GROUP, r1 = r0 + FG_Q4_GROUP < j->N ? r0 + FG_Q4_GROUP : j->N;
+    fg_q4_expand_rows(j->src, j->N, j->C, r0, r1, j->y + (size_t)r0 * j->C);
+}
+
+/* Weight `which` (out, in) of a layer as fp16 for fg_gemm_f16w: as stored,
+ * or expanded into ws->wexp (one group of rows per task) when compressed. */
+static const fg_half *lw(const fg_opt_config *c, const fg_layer_w *w, int which, int out, int in, fg_opt_ws *ws) {
+    if (!c->compress_weight || !fg_spec_is_q4(c, fg_spec_layer(0, which))) return w->w[which];
+    expand_job j = {.src = (const uint8_t *)w->w[which], .N = out, .C = in, .y = ws->wexp};
+    FG_ASSERT(ws->wexp);
+    fg_pool_run((int)fg_q4_groups((uint64_t)out), expand_task, &j);
+    return ws->wexp;
+}
+
 /* Copy (B*S, H) rows into the fp16 cache (Tmax, B, H) at [past, past+S). */
 static void cache_store(fg_half *cache, const float *x, const fg_step *st, int H) {
     for (int b = 0; b < st->B; b++)
@@ -82,9 +113,9 @@ void fg_opt_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step
         fg_layernorm(ws->a, h, w->w[FG_LW_LN1_W], w->w[FG_LW_LN1_B], rows, H);
         x = ws->a;
     }
-    fg_gemm_f16w(q, x, w->w[FG_LW_Q_W], w->w[FG_LW_Q_B], rows, H, H);
-    fg_gemm_f16w(k, x, w->w[FG_LW_K_W], w->w[FG_LW_K_B], rows, H, H);
-    fg_gemm_f16w(v, x, w->w[FG_LW_V_W], w->w[FG_LW_V_B], rows, H, H);
+    fg_gemm_f16w(q, x, lw(c, w, FG_LW_Q_W, H, H, ws), w->w[FG_LW_Q_B], rows, H, H);
+    fg_gemm_f16w(k, x, lw(c, w, FG_LW_K_W, H, H, ws), w->w[FG_LW_K_B], rows, H, H);
+    fg_gemm_f16w(v, x, lw(c, w, FG_LW_V_W, H, H, ws), w->w[FG_LW_V_B], rows, H, H);
     /* Hugging Face scales q after its bias. */
     float scale = 1.0f / sqrtf((float)fg_config_head_dim(c));
     for (size_t i = 0; i < n; i++) q[i] *= scale;
@@ -93,13 +124,35 @@ void fg_opt_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step
     fg_round_fp16_n(v, n);
 }
 
-void fg_opt_attn_core(float *ctx, const float *q, const float *k, const float *v, fg_half *kc, fg_half *vc, int Tmax,
+/* The step's k or v (B*S, H), values fp16 holds, compressed into the cache
+ * (Tmax, B, n_heads) of fg_q4 head slices at [past, past+S). */
+static void cache_store_q4(uint8_t *cache, const float *x, const fg_step *st, const fg_opt_config *c) {
+    int H = c->hidden, d = fg_config_head_dim(c);
+    uint64_t slice = fg_q4_slice_bytes((uint64_t)d, 1);
+    fg_half *row = fg_xmalloc(sizeof(fg_half) * (size_t)H);
+    for (int b = 0; b < st->B; b++)
+        for (int i = 0; i < st->S; i++) {
+            fg_float_to_half_n(x + ((size_t)b * st->S + i) * H, row, (size_t)H);
+            uint8_t *dst = cache + ((size_t)(st->past + i) * st->B + b) * fg_cache_row_bytes(c);
+            for (int h = 0; h < c->n_heads; h++) fg_q4_pack(row + (size_t)h * d, d, 1, dst + h * slice);
+        }
+    free(row);
+}
+
+void fg_opt_attn_core(float *ctx, const float *q, const float *k, const float *v, void *kc, void *vc, int Tmax,
                       const fg_step *st, const fg_opt_config *c) {
     int H = c->hidden;
     FG_ASSERT(st->past + st->S <= Tmax);
-    cache_store(kc, k, st, H);
-    cache_store(vc, v, st, H);
-    fg_attention(ctx, q, kc, vc, Tmax, st->mask, st->mask_stride, st->B, st->S, st->past, H, c->n_heads);
+    if (c->compress_cache) {
+        /* attention first: it reads the past from the cache and the step's own k, v from k, v */
+        fg_attention_q4(ctx, q, k, v, kc, vc, st->mask, st->mask_stride, st->B, st->S, st->past, H, c->n_heads);
+        cache_store_q4(kc, k, st, c);
+        cache_store_q4(vc, v, st, c);
+    } else {
+        cache_store(kc, k, st, H);
+        cache_store(vc, v, st, H);
+        fg_attention(ctx, q, kc, vc, Tmax, st->mask, st->mask_stride, st->B, st->S, st->past, H, c->n_heads);
+    }
     fg_round_fp16_n(ctx, (size_t)st->B * st->S * H);
 }
 
@@ -107,13 +160,13 @@ void fg_opt_attn_out(float *h, const float *ctx, const fg_step *st, const fg_opt
                      fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden;
     size_t n = (size_t)rows * H;
-    fg_gemm_f16w(ws->a, ctx, w->w[FG_LW_O_W], w->w[FG_LW_O_B], rows, H, H);
+    fg_gemm_f16w(ws->a, ctx, lw(c, w, FG_LW_O_W, H, H, ws), w->w[FG_LW_O_B], rows, H, H);
     fg_add(h, ws->a, n);
     if (!c->pre_ln) fg_layernorm(h, h, w->w[FG_LW_LN1_W], w->w[FG_LW_LN1_B], rows, H);
     fg_round_fp16_n(h, n);
 }
 
-void fg_opt_attn_block(float *h, fg_half *kc, fg_half *vc, int Tmax, const fg_step *st,
+void fg_opt_attn_block(float *h, void *kc, void *vc, int Tmax, const fg_step *st,
                        const fg_opt_config *c, const fg_layer_w *w, fg_opt_ws *ws) {
     fg_opt_attn_qkv(ws->q, ws->k, ws->v, h, st, c, w, ws);
     fg_opt_attn_core(ws->ctx, ws->q, ws->k, ws->v, kc, vc, Tmax, st, c);
@@ -130,9 +183,9 @@ void fg_opt_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const
         fg_layernorm(ws->a, h, w->w[FG_LW_LN2_W], w->w[FG_LW_LN2_B], rows, H);
         x = ws->a;
     }
-    fg_gemm_f16w(ws->ff, x, w->w[FG_LW_FC1_W], w->w[FG_LW_FC1_B], rows, H, F);
+    fg_gemm_f16w(ws->ff, x, lw(c, w, FG_LW_FC1_W, F, H, ws), w->w[FG_LW_FC1_B], rows, H, F);
     fg_relu(ws->ff, (size_t)rows * F);
-    fg_gemm_f16w(ws->a, ws->ff, w->w[FG_LW_FC2_W], w->w[FG_LW_FC2_B], rows, F, H);
+    fg_gemm_f16w(ws->a, ws->ff, lw(c, w, FG_LW_FC2_W, H, F, ws), w->w[FG_LW_FC2_B], rows, F, H);
     fg_add(h, ws->a, n);
     if (!c->pre_ln) fg_layernorm(h, h, w->w[FG_LW_LN2_W], w->w[FG_LW_LN2_B], rows, H);
     fg_round_fp16_n(h, n);

@@ -9,8 +9,10 @@
 #include "fg_gemm.h"
 #include "fg_ops.h"
 
-/* One decoder layer's weights, fp16 as every tier stores them, indexed by
- * FG_LW_* (fg_config.h); shapes as fg_specs_new() lists them. */
+/* One decoder layer's weights as every tier stores them, indexed by FG_LW_*
+ * (fg_config.h); shapes as fg_specs_new() lists them. fp16, except that
+ * with c->compress_weight the six matrices (fg_spec_is_q4) point at their
+ * fg_q4 bytes, expanded into the workspace just before each Linear. */
 typedef struct {
     const fg_half *w[FG_LW_COUNT];
 } fg_layer_w;
@@ -34,12 +36,15 @@ typedef struct {
     float *a, *q, *k, *v, *ctx; /* (max_rows, H) each */
     float *ff;                  /* (max_rows, F) */
     float *e;                   /* (max_rows, D) */
+    fg_half *wexp;              /* (max(H, F) * H) fp16: a compressed weight expanded (compress_weight only) */
 } fg_opt_ws;
 
 void fg_opt_ws_init(fg_opt_ws *ws, const fg_opt_config *c, int max_rows);
 /* Bytes fg_opt_ws_init allocates: what a backend's workspace costs against
- * its memory budget. */
+ * its memory budget (with compress_weight, the expansion buffer too). */
 uint64_t fg_opt_ws_bytes(const fg_opt_config *c, int max_rows);
+/* Of which the expansion buffer of a compressed weight (0 without compress_weight). */
+uint64_t fg_opt_wexp_bytes(const fg_opt_config *c);
 void fg_opt_ws_free(fg_opt_ws *ws);
 
 /* Learned positions as Hugging Face computes them from the attention mask:
@@ -54,8 +59,12 @@ void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_
 
 /* h (B*S, H) in/out: the attention block of one layer. Writes the step's k, v
  * (rounded to fp16) into the cache at positions [past, past+S).
- * kc, vc (Tmax, B, H) fp16, time-major. The three pieces below, in order. */
-void fg_opt_attn_block(float *h, fg_half *kc, fg_half *vc, int Tmax, const fg_step *st,
+ * kc, vc (Tmax, B, H) fp16, time-major; with c->compress_cache, Tmax*B*n_heads
+ * fg_q4 head slices in the same order (fg_cache_row_bytes per position and
+ * sequence): attention then reads the past [0, past) expanded and the
+ * step's own k, v as computed (FlexGen's order: the new entries are
+ * compressed as they are stored). The three pieces below, in order. */
+void fg_opt_attn_block(float *h, void *kc, void *vc, int Tmax, const fg_step *st,
                        const fg_opt_config *c, const fg_layer_w *w, fg_opt_ws *ws);
 
 /* The attention block in pieces a scheduler can place apart: with
@@ -66,7 +75,7 @@ void fg_opt_attn_block(float *h, fg_half *kc, fg_half *vc, int Tmax, const fg_st
  *   out:  h = round16(LN1?(h + ctx Wo + bo)) (the LayerNorm for post-LN) */
 void fg_opt_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step *st, const fg_opt_config *c,
                      const fg_layer_w *w, fg_opt_ws *ws);
-void fg_opt_attn_core(float *ctx, const float *q, const float *k, const float *v, fg_half *kc, fg_half *vc, int Tmax,
+void fg_opt_attn_core(float *ctx, const float *q, const float *k, const float *v, void *kc, void *vc, int Tmax,
                       const fg_step *st, const fg_opt_config *c);
 void fg_opt_attn_out(float *h, const float *ctx, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w,
                      fg_opt_ws *ws);

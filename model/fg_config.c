@@ -2,6 +2,8 @@
  * canonical tensor list every loader validates a checkpoint against. */
 #include "fg_config.h"
 
+#include "fg_q4.h"
+
 #include <jansson.h>
 #include <string.h>
 
@@ -228,13 +230,35 @@ int fg_spec_lookup(const fg_opt_config *c, const fg_spec *specs, const char *nam
     return -1;
 }
 
+/* ---- bytes as the tiers hold them ---- */
+
+int fg_spec_is_q4(const fg_opt_config *c, int idx) {
+    if (!c->compress_weight || idx < FG_GW_COUNT) return 0;
+    int w = (idx - FG_GW_COUNT) % FG_LW_COUNT;
+    return w == FG_LW_Q_W || w == FG_LW_K_W || w == FG_LW_V_W || w == FG_LW_O_W || w == FG_LW_FC1_W ||
+           w == FG_LW_FC2_W;
+}
+
+uint64_t fg_spec_stored_bytes(const fg_opt_config *c, const fg_spec *sp, int idx) {
+    const fg_spec *t = &sp[idx];
+    if (!t->present) return 0;
+    if (fg_spec_is_q4(c, idx)) return fg_q4_slice_bytes((uint64_t)t->dims[0], (uint64_t)t->dims[1]);
+    return 2 * (uint64_t)fg_spec_numel(t);
+}
+
+uint64_t fg_cache_row_bytes(const fg_opt_config *c) {
+    if (!c->compress_cache) return 2 * (uint64_t)c->hidden;
+    return (uint64_t)c->n_heads * fg_q4_slice_bytes((uint64_t)fg_config_head_dim(c), 1);
+}
+
 /* ---- the description the workers get ---- */
 
 
 fg_model_desc fg_config_desc(const fg_opt_config *c) {
-    fg_model_desc d = {.family = FG_FAMILY_OPT, .n = 7};
-    const int v[7] = {c->vocab_size, c->hidden, c->n_heads, c->ffn_dim, c->max_pos, c->word_embed_proj_dim, c->pre_ln};
-    for (int i = 0; i < 7; i++) d.v[i] = (uint32_t)v[i];
+    fg_model_desc d = {.family = FG_FAMILY_OPT, .n = 9};
+    const int v[9] = {c->vocab_size, c->hidden, c->n_heads, c->ffn_dim, c->max_pos, c->word_embed_proj_dim, c->pre_ln,
+                      c->compress_weight, c->compress_cache};
+    for (int i = 0; i < 9; i++) d.v[i] = (uint32_t)v[i];
     return d;
 }
 
@@ -242,11 +266,14 @@ fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_opt_co
     if (d->family != FG_FAMILY_OPT)
         return fg_err_set(FG_EINPUT, "%s: model family %u is not one this worker runs (OPT is %d)", who,
                           (unsigned)d->family, FG_FAMILY_OPT);
-    if (d->n != 7) return fg_err_set(FG_EINPUT, "%s: an OPT description has 7 numbers, got %u", who, (unsigned)d->n);
+    if (d->n != 9) return fg_err_set(FG_EINPUT, "%s: an OPT description has 9 numbers, got %u", who, (unsigned)d->n);
     for (int i = 0; i < 6; i++)
         if (d->v[i] > FG_CONFIG_DIM_MAX)
             return fg_err_set(FG_EINPUT, "%s: model dimension %u exceeds %d", who, (unsigned)d->v[i], FG_CONFIG_DIM_MAX);
-    if (d->v[6] > 1) return fg_err_set(FG_EINPUT, "%s: model pre_ln must be 0 or 1, got %u", who, (unsigned)d->v[6]);
+    for (int i = 6; i < 9; i++)
+        if (d->v[i] > 1)
+            return fg_err_set(FG_EINPUT, "%s: model %s must be 0 or 1, got %u", who,
+                              i == 6 ? "pre_ln" : i == 7 ? "compress_weight" : "compress_cache", (unsigned)d->v[i]);
     memset(c, 0, sizeof *c);
     snprintf(c->name, sizeof c->name, "op");
     c->vocab_size = (int)d->v[0];
@@ -257,6 +284,8 @@ fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_opt_co
     c->max_pos = (int)d->v[4];
     c->word_embed_proj_dim = (int)d->v[5];
     c->pre_ln = (int)d->v[6];
+    c->compress_weight = (int)d->v[7];
+    c->compress_cache = (int)d->v[8];
     char origin[64];
     snprintf(origin, sizeof origin, "%s: model", who);
     return fg_config_validate(c, origin);

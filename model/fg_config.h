@@ -17,6 +17,11 @@ typedef struct {
     int word_embed_proj_dim; /* D: embedding width; != H means project_in/out exist */
     int pre_ln;              /* do_layer_norm_before: 1 for all but 350m */
     int pad_id, bos_id, eos_id;
+    /* How the tiers hold it (a run's choice, not the checkpoint's): FlexGen's
+     * 4-bit group-wise compression (common/fg_q4.h) of the six attention and
+     * MLP weight matrices (--compress-weight), of the KV cache
+     * (--compress-cache). Carried to the workers in the description. */
+    int compress_weight, compress_cache;
 } fg_opt_config;
 
 /* Fill *cfg for a FlexGen model name ("opt-125m" ... "opt-175b", "opt-350m";
@@ -49,7 +54,7 @@ fg_status fg_config_validate(const fg_opt_config *cfg, const char *origin);
  * and that family's numbers in its own order. The struct knows no family,
  * so another family (its own op kernels and tensor roles) can be added
  * without a new wire format. OPT: vocab_size, hidden, n_heads, ffn_dim,
- * max_pos, word_embed_proj_dim, pre_ln. */
+ * max_pos, word_embed_proj_dim, pre_ln, compress_weight, compress_cache. */
 enum { FG_FAMILY_OPT = 1 };
 #define FG_MODEL_DESC_MAX 13
 typedef struct {
@@ -103,5 +108,18 @@ static inline int64_t fg_spec_numel(const fg_spec *s) { return s->ndim == 1 ? s-
  * FlexGen's "decoder.layer_norm" for the final LayerNorm. Returns -1 for an
  * unknown name, -2 for names to ignore (lm_head.weight: the head is tied). */
 int fg_spec_lookup(const fg_opt_config *cfg, const fg_spec *specs, const char *name);
+
+/* ---- bytes as the tiers hold them ---- */
+
+/* 1 if spec index idx is held 4-bit compressed (compress_weight and one of
+ * a layer's q, k, v, out_proj, fc1, fc2 weights; embeddings, biases and
+ * LayerNorms stay fp16). */
+int fg_spec_is_q4(const fg_opt_config *c, int idx);
+/* Bytes spec index idx occupies in every tier: fp16, or fg_q4 compressed. */
+uint64_t fg_spec_stored_bytes(const fg_opt_config *c, const fg_spec *sp, int idx);
+/* KV cache bytes of one position of one sequence (H values): 2H fp16, or
+ * n_heads compressed head_dim slices. A (Tmax, B, H) cache block is Tmax*B
+ * of these, time-major. */
+uint64_t fg_cache_row_bytes(const fg_opt_config *c);
 
 #endif

@@ -43,6 +43,11 @@ uint64_t fg_wsrc_identity(const fg_wsrc *ws);
 /* Read spec index `idx` (must be present) into dst: fg_spec_numel halves. */
 fg_status fg_wsrc_read(fg_wsrc *ws, int idx, fg_half *dst);
 
+/* Read spec index idx into dst as every tier holds it under the source's
+ * config (fg_spec_stored_bytes bytes): fp16, or, for a weight matrix with
+ * compress_weight set, compressed by fg_q4_pack (fg_wsrc_stored.c). */
+fg_status fg_wsrc_read_stored(fg_wsrc *ws, int idx, void *dst);
+
 void fg_wsrc_destroy(fg_wsrc **ws);
 
 #endif

@@ -18,21 +18,25 @@ static uint64_t slot_bytes(const fg_op_slot *s, const fg_op_args *a, const fg_sp
     case FG_SLOT_ACT: snprintf(why, cap, "B*S*H fp16"); return B * S * H * 2;
     case FG_SLOT_IDS: snprintf(why, cap, "B*S int32"); return B * S * 4;
     case FG_SLOT_MASK: snprintf(why, cap, "B*mask_stride uint8"); return B * a->p.mask_stride;
-    case FG_SLOT_CACHE: snprintf(why, cap, "Tmax*B*H fp16"); return (uint64_t)a->p.Tmax * B * H * 2;
+    case FG_SLOT_CACHE:
+        snprintf(why, cap, a->cfg.compress_cache ? "Tmax*B*n_heads 4-bit head slices" : "Tmax*B*H fp16");
+        return (uint64_t)a->p.Tmax * B * fg_cache_row_bytes(&a->cfg);
     case FG_SLOT_LOGITS: snprintf(why, cap, "B*V fp32"); return B * V * 4;
     case FG_SLOT_RNG: snprintf(why, cap, "B u64"); return B * 8;
     case FG_SLOT_LW:
     case FG_SLOT_GW: {
-        const fg_spec *t = &sp[s->kind == FG_SLOT_LW ? fg_spec_layer(0, s->which) : fg_spec_global(s->which)];
+        int idx = s->kind == FG_SLOT_LW ? fg_spec_layer(0, s->which) : fg_spec_global(s->which);
+        const fg_spec *t = &sp[idx];
         if (!t->present) {
             snprintf(why, cap, "absent in this model");
             return 0;
         }
         if (t->ndim == 2)
-            snprintf(why, cap, "[%" PRId64 ", %" PRId64 "] fp16", t->dims[0], t->dims[1]);
+            snprintf(why, cap, "[%" PRId64 ", %" PRId64 "] %s", t->dims[0], t->dims[1],
+                     fg_spec_is_q4(&a->cfg, idx) ? "4-bit" : "fp16");
         else
             snprintf(why, cap, "[%" PRId64 "] fp16", t->dims[0]);
-        return (uint64_t)fg_spec_numel(t) * 2;
+        return fg_spec_stored_bytes(&a->cfg, sp, idx);
     }
     }
     return 0;

@@ -5,6 +5,7 @@
  * checksum's arithmetic to libxxhash and the weight formats to model/. */
 #define _GNU_SOURCE
 #include "fg_store.h"
+#include "fg_q4.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,6 +25,7 @@
 #define HDR_ENTRY 160
 #define HDR_MAX (1u << 20)   /* refuse to read a header claiming more */
 #define DTYPE_FP16 1
+#define DTYPE_Q4 2   /* fg_q4.h: one (dims[0], dims[1]) slice grouped along dims[0] */
 
 typedef struct {
     char path[PATH_MAX];
@@ -124,7 +126,7 @@ static uint64_t store_identity(const fg_wsrc *ws, const char *compression) {
 /* ------------------------------------------------------------------ */
 
 /* The tensors of one file in spec order, each 4096-aligned. */
-static void layout_file(const fg_spec *specs, sfile *sf) {
+static void layout_file(const fg_opt_config *cfg, const fg_spec *specs, sfile *sf) {
     int first, count;
     if (sf->layer == FG_STORE_GLOBALS) first = fg_spec_global(0), count = FG_GW_COUNT;
     else first = fg_spec_layer(sf->layer, 0), count = FG_LW_COUNT;
@@ -139,7 +141,8 @@ static void layout_file(const fg_spec *specs, sfile *sf) {
         t->ndim = sp->ndim;
         t->dims[0] = sp->dims[0];
         t->dims[1] = sp->ndim == 2 ? sp->dims[1] : 1;
-        t->nbytes = (uint64_t)fg_spec_numel(sp) * 2;
+        t->q4 = fg_spec_is_q4(cfg, first + i);
+        t->nbytes = fg_spec_stored_bytes(cfg, specs, first + i);
     }
     sf->header_bytes = round_up(HDR_FIXED + (uint64_t)sf->n * HDR_ENTRY);
     uint64_t off = sf->header_bytes;
@@ -171,7 +174,7 @@ static void encode_header(const fg_store *s, const sfile *sf, uint8_t *h) {
         const fg_store_tensor *t = &sf->t[i];
         put_str(e, 96, t->name);
         put32(e + 96, (uint32_t)t->spec);
-        put32(e + 100, DTYPE_FP16);
+        put32(e + 100, t->q4 ? DTYPE_Q4 : DTYPE_FP16);
         put32(e + 104, (uint32_t)t->ndim);
         put64(e + 112, (uint64_t)t->dims[0]);
         put64(e + 120, (uint64_t)t->dims[1]);
@@ -285,9 +288,12 @@ static int read_header(const char *path, hdr_info *hi, char *why, size_t whyn) {
          * and send readers far outside the file (found by fuzz/fuzz_store.c). */
         uint64_t numel = 0;
         int wraps = t->dims[0] <= 0 || t->dims[1] <= 0 ||
-                    __builtin_mul_overflow((uint64_t)t->dims[0], (uint64_t)t->dims[1], &numel) || numel > UINT64_MAX / 2;
-        if (get32(e + 100) != DTYPE_FP16 || (t->ndim != 1 && t->ndim != 2) || wraps ||
-            t->nbytes != numel * 2 || t->offset % ALIGN || t->offset < prev_end ||
+                    __builtin_mul_overflow((uint64_t)t->dims[0], (uint64_t)t->dims[1], &numel) || numel > UINT64_MAX / 4;
+        uint32_t dtype = get32(e + 100);
+        t->q4 = dtype == DTYPE_Q4;
+        uint64_t want = wraps ? 0 : t->q4 ? fg_q4_slice_bytes((uint64_t)t->dims[0], (uint64_t)t->dims[1]) : numel * 2;
+        if ((dtype != DTYPE_FP16 && !(t->q4 && t->ndim == 2)) || (t->ndim != 1 && t->ndim != 2) || wraps ||
+            t->nbytes != want || t->offset % ALIGN || t->offset < prev_end ||
             t->offset > hi->f.file_bytes || t->nbytes > hi->f.file_bytes - t->offset) {
             snprintf(why, whyn, "damaged header (tensor %s out of place)", t->name);
             goto out;
@@ -558,7 +564,7 @@ static fg_status build_file(fg_store *s, fg_wsrc *ws, sfile *sf, builder *b) {
         if (!b->stage_len) b->stage_off = t->offset;
         FG_ASSERT(b->stage_off + b->stage_len == t->offset); /* tensors are contiguous */
         uint8_t *p = b->buf[b->cur] + b->stage_len;
-        if ((st = fg_wsrc_read(ws, t->spec, (fg_half *)p))) goto fail;
+        if ((st = fg_wsrc_read_stored(ws, t->spec, p))) goto fail;
         memset(p + t->nbytes, 0, padded - t->nbytes);
         t->checksum = fg_store_checksum(p, t->nbytes);
         b->stage_len += padded;
@@ -691,10 +697,14 @@ fg_status fg_store_open_or_build_ex(const char *dir, fg_wsrc *ws, const fg_store
     *out = NULL;
     fg_store_opts defaults = {0};
     if (!o) o = &defaults;
-    const char *comp = o->compression ? o->compression : "none";
-    if (strcmp(comp, "none"))
-        return fg_err_set(FG_EINPUT, "tier store: compression '%s' is not supported yet (only 'none')", comp);
+    /* The config says whether the weights are held 4-bit (compress_weight):
+     * a compressed store is its own variant, with its own directory and
+     * identity, beside the fp16 one. */
     const fg_opt_config *cfg = fg_wsrc_config(ws);
+    const char *comp = cfg->compress_weight ? "q4g64" : "none";
+    if (o->compression && strcmp(o->compression, comp))
+        return fg_err_set(FG_EINPUT, "tier store: compression '%s' does not match the model's weights ('%s')",
+                          o->compression, comp);
     fg_store *s = store_alloc(cfg->n_layers);
     if (o->qd > 0) s->qd = o->qd;
     if (o->req_bytes > 0) s->req = o->req_bytes;
@@ -706,10 +716,10 @@ fg_status fg_store_open_or_build_ex(const char *dir, fg_wsrc *ws, const fg_store
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' ||
               *c == '_' || (*c == '.' && c != id)))
             *c = '_';
-    int n = snprintf(s->root, sizeof s->root, "%s/%s-fp16", dir, id);
+    int n = snprintf(s->root, sizeof s->root, "%s/%s-%s", dir, id, cfg->compress_weight ? "q4g64" : "fp16");
     snprintf(s->name, sizeof s->name, "%s", cfg->name);
     snprintf(s->desc, sizeof s->desc, "%s", fg_wsrc_describe(ws));
-    s->compression = 0;
+    s->compression = cfg->compress_weight ? 1 : 0;
     fg_status st = FG_OK;
     fg_aio *aio = NULL;
     builder b = {0};
@@ -725,7 +735,7 @@ fg_status fg_store_open_or_build_ex(const char *dir, fg_wsrc *ws, const fg_store
         sfile *sf = &s->files[i];
         sf->layer = i - 1;
         set_path(s, sf);
-        layout_file(specs, sf);
+        layout_file(cfg, specs, sf);
     }
 
     /* One process checks and builds at a time; others wait, then find the

@@ -1,5 +1,6 @@
 /* fg_store.h - the tier store: a model's weights converted once into the
- * offload directory as per-layer files of 4096-aligned fp16 tensors, so the
+ * offload directory as per-layer files of 4096-aligned tensors (fp16, or
+ * 4-bit where the config compresses weights), so the
  * disk tier reads them with O_DIRECT at full bandwidth straight into shm.
  *
  * The coordinator calls fg_store_open_or_build() on first use of a model:
@@ -19,8 +20,8 @@
  * are stale and rebuilt on open, as any other version's.
  *
  *   <offload-dir>/<model-id>/      model-id = "<config name>-<format>": "-fp16" for
- *                                  compression none (a 4-bit store would get its own
- *                                  suffix), e.g. "opt-1.3b-fp16" (characters other than
+ *                                  compression none, "-q4g64" for 4-bit weights
+ *                                  (compress_weight), e.g. "opt-1.3b-fp16" (characters other than
  *                                  [A-Za-z0-9._-] in the name become '_'); one store per pair,
  *                                  another source of the same name replaces it
  *     globals.bin                  token and position embeddings, project_in/out,
@@ -46,7 +47,8 @@
  *      20    4  layer index (0xFFFFFFFF for globals)
  *      24    4  n_layers of the model
  *      28    4  n_tensors in this file
- *      32    4  compression: 0 none (fp16)
+ *      32    4  compression: 0 none (fp16), 1 q4g64 (the six weight matrices of
+ *               each layer 4-bit, common/fg_q4.h; everything else fp16)
  *      36    4  reserved, 0
  *      40    8  model identity: XXH3_64bits of 44 bytes: fg_wsrc_identity()
  *               of the weight source (u64; its kind, shaping config fields,
@@ -64,13 +66,14 @@
  *     320  n_tensors x 160, the tensor table:
  *                 0  96  name (canonical spec name, no "model."), NUL-padded
  *                96   4  spec index (fg_specs_new order)
- *               100   4  dtype: 1 = fp16
+ *               100   4  dtype: 1 = fp16, 2 = 4-bit (fg_q4.h: one slice of
+ *                          (dims[0], dims[1]) grouped along dims[0]; ndim 2)
  *               104   4  ndim (1 or 2)
  *               108   4  reserved, 0
  *               112   8  dims[0]
  *               120   8  dims[1] (1 when ndim == 1)
  *               128   8  offset from the start of the file (multiple of 4096)
- *               136   8  nbytes = numel x 2
+ *               136   8  nbytes = numel x 2 (fp16), 36 x ceil(dims[0]/64) x dims[1] (4-bit)
  *               144   8  XXH3_64bits of those nbytes bytes
  *               152   8  reserved, 0
  */
@@ -91,12 +94,13 @@ typedef struct {
     int ndim;
     int64_t dims[2];
     uint64_t offset;    /* from the start of the file, a multiple of 4096 */
-    uint64_t nbytes;    /* fp16: numel * 2 */
+    uint64_t nbytes;    /* fp16: numel * 2; 4-bit: fg_q4_slice_bytes(dims[0], dims[1]) */
+    int q4;             /* dtype 2: compressed (fg_q4.h) */
     uint64_t checksum;  /* fg_store_checksum of the nbytes bytes */
 } fg_store_tensor;
 
 typedef struct {
-    const char *compression;  /* "none" (NULL: "none"); the only one so far */
+    const char *compression;  /* NULL, or "none" / "q4g64", which must match the config's compress_weight */
     int verify_data;          /* also read every file and check its checksums */
     int qd;                   /* aio queue depth for building/verifying (0: 32) */
     uint64_t req_bytes;       /* aio request size (0: 1 MiB) */

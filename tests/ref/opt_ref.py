@@ -6,6 +6,7 @@ points (docs/ARCHITECTURE.md, "Numerics"), never from the C engine.
 
   opt_ref.py --model DIR --prompt-ids FILE.json --gen-len N
              --out-logits FILE.npy --out-tokens FILE.json [--no-cache]
+             [--compress-weight] [--compress-cache]
 
 FILE.json: a JSON list of lists of token ids (lengths may differ). All prompts
 run as one batch, left-padded with pad_token_id (attention mask 0 there), and
@@ -29,6 +30,12 @@ Rounding to fp16 (then back to float32) exactly at: the embedding output; q
 (after bias and scale), k, v (the KV cache is fp16); the attention context
 before out_proj; each block output (after the residual add, or after the
 LayerNorm that ends a post-LN block). Everything else is float32.
+
+Compression (FlexGen's 4-bit group-wise scheme, q4_ref.py): --compress-weight
+computes with the q, k, v, out_proj, fc1 and fc2 weights compressed along
+their output dimension and expanded; --compress-cache stores k and v in the
+cache compressed per head along head_dim, while a step's attention uses its
+own new k, v as computed (FlexGen's order).
 """
 import argparse
 import json
@@ -40,12 +47,22 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_checkpoint import load_checkpoint  # noqa: E402
+import q4_ref  # noqa: E402
 
 F32_MIN = np.finfo(np.float32).min
 LN_EPS = 1e-5
 
 
 ROUND_FP16 = True  # False only for self-tests that isolate summation-order noise
+COMPRESS_WEIGHT = False
+COMPRESS_CACHE = False
+
+
+def cw(w):
+    """A Linear weight [out, in] as the engine computes with it."""
+    if not COMPRESS_WEIGHT:
+        return w
+    return q4_ref.roundtrip(w.astype(np.float16), axis=0).astype(np.float32)
 
 
 def r16(x):
@@ -76,13 +93,13 @@ class Model:
             g = lambda n: t[p + n]  # noqa: E731
             # Linear weights transposed once ([in, out], contiguous) for x @ W.
             self.layers.append({
-                "wq": np.ascontiguousarray(g("self_attn.q_proj.weight").T), "bq": g("self_attn.q_proj.bias"),
-                "wk": np.ascontiguousarray(g("self_attn.k_proj.weight").T), "bk": g("self_attn.k_proj.bias"),
-                "wv": np.ascontiguousarray(g("self_attn.v_proj.weight").T), "bv": g("self_attn.v_proj.bias"),
-                "wo": np.ascontiguousarray(g("self_attn.out_proj.weight").T), "bo": g("self_attn.out_proj.bias"),
+                "wq": np.ascontiguousarray(cw(g("self_attn.q_proj.weight")).T), "bq": g("self_attn.q_proj.bias"),
+                "wk": np.ascontiguousarray(cw(g("self_attn.k_proj.weight")).T), "bk": g("self_attn.k_proj.bias"),
+                "wv": np.ascontiguousarray(cw(g("self_attn.v_proj.weight")).T), "bv": g("self_attn.v_proj.bias"),
+                "wo": np.ascontiguousarray(cw(g("self_attn.out_proj.weight")).T), "bo": g("self_attn.out_proj.bias"),
                 "ln1": (g("self_attn_layer_norm.weight"), g("self_attn_layer_norm.bias")),
-                "w1": np.ascontiguousarray(g("fc1.weight").T), "b1": g("fc1.bias"),
-                "w2": np.ascontiguousarray(g("fc2.weight").T), "b2": g("fc2.bias"),
+                "w1": np.ascontiguousarray(cw(g("fc1.weight")).T), "b1": g("fc1.bias"),
+                "w2": np.ascontiguousarray(cw(g("fc2.weight")).T), "b2": g("fc2.bias"),
                 "ln2": (g("final_layer_norm.weight"), g("final_layer_norm.bias")),
             })
 
@@ -128,6 +145,9 @@ def attention(m, L, x, cache, start, key_mask):
     s = np.exp(s - s.max(-1, keepdims=True))
     p = s / s.sum(-1, keepdims=True)
     ctx = r16(p @ V[:, :, :S])                                          # [B, A, T, hd]
+    if COMPRESS_CACHE:   # stored compressed after use: later steps read them expanded
+        K[:, :, start:S] = q4_ref.roundtrip_heads(K[:, :, start:S].astype(np.float16), hd).astype(np.float32)
+        V[:, :, start:S] = q4_ref.roundtrip_heads(V[:, :, start:S].astype(np.float16), hd).astype(np.float32)
     ctx = ctx.transpose(0, 2, 1, 3).reshape(B * T, H)
     return (ctx @ L["wo"] + L["bo"]).reshape(B, T, H)
 
@@ -231,7 +251,11 @@ def main():
     ap.add_argument("--out-tokens", required=True)
     ap.add_argument("--no-cache", action="store_true",
                     help="also recompute without KV cache and check they agree (slow)")
+    ap.add_argument("--compress-weight", action="store_true")
+    ap.add_argument("--compress-cache", action="store_true")
     a = ap.parse_args()
+    global COMPRESS_WEIGHT, COMPRESS_CACHE
+    COMPRESS_WEIGHT, COMPRESS_CACHE = a.compress_weight, a.compress_cache
     with open(a.prompt_ids) as f:
         prompts = json.load(f)
     m = load_model(a.model)
