@@ -83,6 +83,11 @@ static void release(cu_ctx *c) {
 static fg_status cu_device_init(void *ctx, const fg_op_init *p, const fg_opt_config *cfg) {
     cu_ctx *c = ctx;
     fg_cuda_ws ws;
+    /* 4-bit data would be read as fp16 here: refused until the expansion
+     * kernel exists (docs/ARCHITECTURE.md, Compression) */
+    if (cfg->compress_weight || cfg->compress_cache)
+        return fg_err_set(FG_EINPUT, "DEVICE_INIT: --compress-weight/--compress-cache are not implemented on the cuda "
+                                     "backend yet (HINT: --device host)");
     fg_cuda_ws_layout(cfg, p->max_rows, &ws);
     if (p->arena_bytes > UINT64_MAX - ws.total - 256 || (p->budget_bytes && p->arena_bytes + ws.total > p->budget_bytes))
         return fg_err_set(FG_EINPUT, "DEVICE_INIT: arena %" PRIu64 " + workspace %" PRIu64 " bytes (%" PRIu32
