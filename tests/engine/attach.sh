@@ -12,12 +12,7 @@
 # Usage: attach.sh FLEXGEN WORKDIR
 set -uo pipefail
 flexgen=$1 work=$2
-ref=$(cd "$(dirname "$0")/../ref" && pwd)
-py=${FG_PYTHON:-/usr/bin/python3}
-rm -rf "$work" && mkdir -p "$work"
-"$py" "$ref/make_checkpoint.py" --out "$work/m" --layers 2 --hidden 64 --heads 4 --ffn 128 --vocab 300 \
-  --max-pos 64 --seed 9 >/dev/null || exit 1
-echo '[[2, 10, 20, 30], [2, 7]]' >"$work/p.json"
+. "$(dirname "$0")/small_model.sh"
 common=(--model "$work/m" --prompt-ids "$work/p.json" --ignore-eos --gpu-batch-size 2 --gen-len 8)
 "$flexgen" run --engine reference "${common[@]}" --out "$work/ref.jsonl" 2>/dev/null || exit 1
 die() { echo "FAIL $case: $*"; [ -n "${coord:-}" ] && kill "$coord" 2>/dev/null; [ -n "${w:-}" ] && kill -9 "$w" 2>/dev/null; exit 1; }

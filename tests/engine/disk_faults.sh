@@ -8,12 +8,7 @@
 # Usage: disk_faults.sh FLEXGEN WORKDIR
 set -uo pipefail
 flexgen=$1 work=$2
-ref=$(cd "$(dirname "$0")/../ref" && pwd)
-py=${FG_PYTHON:-/usr/bin/python3}
-rm -rf "$work" && mkdir -p "$work"
-"$py" "$ref/make_checkpoint.py" --out "$work/m" --layers 2 --hidden 64 --heads 4 --ffn 128 --vocab 300 \
-  --max-pos 64 --seed 9 >/dev/null || exit 1
-echo '[[2, 10, 20, 30], [2, 7]]' >"$work/p.json"
+. "$(dirname "$0")/small_model.sh"
 run=(run --model "$work/m" --prompt-ids "$work/p.json" --gen-len 3 --ignore-eos --gpu-batch-size 2
      --percent 0 0 100 0 100 0 --offload-dir "$work/off")
 fails=0
