@@ -316,12 +316,19 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     int block = pl->K * pl->gbs;
     for (int first = opt->start; first < n && !st; first += block) {
         for (int tries = 0;; tries++) {
-            e.restarted = 0;
+            /* a gpu worker restarted since its last setup (in the last try,
+             * in setup itself, or between blocks) lost its arena: the
+             * abandoned commands end first (their results are void), then
+             * the device is set up again */
+            if (e.restarted) {
+                e.restarted = 0;
+                (void)fg_cmdq_await_all(&e.q);
+                if ((st = gpu_setup(&e))) break;
+            }
             st = run_block(&e, in, n, first, opt, &fo, out, stats);
             if (!e.restarted || tries == 3) break;
             fs->gpu_restarts++;
             fg_warn("gpu worker restarted: redoing the block of prompts %d..%d", first, first + block - 1);
-            if ((st = gpu_setup(&e))) break;
         }
         /* the block is whole: journaled before the next one starts */
         if (!st && opt->block_done) st = opt->block_done(opt->block_ctx, first, n - first < block ? n - first : block);
