@@ -135,7 +135,7 @@ static fg_status run_block(fg_engine *e, const fg_seq_in *in, int n, int first, 
 /* ---- setup ------------------------------------------------------------------ */
 
 /* The device arena, and the GPU-resident weights uploaded from their host copy. */
-static fg_status gpu_setup(fg_engine *e) {
+static fg_status gpu_setup_once(fg_engine *e) {
     const fg_plan *pl = &e->pl;
     fg_msg m;
     fg_msg_init(&m, FG_MSG_COMPUTE);
@@ -157,6 +157,20 @@ static fg_status gpu_setup(fg_engine *e) {
     for (int s = 0; s < FG_NSLOTS; s++) e->w[s] = (fg_wslot){.group = NO_GROUP}, e->par[s] = (fg_pslot){0};
     e->cur_slot = 0;
     return st;
+}
+
+/* gpu_setup_once, again while a gpu worker restarted under it: a worker
+ * killed after DEVICE_INIT but before the uploads ends is replaced by one
+ * without an arena, and the uploads re-issued to it fail. Their failure is
+ * void; the abandoned commands end first, then the setup starts over. */
+static fg_status gpu_setup(fg_engine *e) {
+    for (int tries = 0;; tries++) {
+        e->restarted = 0;
+        fg_status st = gpu_setup_once(e);
+        if (!e->restarted || tries == 3) return st;
+        (void)fg_cmdq_await_all(&e->q);
+        fg_warn("gpu worker restarted during its setup: setting it up again");
+    }
 }
 
 /* A restarted gpu worker lost its arena: the block in progress is redone. */
@@ -321,7 +335,6 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
              * abandoned commands end first (their results are void), then
              * the device is set up again */
             if (e.restarted) {
-                e.restarted = 0;
                 (void)fg_cmdq_await_all(&e.q);
                 if ((st = gpu_setup(&e))) break;
             }

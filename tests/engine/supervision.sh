@@ -9,6 +9,8 @@
 #    dead after 3 s, replaced, the block redone;
 #  - a reply that does not decode (garbled), a command cut short: the
 #    worker is restarted and what it had in flight re-issued;
+#  - a gpu worker that dies in the middle of its setup (arena made, weights
+#    not all uploaded): set up again;
 #  - a worker that dies on every start: given up after 6 deaths in a row,
 #    exit 1 with the reason, no output file (the cap on deaths in a whole
 #    run is runtime.max_deaths).
@@ -55,6 +57,15 @@ recovers garbled-reply "the gpu worker \(pid [0-9]+\) sent a malformed message" 
 recovers truncated-command "worker \(pid [0-9]+\) reports that a message from the coordinator did not decode" \
   FLEXGEN_FAULT=coord:truncate:30:$work/once
 
+# G: the gpu worker dies after DEVICE_INIT, before the upload of its
+# GPU-resident weights ends (its 10th command: segment maps, DEVICE_INIT,
+# then copies): the uploads re-issued to its successor, which has no arena,
+# fail, and the setup starts over
+disk_run=("${run[@]}")
+run=(run "${common[@]}" --gen-len 8 --percent 50 50 100 0 100 0 --offload-dir "$work/off")
+recovers setup-crash "gpu worker restarted during its setup: setting it up again" FLEXGEN_FAULT=gpu:crash:10:$work/once
+run=("${disk_run[@]}")
+
 # E, F: given up, exit 1, nothing passed off as output
 gives_up() {
   local name=$1 want=$2 gen=$3 fault=$4
@@ -68,6 +79,6 @@ gives_up() {
 gives_up crash-loop "the disk worker is gone: it died 6 times in a row without answering a command \(last: .*signal 6" \
   8 disk:crash:1
 
-echo "supervision: $((6 - fails)) passed, $fails failed"
+echo "supervision: $((7 - fails)) passed, $fails failed"
 [ $fails -eq 0 ] && rm -rf "$work"
 [ $fails -eq 0 ]
