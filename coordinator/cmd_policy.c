@@ -13,13 +13,13 @@
 #include "fg_backend.h"
 #include "fg_cmds.h"
 #include "fg_profile_run.h"
-#include "fg_prompts.h"
+#include "fg_prompt_enc.h"
 #include "fg_search.h"
 #include "fg_weights.h"
 
 typedef struct {
-    const char *model_dir, *dummy, *hardware, *offload_dir, *device, *prompt_ids;
-    int S, G, n_prompts, json, have_percent, gbs, K, cpu_attn;
+    const char *model_dir, *dummy, *hardware, *offload_dir, *device, *prompt_ids, *prompts;
+    int S, G, n_prompts, truncate, json, have_percent, gbs, K, cpu_attn;
     int compress_weight, compress_cache;   /* allowed (searched), or used (--percent) */
     uint64_t gpu_mem, cpu_mem, disk_mem;
     fg_policy p;
@@ -27,8 +27,8 @@ typedef struct {
 
 static void usage(FILE *f) {
     fprintf(f,
-        "usage: flexgen policy (--model DIR | --dummy NAME) (--prompt-len S | --prompt-ids FILE)\n"
-        "                      [--gen-len N] [--num-prompts N] [--hardware PROFILE|PRESET]\n"
+        "usage: flexgen policy (--model DIR | --dummy NAME) (--prompt-len S | --prompts FILE [--truncate]\n"
+        "                      | --prompt-ids FILE) [--gen-len N] [--num-prompts N] [--hardware PROFILE|PRESET]\n"
         "                      [--gpu-mem SIZE] [--cpu-mem SIZE] [--disk-mem SIZE] [--offload-dir DIR]\n"
         "                      [--device NAME] [--json]\n"
         "                      [--percent WG WC CG CC HG HC --gpu-batch-size N --num-gpu-batches N\n"
@@ -36,7 +36,11 @@ static void usage(FILE *f) {
         "Searches the policy (placement of weights, KV cache and activations, GPU batch size, batches\n"
         "per block, CPU attention) with the highest predicted throughput within the budgets, and prints\n"
         "it as flexgen run flags with its predicted times. With --percent, scores that policy instead.\n\n"
-        "  --prompt-len S      prompt length (tokens, padded); or --prompt-ids FILE gives prompts\n"
+        "  --prompt-len S      prompt length (tokens, padded)\n"
+        "  --prompts FILE      or the job's prompts, as flexgen run reads them (text or JSONL, tokenized\n"
+        "                      with the model's tokenizer; --truncate as in flexgen run): their count\n"
+        "                      and longest length\n"
+        "  --prompt-ids FILE   or the job's prompts as token ids (a JSON list of lists)\n"
         "  --gen-len N         new tokens per prompt (default 32)\n"
         "  --num-prompts N     prompts in the job (default: as many as the best block holds)\n"
         "  --hardware X        a profile (flexgen profile --out FILE) or a preset: flexgen-t4\n"
@@ -51,7 +55,7 @@ static void usage(FILE *f) {
 
 static fg_status parse(int argc, char **argv, policy_args *a) {
     enum { O_MODEL = 256, O_DUMMY, O_S, O_G, O_N, O_PIDS, O_HW, O_GPU, O_CPU, O_DISK, O_OFF, O_DEV, O_JSON, O_PCT,
-           O_GBS, O_NGB, O_CA, O_CW, O_CC };
+           O_GBS, O_NGB, O_CA, O_CW, O_CC, O_PROMPTS, O_TRUNC };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},       {"dummy", required_argument, 0, O_DUMMY},
         {"prompt-len", required_argument, 0, O_S},      {"gen-len", required_argument, 0, O_G},
@@ -63,6 +67,7 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
         {"gpu-batch-size", required_argument, 0, O_GBS}, {"num-gpu-batches", required_argument, 0, O_NGB},
         {"cpu-cache-compute", no_argument, 0, O_CA},    {"help", no_argument, 0, 'h'},
         {"compress-weight", no_argument, 0, O_CW},      {"compress-cache", no_argument, 0, O_CC},
+        {"prompts", required_argument, 0, O_PROMPTS},   {"truncate", no_argument, 0, O_TRUNC},
         {0, 0, 0, 0},
     };
     *a = (policy_args){.G = 32, .offload_dir = "flexgen-offload", .cpu_attn = -1};
@@ -78,6 +83,8 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
         case O_G: st = fg_parse_int("--gen-len", optarg, 1, 1 << 20, &a->G); break;
         case O_N: st = fg_parse_int("--num-prompts", optarg, 1, 1 << 30, &a->n_prompts); break;
         case O_PIDS: a->prompt_ids = optarg; break;
+        case O_PROMPTS: a->prompts = optarg; break;
+        case O_TRUNC: a->truncate = 1; break;
         case O_HW: a->hardware = optarg; break;
         case O_GPU: st = fg_parse_size(optarg, &a->gpu_mem); break;
         case O_CPU: st = fg_parse_size(optarg, &a->cpu_mem); break;
@@ -101,7 +108,9 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
     if (st) return st;
     if (optind < argc) return fg_err_set(FG_EINPUT, "flexgen policy: unexpected argument '%s'", argv[optind]);
     if (!a->model_dir == !a->dummy) return fg_err_set(FG_EINPUT, "flexgen policy: give one of --model DIR or --dummy NAME");
-    if (!a->S && !a->prompt_ids) return fg_err_set(FG_EINPUT, "flexgen policy: give --prompt-len S or --prompt-ids FILE");
+    if (!!a->S + !!a->prompt_ids + !!a->prompts != 1)
+        return fg_err_set(FG_EINPUT, "flexgen policy: give one of --prompt-len S, --prompts FILE or --prompt-ids FILE");
+    if (a->truncate && !a->prompts) return fg_err_set(FG_EINPUT, "flexgen policy: --truncate goes with --prompts FILE");
     if (a->have_percent && !(a->gbs && a->K))
         return fg_err_set(FG_EINPUT, "flexgen policy: --percent scores a policy: give --gpu-batch-size and --num-gpu-batches too");
     if (!a->device) a->device = fg_backend_default();
@@ -190,10 +199,19 @@ int fg_cmd_policy(int argc, char **argv) {
     fg_wsrc *ws = NULL;
     fg_exit_on(a.dummy ? fg_wsrc_open_dummy(a.dummy, 0, &ws) : fg_wsrc_open_dir(a.model_dir, NULL, &ws));
     fg_opt_config *c = fg_wsrc_config_mut(ws);   /* its compress_* are the choice under study */
-    if (a.prompt_ids) {   /* the prompts' count and longest length, as flexgen run reads them */
+    if (a.prompt_ids || a.prompts) {   /* the prompts' count and longest length, as flexgen run reads them */
         fg_seq_in *in = NULL;
         int nn = 0;
-        fg_exit_on(fg_prompt_ids_read(a.prompt_ids, c->vocab_size, &in, &nn));
+        if (a.prompts) {
+            fg_tok *tok = NULL;
+            fg_prompt_list text = {0};
+            fg_exit_on(fg_prompt_tokenizer(a.model_dir, a.dummy != NULL, 1, ws, &tok));
+            fg_exit_on(fg_prompt_encode(a.prompts, tok, c, a.G, a.truncate, &text, &in, &nn));
+            fg_prompts_free(&text);
+            fg_tok_destroy(&tok);
+        } else {
+            fg_exit_on(fg_prompt_ids_read(a.prompt_ids, c->vocab_size, &in, &nn));
+        }
         S = 1;
         for (int i = 0; i < nn; i++) S = in[i].len > S ? in[i].len : S;
         fg_prompt_ids_free(in, (size_t)nn);

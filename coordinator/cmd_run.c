@@ -19,8 +19,7 @@
 #include "fg_engine_flex.h"
 #include "fg_msg.h"
 #include "fg_engine_ref.h"
-#include "fg_prompts.h"
-#include "fg_tokenizer.h"
+#include "fg_prompt_enc.h"
 
 #include "cmd_run.h"
 #include "fg_job.h"
@@ -35,79 +34,6 @@ typedef struct {
     const char *const *stop;  /* --stop strings */
     int n_stop;
 } run_io;
-
-static fg_status open_tokenizer(const run_args *a, fg_wsrc *ws, fg_tok **tok) {
-    *tok = NULL;
-    fg_opt_config *c = fg_wsrc_config_mut(ws);
-    if (a->dummy) {
-        fg_status st = fg_tok_open_gpt2_cache(tok);
-        if (st) return a->prompts || a->n_stop ? st : FG_OK;   /* ids alone need no tokenizer */
-        /* GPT-2's vocabulary has one special token for BOS, EOS and padding */
-        c->bos_id = c->eos_id = c->pad_id = fg_tok_eos_id(*tok);
-        return FG_OK;
-    }
-    char vj[PATH_MAX];
-    snprintf(vj, sizeof vj, "%s/vocab.json", a->model_dir);
-    if (access(vj, F_OK) != 0) {
-        if (a->prompts || a->n_stop)
-            return fg_err_set(FG_EINPUT, "%s: no vocab.json + merges.txt, so text prompts and --stop cannot be "
-                                         "tokenized; use --prompt-ids", a->model_dir);
-        return FG_OK;
-    }
-    fg_status st = fg_tok_open_model_dir(a->model_dir, tok);
-    if (st) return st;
-    if (fg_tok_vocab_size(*tok) > c->vocab_size)
-        return fg_err_set(FG_EINPUT, "%s: has %d tokens but the model's vocab_size is %d", vj, fg_tok_vocab_size(*tok),
-                          c->vocab_size);
-    return FG_OK;
-}
-
-/* Tokenize --prompts: BOS, then the text's ids; over-long prompts refused or
- * cut from the left per --truncate. */
-static fg_status encode_prompts(const run_args *a, const fg_opt_config *c, run_io *io, fg_seq_in **out, int *n_out) {
-    fg_status st = fg_prompts_read(a->prompts, &io->text);
-    if (st) return st;
-    int n = (int)io->text.n, ctx = c->max_pos - a->gen_len, bos = fg_tok_bos_id(io->tok);
-    if (ctx < 2)
-        return fg_err_set(FG_EINPUT, "--gen-len %d leaves no room for a prompt in %d positions", a->gen_len, c->max_pos);
-    fg_seq_in *in = fg_xcalloc((size_t)n, sizeof *in);
-    for (int i = 0; i < n && !st; i++) {
-        const fg_prompt *p = &io->text.items[i];
-        int32_t *ids = NULL;
-        size_t m = 0;
-        if ((st = fg_tok_encode(io->tok, p->text, p->len, &ids, &m))) {
-            st = fg_err_set(FG_EINPUT, "%s:%d: %s", a->prompts, p->line, fg_err_msg());
-            break;
-        }
-        int has_bos = bos >= 0;
-        size_t total = m + (size_t)has_bos;
-        size_t keep = total;
-        if (total > (size_t)ctx) {
-            if (!a->truncate) {
-                free(ids);
-                st = fg_err_set(FG_EINPUT, "%s:%d: the prompt is %zu tokens; with --gen-len %d the model's %d positions "
-                                           "allow %d (use --truncate to cut it from the left)",
-                                a->prompts, p->line, total, a->gen_len, c->max_pos, ctx);
-                break;
-            }
-            keep = (size_t)ctx;
-            fg_warn("%s:%d: prompt cut from %zu to its last %zu tokens (--truncate)", a->prompts, p->line, total, keep);
-        }
-        in[i].ids = fg_xmalloc(sizeof(int32_t) * keep);
-        in[i].len = (int)keep;
-        size_t skip = total - keep, j = 0;
-        if (has_bos) in[i].ids[j++] = bos;
-        memcpy(in[i].ids + j, ids + skip, sizeof(int32_t) * (keep - j));
-        free(ids);
-    }
-    if (st) {
-        fg_prompt_ids_free(in, (size_t)n);
-        return st;
-    }
-    *out = in;
-    *n_out = n;
-    return FG_OK;
-}
 
 /* Text of generated ids: special tokens and ids with no text (OPT's
  * vocab_size is padded past its tokenizer's) left out. Heap string. */
@@ -308,7 +234,7 @@ int fg_cmd_run(int argc, char **argv) {
     fg_wsrc *ws = NULL;
     fg_exit_on(a.dummy ? fg_wsrc_open_dummy(a.dummy, a.seed, &ws) : fg_wsrc_open_dir(a.model_dir, NULL, &ws));
     run_io io = {.stop = a.stop, .n_stop = a.n_stop};
-    fg_exit_on(open_tokenizer(&a, ws, &io.tok));
+    fg_exit_on(fg_prompt_tokenizer(a.model_dir, a.dummy != NULL, a.prompts || a.n_stop, ws, &io.tok));
     fg_wsrc_config_mut(ws)->compress_weight = a.flex.policy.compress_weight;   /* the tiers' format, fg_q4.h */
     fg_wsrc_config_mut(ws)->compress_cache = a.flex.policy.compress_cache;
     const fg_opt_config *c = fg_wsrc_config(ws);
@@ -318,7 +244,7 @@ int fg_cmd_run(int argc, char **argv) {
     fg_seq_in *in = NULL;
     int n = 0;
     if (a.prompts) {
-        fg_exit_on(encode_prompts(&a, c, &io, &in, &n));
+        fg_exit_on(fg_prompt_encode(a.prompts, io.tok, c, a.gen_len, a.truncate, &io.text, &in, &n));
     } else {
         fg_exit_on(fg_prompt_ids_read(a.prompt_ids, c->vocab_size, &in, &n));
         for (int i = 0; i < n; i++)

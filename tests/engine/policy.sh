@@ -10,7 +10,10 @@
 #  3. flexgen run without --percent searches (the log says so) and its
 #     output equals the reference engine's at the batch size it chose;
 #  4. bad input: an unknown preset, a profile with a missing key, budgets
-#     nothing fits, exit status 2 with the reason.
+#     nothing fits, a prompts file missing or too long, exit status 2 with
+#     the reason;
+#  5. flexgen profile measures every tier, caches and reuses the file;
+#  6. --prompts FILE sizes the workload as flexgen run would tokenize it.
 # The hardware is FlexGen's T4 preset (no profiling in CI).
 # Usage: policy.sh FLEXGEN WORKDIR
 set -uo pipefail
@@ -144,6 +147,21 @@ PY
 fi
 unset XDG_CACHE_HOME
 
+# ---- 6. --prompts FILE: the workload is the prompts' count and the longest
+# one's tokens (BOS included), as `flexgen tokenize` (BOS first) counts them
+"$py" "$ref/make_checkpoint.py" --out "$work/tm" --layers 2 --hidden 64 --heads 4 --ffn 128 --vocab 500 --max-pos 64 \
+  --synth-vocab --seed 3 >/dev/null || exit 1
+printf 'the cat sat on a mat\nhello\nsome words that are a bit longer than the others\n\nlast one\n' >"$work/text.txt"
+want_n=5 want_s=0
+while IFS= read -r line; do
+  len=$(printf '%s' "$line" | "$flexgen" tokenize --model "$work/tm" | "$py" -c 'import json, sys; print(len(json.load(sys.stdin)))')
+  [ "$len" -gt "$want_s" ] && want_s=$len
+done <"$work/text.txt"
+got=$("$flexgen" policy --model "$work/tm" --prompts "$work/text.txt" --gen-len 4 --hardware flexgen-t4 --json \
+      2>"$work/pp.err" | "$py" -c 'import json, sys; d = json.load(sys.stdin); print(d["prompts"], d["prompt_len"])')
+if [ "$got" = "$want_n $want_s" ]; then echo "ok   policy --prompts: $got (prompts, longest)"
+else fail "policy --prompts: got '$got', want '$want_n $want_s' $(grep error: "$work/pp.err")"; fi
+
 # ---- 4. bad input ------------------------------------------------------------------
 expect2() {  # name, expected text, command...
   local name=$1 want=$2; shift 2
@@ -157,6 +175,12 @@ expect2 "profile without a key" "h2d_GBps" "$flexgen" policy --dummy opt-125m --
 expect2 "budgets nothing fits" "no policy fits" "$flexgen" policy --dummy opt-125m --prompt-len 8 --hardware flexgen-t4 \
   --gpu-mem 1M --cpu-mem 1M --disk-mem 1M --offload-dir "$work/off"
 expect2 "no prompt length" "--prompt-len" "$flexgen" policy --dummy opt-125m --hardware flexgen-t4
+expect2 "prompts file missing" "$work/none.txt" "$flexgen" policy --model "$work/tm" --prompts "$work/none.txt" \
+  --hardware flexgen-t4
+printf 'a b c d e f g h i j k l m n o p q r s t u v w x y z a b c d e f g h i j k l m n o p q r s t u v w x y z\n' \
+  >"$work/long.txt"
+expect2 "prompt too long" "long.txt:1: the prompt is" "$flexgen" policy --model "$work/tm" --prompts "$work/long.txt" \
+  --gen-len 4 --hardware flexgen-t4
 
 echo "policy: $fails failed"
 [ "$fails" -eq 0 ]

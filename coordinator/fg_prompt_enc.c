@@ -1,0 +1,80 @@
+/* fg_prompt_enc.c - text prompts to token ids, shared by `flexgen run` and
+ * `flexgen policy` (see fg_prompt_enc.h). */
+#include "fg_prompt_enc.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+fg_status fg_prompt_tokenizer(const char *model_dir, int dummy, int need, fg_wsrc *ws, fg_tok **tok) {
+    *tok = NULL;
+    fg_opt_config *c = fg_wsrc_config_mut(ws);
+    if (dummy) {
+        fg_status st = fg_tok_open_gpt2_cache(tok);
+        if (st) return need ? st : FG_OK;   /* ids alone need no tokenizer */
+        /* GPT-2's vocabulary has one special token for BOS, EOS and padding */
+        c->bos_id = c->eos_id = c->pad_id = fg_tok_eos_id(*tok);
+        return FG_OK;
+    }
+    char vj[PATH_MAX];
+    snprintf(vj, sizeof vj, "%s/vocab.json", model_dir);
+    if (access(vj, F_OK) != 0) {
+        if (need)
+            return fg_err_set(FG_EINPUT, "%s: no vocab.json + merges.txt, so text prompts and --stop cannot be "
+                                         "tokenized; use --prompt-ids", model_dir);
+        return FG_OK;
+    }
+    fg_status st = fg_tok_open_model_dir(model_dir, tok);
+    if (st) return st;
+    if (fg_tok_vocab_size(*tok) > c->vocab_size)
+        return fg_err_set(FG_EINPUT, "%s: has %d tokens but the model's vocab_size is %d", vj, fg_tok_vocab_size(*tok),
+                          c->vocab_size);
+    return FG_OK;
+}
+
+fg_status fg_prompt_encode(const char *path, fg_tok *tok, const fg_opt_config *c, int gen_len, int truncate,
+                           fg_prompt_list *text, fg_seq_in **out, int *n_out) {
+    fg_status st = fg_prompts_read(path, text);
+    if (st) return st;
+    int n = (int)text->n, ctx = c->max_pos - gen_len, bos = fg_tok_bos_id(tok);
+    if (ctx < 2)
+        return fg_err_set(FG_EINPUT, "--gen-len %d leaves no room for a prompt in %d positions", gen_len, c->max_pos);
+    fg_seq_in *in = fg_xcalloc((size_t)n, sizeof *in);
+    for (int i = 0; i < n && !st; i++) {
+        const fg_prompt *p = &text->items[i];
+        int32_t *ids = NULL;
+        size_t m = 0;
+        if ((st = fg_tok_encode(tok, p->text, p->len, &ids, &m))) {
+            st = fg_err_set(FG_EINPUT, "%s:%d: %s", path, p->line, fg_err_msg());
+            break;
+        }
+        int has_bos = bos >= 0;
+        size_t total = m + (size_t)has_bos;
+        size_t keep = total;
+        if (total > (size_t)ctx) {
+            if (!truncate) {
+                free(ids);
+                st = fg_err_set(FG_EINPUT, "%s:%d: the prompt is %zu tokens; with --gen-len %d the model's %d positions "
+                                           "allow %d (use --truncate to cut it from the left)",
+                                path, p->line, total, gen_len, c->max_pos, ctx);
+                break;
+            }
+            keep = (size_t)ctx;
+            fg_warn("%s:%d: prompt cut from %zu to its last %zu tokens (--truncate)", path, p->line, total, keep);
+        }
+        in[i].ids = fg_xmalloc(sizeof(int32_t) * keep);
+        in[i].len = (int)keep;
+        size_t skip = total - keep, j = 0;
+        if (has_bos) in[i].ids[j++] = bos;
+        memcpy(in[i].ids + j, ids + skip, sizeof(int32_t) * (keep - j));
+        free(ids);
+    }
+    if (st) {
+        fg_prompt_ids_free(in, (size_t)n);
+        return st;
+    }
+    *out = in;
+    *n_out = n;
+    return FG_OK;
+}
