@@ -55,6 +55,10 @@ void fg_q4_pack(const fg_half *x, int N, int C, uint8_t *dst) {
         }
 }
 
+static int simd_limit = 2;
+
+void fg_q4_limit_simd(int level) { simd_limit = level; }
+
 /* Where group g's mins and scales start in a slice. */
 static const fg_half *group_mins(const uint8_t *src, int N, int C, int g) {
     return (const fg_half *)(src + fg_q4_groups((uint64_t)N) * 32 * (uint64_t)C) + (size_t)g * C;
@@ -184,10 +188,10 @@ AVX2_TARGET static void expand_avx2(const uint8_t *src, int N, int C, int g, int
 }
 
 static int have_avx512(void) {
-    return fg_fp16_have_f16c() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
+    return simd_limit >= 2 && fg_fp16_have_f16c() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 }
-static int have_avx2(void) { return fg_fp16_have_f16c() && __builtin_cpu_supports("avx2"); }
+static int have_avx2(void) { return simd_limit >= 1 && fg_fp16_have_f16c() && __builtin_cpu_supports("avx2"); }
 #endif
 
 /* Rows [r0, r1) into h or f, one group's rows at a time. */

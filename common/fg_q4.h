@@ -73,5 +73,8 @@ void fg_q4_expand_rows_f32(const uint8_t *src, int N, int C, int r0, int r1, flo
 /* fg_q4_expand_rows computed as the definition reads, one value at a time
  * with a true division: the reference the fast forms are tested against. */
 void fg_q4_expand_rows_ref(const uint8_t *src, int N, int C, int r0, int r1, fg_half *y);
+/* For tests: expand with at most level 0 (portable), 1 (AVX2) or 2 (AVX-512,
+ * the default) of what the CPU has. */
+void fg_q4_limit_simd(int level);
 
 #endif
