@@ -150,24 +150,26 @@ static int shape(int out, int in, int reps) {
     return bad;
 }
 
-int main(int argc, char **argv) {
-    int reps = 5, bad = 0, any = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-            if (reps < 1 || reps > 64) reps = 5;
-            continue;
-        }
-        int H = !strcmp(argv[i], "1.3b") ? 2048 : !strcmp(argv[i], "13b") ? 5120 : 0;
-        if (!H) {
-            fprintf(stderr, "usage: flexgen-q4-bench [--reps N] 1.3b|13b...\n"
-                            "ns per weight value of a Linear on fp16 and on 4-bit weights (threads: FLEXGEN_THREADS)\n");
-            return 2;
-        }
-        printf("OPT-%s, %d threads, median of %d, ns per weight value\n", argv[i], fg_pool_threads(), reps);
-        bad |= shape(H, H, reps) | shape(4 * H, H, reps) | shape(H, 4 * H, reps);
-        any = 1;
+static int model(const char *name, int reps) {
+    int H = !strcmp(name, "1.3b") ? 2048 : !strcmp(name, "13b") ? 5120 : 0;
+    if (!H) {
+        fprintf(stderr, "usage: flexgen-q4-bench [--reps N] [1.3b|13b]...\n"
+                        "ns per weight value of a Linear on fp16 and on 4-bit weights (threads: FLEXGEN_THREADS)\n");
+        exit(2);
     }
-    if (!any) return shape(2048, 2048, reps);
+    printf("OPT-%s, %d threads, median of %d, ns per weight value\n", name, fg_pool_threads(), reps);
+    return shape(H, H, reps) | shape(4 * H, H, reps) | shape(H, 4 * H, reps);
+}
+
+int main(int argc, char **argv) {
+    int reps = 5, first = 1;
+    if (argc > 2 && !strcmp(argv[1], "--reps")) {
+        reps = atoi(argv[2]);
+        if (reps < 1 || reps > 64) reps = 5;
+        first = 3;
+    }
+    if (first == argc) return model("1.3b", reps);
+    int bad = 0;
+    for (int i = first; i < argc; i++) bad |= model(argv[i], reps);
     return bad;
 }
