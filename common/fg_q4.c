@@ -106,7 +106,10 @@ static void expand_scalar(const uint8_t *src, int N, int C, int g, int r0, int r
 /* The SIMD forms walk the group's rows over a block of CB columns at a time,
  * whose 1 / s and mins wait in an L1 table: one division per column, and
  * rows written as runs of whole cache lines (a column-major walk of a row
- * stride of 4 KB keeps landing in the same L1 set). */
+ * stride of 4 KB keeps landing in the same L1 set). Each row's bytes for
+ * the next block are fetched while this one is expanded: runs of CB bytes
+ * in up to 32 rows are too short and too many for the hardware prefetcher,
+ * which left a block of 32 rows 3x slower from memory than from cache. */
 #define CB 256
 
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
@@ -145,6 +148,7 @@ AVX512_TARGET static void expand_avx512(const uint8_t *src, int N, int C, int g,
             size_t ilo = hi ? i + (size_t)C : i;
             for (int c = 0; c < n; c += 16) {
                 __mmask16 k = n - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - c)) - 1);
+                if (!(c & 63)) _mm_prefetch((const char *)(p + c + CB), _MM_HINT_T0);
                 __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, p + c));
                 if (hi) put512(_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), qf), rcp + c, mf + c, k, h, f, i + c);
                 if (lo) put512(_mm512_permutexvar_ps(b, qf), rcp + c, mf + c, k, h, f, ilo + c);
@@ -173,6 +177,7 @@ AVX2_TARGET static void expand_avx2(const uint8_t *src, int N, int C, int g, int
             size_t i = (size_t)(r - r0) * C + c0;
             __m256i sh = _mm256_set1_epi32(row_shift(r)), m15 = _mm256_set1_epi32(15);
             for (int c = 0; c < n; c += 8) {
+                if (!(c & 63)) _mm_prefetch((const char *)(p + c + CB), _MM_HINT_T0);
                 __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + c)));
                 __m256i q = _mm256_and_si256(_mm256_srlv_epi32(b, sh), m15);
                 __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_load_ps(rcp + c));
