@@ -1,12 +1,24 @@
 /* fg_q4.c - FlexGen's 4-bit group-wise packing and expansion, exactly as
  * fg_q4.h defines them. Packing runs once per weight (store build) and once
- * per new cache entry; expansion runs on every use, so its inner loops are
- * over contiguous columns, which the compiler vectorises. */
+ * per new cache entry; expansion runs on every use of a weight, so it has
+ * AVX-512 and AVX2 (+F16C) forms chosen at run time, and a portable one.
+ *
+ * Every form computes q / s as q * (1 / s): one division per (group,
+ * column) for its 64 values. The fp32 product can differ from the fp32
+ * quotient in its last bits, but never once rounded to fp16, which is all
+ * the definition keeps of it: true for every one of the 65536 fp16 s (zero,
+ * subnormal, inf and NaN included) and every q, as tests/model/q4_fast.c
+ * checks exhaustively. */
 #include "fg_q4.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define FG_X86 1
+#endif
 
 void fg_q4_pack(const fg_half *x, int N, int C, uint8_t *dst) {
     int G = (int)fg_q4_groups((uint64_t)N);
@@ -43,23 +55,173 @@ void fg_q4_pack(const fg_half *x, int N, int C, uint8_t *dst) {
         }
 }
 
-/* Row r of the expansion into y (C) fp32, each value already fp16. */
-static void expand_row(const uint8_t *src, int N, int C, int r, float *y) {
-    int G = (int)fg_q4_groups((uint64_t)N), g = r / FG_Q4_GROUP, i = r % FG_Q4_GROUP;
-    const uint8_t *p = src + ((size_t)g * 32 + (size_t)(i / 2)) * C;
-    const fg_half *mins = (const fg_half *)(src + (size_t)G * 32 * C) + (size_t)g * C;
-    const fg_half *scales = (const fg_half *)(src + (size_t)G * 32 * C) + (size_t)G * C + (size_t)g * C;
-    int shift = i % 2 ? 0 : 4;
-    float sbuf[256], mbuf[256];
-    for (int c0 = 0; c0 < C; c0 += 256) {
-        int n = C - c0 < 256 ? C - c0 : 256;
-        fg_half_to_float_n(scales + c0, sbuf, (size_t)n);
-        fg_half_to_float_n(mins + c0, mbuf, (size_t)n);
-        for (int c = 0; c < n; c++) y[c0 + c] = (float)((p[c0 + c] >> shift) & 15) / sbuf[c];
-        fg_round_fp16_n(y + c0, (size_t)n);
-        for (int c = 0; c < n; c++) y[c0 + c] += mbuf[c];
-        fg_round_fp16_n(y + c0, (size_t)n);
+static int simd_limit = 2;
+
+void fg_q4_limit_simd(int level) { simd_limit = level; }
+
+/* Where group g's mins and scales start in a slice. */
+static const fg_half *group_mins(const uint8_t *src, int N, int C, int g) {
+    return (const fg_half *)(src + fg_q4_groups((uint64_t)N) * 32 * (uint64_t)C) + (size_t)g * C;
+}
+static const fg_half *group_scales(const uint8_t *src, int N, int C, int g) {
+    return group_mins(src, N, C, g) + fg_q4_groups((uint64_t)N) * (uint64_t)C;
+}
+
+/* Row r's nibbles of column c are byte p[c] >> row_shift(r) & 15. */
+static const uint8_t *row_bytes(const uint8_t *src, int C, int r) {
+    return src + ((size_t)(r / FG_Q4_GROUP) * 32 + (size_t)(r % FG_Q4_GROUP / 2)) * C;
+}
+static int row_shift(int r) { return r % 2 ? 0 : 4; }
+
+void fg_q4_expand_rows_ref(const uint8_t *src, int N, int C, int r0, int r1, fg_half *y) {
+    for (int r = r0; r < r1; r++) {
+        const fg_half *mins = group_mins(src, N, C, r / FG_Q4_GROUP), *scales = group_scales(src, N, C, r / FG_Q4_GROUP);
+        const uint8_t *p = row_bytes(src, C, r);
+        for (int c = 0; c < C; c++) {
+            float q = (float)(p[c] >> row_shift(r) & 15);
+            float t = fg_half_to_float(fg_float_to_half(q / fg_half_to_float(scales[c])));
+            y[(size_t)(r - r0) * C + c] = fg_float_to_half(t + fg_half_to_float(mins[c]));
+        }
     }
+}
+
+/* Columns [c0, C) of rows [r0, r1), all in group g, one value at a time;
+ * y is row r0's column 0, h (fp16) or f (fp32) the one written. The
+ * portable form and the SIMD forms' column tails. */
+static void expand_scalar(const uint8_t *src, int N, int C, int g, int r0, int r1, int c0, fg_half *h, float *f) {
+    const fg_half *mins = group_mins(src, N, C, g), *scales = group_scales(src, N, C, g);
+    for (int c = c0; c < C; c++) {
+        float rcp = 1.0f / fg_half_to_float(scales[c]), m = fg_half_to_float(mins[c]);
+        for (int r = r0; r < r1; r++) {
+            float q = (float)(row_bytes(src, C, r)[c] >> row_shift(r) & 15);
+            fg_half v = fg_float_to_half(fg_half_to_float(fg_float_to_half(q * rcp)) + m);
+            size_t i = (size_t)(r - r0) * C + c;
+            if (h) h[i] = v;
+            else f[i] = fg_half_to_float(v);
+        }
+    }
+}
+
+#ifdef FG_X86
+/* The SIMD forms walk the group's rows over a block of CB columns at a time,
+ * whose 1 / s and mins wait in an L1 table: one division per column, and
+ * rows written as runs of whole cache lines (a column-major walk of a row
+ * stride of 4 KB keeps landing in the same L1 set). Each row's bytes for
+ * the next block are fetched while this one is expanded: runs of CB bytes
+ * in up to 32 rows are too short and too many for the hardware prefetcher,
+ * which left a block of 32 rows 3x slower from memory than from cache. */
+#define CB 256
+
+#define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
+
+/* One step's 16 values of a row from their q (fp32): into h or f at i. */
+AVX512_TARGET static inline __attribute__((always_inline)) void put512(__m512 q, const float *rcp, const float *mf,
+                                                                       __mmask16 k, fg_half *h, float *f, size_t i) {
+    __m512 t = _mm512_mul_ps(q, _mm512_load_ps(rcp));
+    t = _mm512_add_ps(_mm512_cvtph_ps(_mm512_cvtps_ph(t, _MM_FROUND_TO_NEAREST_INT)), _mm512_load_ps(mf));
+    __m256i v = _mm512_cvtps_ph(t, _MM_FROUND_TO_NEAREST_INT);
+    if (h) _mm256_mask_storeu_epi16(h + i, k, v);
+    else _mm512_mask_storeu_ps(f + i, k, _mm512_cvtph_ps(v));
+}
+
+/* Sixteen columns a step, a pair of rows from each load of their bytes
+ * where both are wanted; the last step of a row is masked. q as fp32 is a
+ * lookup of the nibble in a table of 0..15 (vpermps reads an index's low 4
+ * bits). */
+AVX512_TARGET static void expand_avx512(const uint8_t *src, int N, int C, int g, int r0, int r1, fg_half *h,
+                                        float *f) {
+    const fg_half *mins = group_mins(src, N, C, g), *scales = group_scales(src, N, C, g);
+    float rcp[CB] __attribute__((aligned(64))), mf[CB] __attribute__((aligned(64)));
+    const __m512 qf = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int c0 = 0; c0 < C; c0 += CB) {
+        int n = C - c0 < CB ? C - c0 : CB;
+        for (int c = 0; c < n; c += 16) {
+            __mmask16 k = n - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - c)) - 1);
+            __m512 s = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, scales + c0 + c));
+            _mm512_store_ps(rcp + c, _mm512_div_ps(_mm512_set1_ps(1.0f), s));   /* masked-off lanes unused */
+            _mm512_store_ps(mf + c, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, mins + c0 + c)));
+        }
+        for (int r = r0; r < r1;) {
+            const uint8_t *p = row_bytes(src, C, r) + c0;
+            size_t i = (size_t)(r - r0) * C + c0;
+            int hi = row_shift(r) != 0, lo = !hi || r + 1 < r1;   /* which of the pair's rows */
+            size_t ilo = hi ? i + (size_t)C : i;
+            for (int c = 0; c < n; c += 16) {
+                __mmask16 k = n - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - c)) - 1);
+                if (!(c & 63)) _mm_prefetch((const char *)(p + c + CB), _MM_HINT_T0);
+                __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, p + c));
+                if (hi) put512(_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), qf), rcp + c, mf + c, k, h, f, i + c);
+                if (lo) put512(_mm512_permutexvar_ps(b, qf), rcp + c, mf + c, k, h, f, ilo + c);
+            }
+            r += hi + lo;
+        }
+    }
+}
+
+/* Eight columns a step as above; the C % 8 tail is scalar. */
+#define AVX2_TARGET __attribute__((target("avx2,f16c")))
+AVX2_TARGET static void expand_avx2(const uint8_t *src, int N, int C, int g, int r0, int r1, fg_half *h,
+                                    float *f) {
+    const fg_half *mins = group_mins(src, N, C, g), *scales = group_scales(src, N, C, g);
+    float rcp[CB] __attribute__((aligned(32))), mf[CB] __attribute__((aligned(32)));
+    int C8 = C & ~7;
+    for (int c0 = 0; c0 < C8; c0 += CB) {
+        int n = C8 - c0 < CB ? C8 - c0 : CB;
+        for (int c = 0; c < n; c += 8) {
+            __m256 s = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + c0 + c)));
+            _mm256_store_ps(rcp + c, _mm256_div_ps(_mm256_set1_ps(1.0f), s));
+            _mm256_store_ps(mf + c, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(mins + c0 + c))));
+        }
+        for (int r = r0; r < r1; r++) {
+            const uint8_t *p = row_bytes(src, C, r) + c0;
+            size_t i = (size_t)(r - r0) * C + c0;
+            __m256i sh = _mm256_set1_epi32(row_shift(r)), m15 = _mm256_set1_epi32(15);
+            for (int c = 0; c < n; c += 8) {
+                if (!(c & 63)) _mm_prefetch((const char *)(p + c + CB), _MM_HINT_T0);
+                __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + c)));
+                __m256i q = _mm256_and_si256(_mm256_srlv_epi32(b, sh), m15);
+                __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_load_ps(rcp + c));
+                t = _mm256_add_ps(_mm256_cvtph_ps(_mm256_cvtps_ph(t, _MM_FROUND_TO_NEAREST_INT)),
+                                  _mm256_load_ps(mf + c));
+                __m128i v = _mm256_cvtps_ph(t, _MM_FROUND_TO_NEAREST_INT);
+                if (h) _mm_storeu_si128((__m128i *)(h + i + c), v);
+                else _mm256_storeu_ps(f + i + c, _mm256_cvtph_ps(v));
+            }
+        }
+    }
+    if (C8 < C) expand_scalar(src, N, C, g, r0, r1, C8, h, f);
+}
+
+static int have_avx512(void) {
+    return simd_limit >= 2 && fg_fp16_have_f16c() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+static int have_avx2(void) { return simd_limit >= 1 && fg_fp16_have_f16c() && __builtin_cpu_supports("avx2"); }
+#endif
+
+/* Rows [r0, r1) into h or f, one group's rows at a time. */
+static void expand_rows(const uint8_t *src, int N, int C, int r0, int r1, fg_half *h, float *f) {
+    for (int a = r0; a < r1;) {
+        int g = a / FG_Q4_GROUP, b = (g + 1) * FG_Q4_GROUP < r1 ? (g + 1) * FG_Q4_GROUP : r1;
+        size_t off = (size_t)(a - r0) * C;
+        fg_half *hg = h ? h + off : NULL;
+        float *fgp = f ? f + off : NULL;
+#ifdef FG_X86
+        if (have_avx512()) expand_avx512(src, N, C, g, a, b, hg, fgp);
+        else if (have_avx2()) expand_avx2(src, N, C, g, a, b, hg, fgp);
+        else
+#endif
+            expand_scalar(src, N, C, g, a, b, 0, hg, fgp);
+        a = b;
+    }
+}
+
+void fg_q4_expand_rows(const uint8_t *src, int N, int C, int r0, int r1, fg_half *y) {
+    expand_rows(src, N, C, r0, r1, y, NULL);
+}
+
+void fg_q4_expand_rows_f32(const uint8_t *src, int N, int C, int r0, int r1, float *y) {
+    expand_rows(src, N, C, r0, r1, NULL, y);
 }
 
 void fg_q4_expand_f32(const uint8_t *src, int N, int C, float *y) {
@@ -77,40 +239,7 @@ void fg_q4_expand_f32(const uint8_t *src, int N, int C, float *y) {
         }
         return;
     }
-    for (int r = 0; r < N; r++) expand_row(src, N, C, r, y + (size_t)r * C);
-}
-
-/* The 16 values each column of group g can expand to, lut[q * C + c]
- * (fp16): the expansion formula applied once per (group, column, q) rather
- * than once per element, so a row is a table lookup per value. */
-static void group_lut(const uint8_t *src, int N, int C, int g, fg_half *lut, float *tmp) {
-    int G = (int)fg_q4_groups((uint64_t)N);
-    const fg_half *mins = (const fg_half *)(src + (size_t)G * 32 * C) + (size_t)g * C;
-    const fg_half *scales = (const fg_half *)(src + (size_t)G * 32 * C) + (size_t)G * C + (size_t)g * C;
-    float *sf = tmp, *mf = tmp + C, *row = tmp + 2 * (size_t)C;
-    fg_half_to_float_n(scales, sf, (size_t)C);
-    fg_half_to_float_n(mins, mf, (size_t)C);
-    for (int q = 0; q < 16; q++) {
-        for (int c = 0; c < C; c++) row[c] = (float)q / sf[c];
-        fg_round_fp16_n(row, (size_t)C);
-        for (int c = 0; c < C; c++) row[c] += mf[c];
-        fg_float_to_half_n(row, lut + (size_t)q * C, (size_t)C);   /* the second rounding */
-    }
-}
-
-void fg_q4_expand_rows(const uint8_t *src, int N, int C, int r0, int r1, fg_half *y) {
-    fg_half *lut = malloc(sizeof(fg_half) * 16 * (size_t)(C > 0 ? C : 1));
-    float *tmp = malloc(sizeof(float) * 3 * (size_t)(C > 0 ? C : 1));
-    int g_have = -1;
-    for (int r = r0; r < r1; r++) {
-        int g = r / FG_Q4_GROUP, i = r % FG_Q4_GROUP, shift = i % 2 ? 0 : 4;
-        if (g != g_have) group_lut(src, N, C, g, lut, tmp), g_have = g;
-        const uint8_t *p = src + ((size_t)g * 32 + (size_t)(i / 2)) * C;
-        fg_half *yr = y + (size_t)(r - r0) * C;
-        for (int c = 0; c < C; c++) yr[c] = lut[(size_t)((p[c] >> shift) & 15) * C + c];
-    }
-    free(lut);
-    free(tmp);
+    fg_q4_expand_rows_f32(src, N, C, 0, N, y);
 }
 
 void fg_q4_expand(const uint8_t *src, int N, int C, fg_half *y) { fg_q4_expand_rows(src, N, C, 0, N, y); }

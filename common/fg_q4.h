@@ -65,8 +65,16 @@ void fg_q4_pack(const fg_half *x, int N, int C, uint8_t *dst);
 /* Expand one slice into y (N, C) fp16, or into fp32 (values fp16 holds). */
 void fg_q4_expand(const uint8_t *src, int N, int C, fg_half *y);
 void fg_q4_expand_f32(const uint8_t *src, int N, int C, float *y);
-/* Rows [r0, r1) of the slice's expansion into y (r1 - r0, C) fp16: for
- * splitting a large weight's expansion over threads. */
+/* Rows [r0, r1) of the slice's expansion into y (r1 - r0, C), fp16 or fp32:
+ * for expanding a weight a block of rows at a time, straight into what a
+ * GEMM reads (kernels/fg_gemm.h, fg_gemm_q4w). */
 void fg_q4_expand_rows(const uint8_t *src, int N, int C, int r0, int r1, fg_half *y);
+void fg_q4_expand_rows_f32(const uint8_t *src, int N, int C, int r0, int r1, float *y);
+/* fg_q4_expand_rows computed as the definition reads, one value at a time
+ * with a true division: the reference the fast forms are tested against. */
+void fg_q4_expand_rows_ref(const uint8_t *src, int N, int C, int r0, int r1, fg_half *y);
+/* For tests: expand with at most level 0 (portable), 1 (AVX2) or 2 (AVX-512,
+ * the default) of what the CPU has. */
+void fg_q4_limit_simd(int level);
 
 #endif

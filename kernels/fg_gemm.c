@@ -10,6 +10,7 @@
 #include "fg_common.h"
 #include "fg_ops.h"
 #include "fg_pool.h"
+#include "fg_q4.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -255,13 +256,19 @@ static int have_avx2(void) {
 }
 #endif
 
-/* Outputs per task in the fused path: about 64, a whole number of tiles. */
-static int small_chunk(int rows) {
+/* Weight rows per tile of the fused path. */
+static int tile_p(int rows) {
     int p = 8;
 #ifdef FG_X86
     if (have_avx512()) p = tile512_p[rows <= 6 ? rows : 4];
     else if (have_avx2()) p = rows <= 3 ? tile256_p[rows] : 6;
 #endif
+    return p;
+}
+
+/* Outputs per task in the fused path: about 64, a whole number of tiles. */
+static int small_chunk(int rows) {
+    int p = tile_p(rows);
     return (64 + p / 2) / p * p;
 }
 
@@ -275,58 +282,86 @@ static void add_bias(float *y, const fg_half *bias, int rows, int out) {
     free(b);
 }
 
-/* A per-thread scratch buffer that grows as needed and lives as long as the
- * thread (pool threads live as long as the process). */
-static float *scratch(size_t floats) {
-    static _Thread_local float *buf;
-    static _Thread_local size_t cap;
-    if (floats > cap) {
-        free(buf);
-        buf = fg_alloc_tensor(sizeof(float) * floats);
-        cap = floats;
+/* Per-thread scratch buffers (slot 0 or 1) that grow as needed and live as
+ * long as the thread (pool threads live as long as the process). */
+static void *scratch(int slot, size_t bytes) {
+    static _Thread_local void *buf[2];
+    static _Thread_local size_t cap[2];
+    if (bytes > cap[slot]) {
+        free(buf[slot]);
+        buf[slot] = fg_alloc_tensor(bytes);
+        cap[slot] = bytes;
     }
-    return buf;
+    return buf[slot];
 }
 
 typedef struct {
     float *y;
     const float *x;
-    const fg_half *W;
+    const fg_half *W;   /* fp16 weights, or NULL and */
+    const uint8_t *Wq;  /* a compressed (fg_q4) slice */
     int rows, in, out, chunk;
 } gemm_job;
 
-/* Few rows: a task is a block of output rows through the fused kernel. */
-static void small_task(void *p, int t) {
-    const gemm_job *j = p;
-    int o0 = t * j->chunk, o1 = o0 + j->chunk < j->out ? o0 + j->chunk : j->out;
+/* n outputs through the fused kernel: y is the first one's column of the
+ * result, W its weight row, the others follow. */
+static void small_rows(const gemm_job *j, float *y, const fg_half *W, int n) {
 #ifdef FG_X86
     if (have_avx512()) {
-        small_avx512(j->y, j->x, j->W, j->rows, j->in, j->out, o0, o1, scratch((size_t)j->chunk * j->rows * 16));
+        small_avx512(y, j->x, W, j->rows, j->in, j->out, 0, n,
+                     scratch(0, sizeof(float) * (size_t)j->chunk * j->rows * 16));
         return;
     }
     if (have_avx2()) {
-        small_avx2(j->y, j->x, j->W, j->rows, j->in, j->out, o0, o1);
+        small_avx2(y, j->x, W, j->rows, j->in, j->out, 0, n);
         return;
     }
 #endif
-    small_portable(j->y, j->x, j->W, j->rows, j->in, j->out, o0, o1, scratch((size_t)j->in));
+    small_portable(y, j->x, W, j->rows, j->in, j->out, 0, n, scratch(0, sizeof(float) * (size_t)j->in));
 }
 
-/* Many rows: a task widens a chunk of weight rows and runs sgemm on it,
- * writing its columns of y (ldc = out). */
+/* Weight bytes (fp16) a compressed task expands at a time: about half of a
+ * core's L2, so the kernel reads them back from there. */
+#define Q4_BLOCK_BYTES (128 << 10)
+
+/* Few rows: a task is a block of output rows through the fused kernel. A
+ * compressed weight is expanded a few tiles of rows at a time into scratch
+ * and those run through the same kernel: the same values in the same order
+ * give the same bits as fg_gemm_f16w on the expanded matrix, which is never
+ * written to memory. */
+static void small_task(void *p, int t) {
+    const gemm_job *j = p;
+    int o0 = t * j->chunk, o1 = o0 + j->chunk < j->out ? o0 + j->chunk : j->out;
+    if (!j->Wq) {
+        small_rows(j, j->y + o0, j->W + (size_t)o0 * j->in, o1 - o0);
+        return;
+    }
+    int P = tile_p(j->rows), blk = Q4_BLOCK_BYTES / (2 * (j->in > 0 ? j->in : 1)) / P * P;
+    if (blk < P) blk = P;
+    fg_half *wb = scratch(1, sizeof(fg_half) * (size_t)blk * j->in);
+    for (int o = o0; o < o1; o += blk) {
+        int n = o1 - o < blk ? o1 - o : blk;
+        fg_q4_expand_rows(j->Wq, j->out, j->in, o, o + n, wb);
+        small_rows(j, j->y + o, wb, n);
+    }
+}
+
+/* Many rows: a task widens (or expands) a chunk of weight rows to fp32 and
+ * runs sgemm on it, writing its columns of y (ldc = out). */
 static void large_task(void *p, int t) {
     const gemm_job *j = p;
     int o0 = t * j->chunk, n = j->out - o0 < j->chunk ? j->out - o0 : j->chunk;
-    float *wf = scratch((size_t)n * j->in);
-    fg_half_to_float_n(j->W + (size_t)o0 * j->in, wf, (size_t)n * j->in);
+    float *wf = scratch(0, sizeof(float) * (size_t)n * j->in);
+    if (j->Wq) fg_q4_expand_rows_f32(j->Wq, j->out, j->in, o0, o0 + n, wf);
+    else fg_half_to_float_n(j->W + (size_t)o0 * j->in, wf, (size_t)n * j->in);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->rows, n, j->in, 1.0f, j->x, j->in, wf, j->in, 0.0f,
                 j->y + o0, j->out);
 }
 
-void fg_gemm_f16w(float *y, const float *x, const fg_half *W, const fg_half *bias, int rows, int in, int out) {
+static void gemm(gemm_job j, const fg_half *bias) {
+    int rows = j.rows, in = j.in, out = j.out;
     if (rows <= 0 || out <= 0) return;
     double t0 = fg_now();
-    gemm_job j = {.y = y, .x = x, .W = W, .rows = rows, .in = in, .out = out};
     int threads = fg_pool_threads();
     if (rows <= FG_GEMM_SMALL_ROWS) {
         j.chunk = small_chunk(rows);
@@ -343,5 +378,15 @@ void fg_gemm_f16w(float *y, const float *x, const fg_half *W, const fg_half *bia
         fg_pool_run((out + chunk - 1) / chunk, large_task, &j);
     }
     fg_ops_gemm_add(fg_now() - t0);
-    if (bias) add_bias(y, bias, rows, out);
+    if (bias) add_bias(j.y, bias, rows, out);
+}
+
+void fg_gemm_f16w(float *y, const float *x, const fg_half *W, const fg_half *bias, int rows, int in, int out) {
+    gemm_job j = {.y = y, .x = x, .W = W, .rows = rows, .in = in, .out = out};
+    gemm(j, bias);
+}
+
+void fg_gemm_q4w(float *y, const float *x, const uint8_t *W, const fg_half *bias, int rows, int in, int out) {
+    gemm_job j = {.y = y, .x = x, .Wq = W, .rows = rows, .in = in, .out = out};
+    gemm(j, bias);
 }

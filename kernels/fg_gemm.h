@@ -17,6 +17,8 @@
 #ifndef FG_GEMM_H
 #define FG_GEMM_H
 
+#include <stdint.h>
+
 #include "fg_fp16.h"
 
 /* Rows up to this use the fused kernel. */
@@ -25,5 +27,10 @@
 /* y[rows, out] = x[rows, in] . W[out, in]^T (+ bias[out]). W, bias fp16.
  * Scratch is internal (per thread); x and y must not alias. */
 void fg_gemm_f16w(float *y, const float *x, const fg_half *W, const fg_half *bias, int rows, int in, int out);
+/* The same with W a compressed (out, in) weight (fg_q4.h slice, grouped
+ * along out): bit for bit fg_gemm_f16w on fg_q4_expand's fp16 matrix, which
+ * is expanded a block of rows at a time next to the kernel that reads it
+ * (few rows) or straight to the fp32 that sgemm reads (many rows). */
+void fg_gemm_q4w(float *y, const float *x, const uint8_t *W, const fg_half *bias, int rows, int in, int out);
 
 #endif

@@ -73,26 +73,14 @@ void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_
     free(pos);
 }
 
-typedef struct {
-    const uint8_t *src;
-    int N, C;
-    fg_half *y;
-} expand_job;
-
-static void expand_task(void *p, int task) {
-    const expand_job *j = p;
-    int r0 = task * FG_Q4_GROUP, r1 = r0 + FG_Q4_GROUP < j->N ? r0 + FG_Q4_GROUP : j->N;
-    fg_q4_expand_rows(j->src, j->N, j->C, r0, r1, j->y + (size_t)r0 * j->C);
-}
-
-/* Weight `which` (out, in) of a layer as fp16 for fg_gemm_f16w: as stored,
- * or expanded into ws->wexp (one group of rows per task) when compressed. */
-static const fg_half *lw(const fg_opt_config *c, const fg_layer_w *w, int which, int out, int in, fg_opt_ws *ws) {
-    if (!c->compress_weight || !fg_spec_is_q4(c, fg_spec_layer(0, which))) return w->w[which];
-    expand_job j = {.src = (const uint8_t *)w->w[which], .N = out, .C = in, .y = ws->wexp};
-    FG_ASSERT(ws->wexp);
-    fg_pool_run((int)fg_q4_groups((uint64_t)out), expand_task, &j);
-    return ws->wexp;
+/* y = x . W^T + b with W a layer's weight `which` (out, in) and b its
+ * `bias`: W stored fp16 or, when compressed, an fg_q4 slice that the GEMM
+ * expands as it goes. */
+static void linear(float *y, const float *x, const fg_opt_config *c, const fg_layer_w *w, int which, int bias,
+                   int rows, int in, int out) {
+    if (c->compress_weight && fg_spec_is_q4(c, fg_spec_layer(0, which)))
+        fg_gemm_q4w(y, x, (const uint8_t *)w->w[which], w->w[bias], rows, in, out);
+    else fg_gemm_f16w(y, x, w->w[which], w->w[bias], rows, in, out);
 }
 
 /* Copy (B*S, H) rows into the fp16 cache (Tmax, B, H) at [past, past+S). */
@@ -113,9 +101,9 @@ void fg_opt_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step
         fg_layernorm(ws->a, h, w->w[FG_LW_LN1_W], w->w[FG_LW_LN1_B], rows, H);
         x = ws->a;
     }
-    fg_gemm_f16w(q, x, lw(c, w, FG_LW_Q_W, H, H, ws), w->w[FG_LW_Q_B], rows, H, H);
-    fg_gemm_f16w(k, x, lw(c, w, FG_LW_K_W, H, H, ws), w->w[FG_LW_K_B], rows, H, H);
-    fg_gemm_f16w(v, x, lw(c, w, FG_LW_V_W, H, H, ws), w->w[FG_LW_V_B], rows, H, H);
+    linear(q, x, c, w, FG_LW_Q_W, FG_LW_Q_B, rows, H, H);
+    linear(k, x, c, w, FG_LW_K_W, FG_LW_K_B, rows, H, H);
+    linear(v, x, c, w, FG_LW_V_W, FG_LW_V_B, rows, H, H);
     /* Hugging Face scales q after its bias. */
     float scale = 1.0f / sqrtf((float)fg_config_head_dim(c));
     for (size_t i = 0; i < n; i++) q[i] *= scale;
@@ -160,7 +148,7 @@ void fg_opt_attn_out(float *h, const float *ctx, const fg_step *st, const fg_opt
                      fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden;
     size_t n = (size_t)rows * H;
-    fg_gemm_f16w(ws->a, ctx, lw(c, w, FG_LW_O_W, H, H, ws), w->w[FG_LW_O_B], rows, H, H);
+    linear(ws->a, ctx, c, w, FG_LW_O_W, FG_LW_O_B, rows, H, H);
     fg_add(h, ws->a, n);
     if (!c->pre_ln) fg_layernorm(h, h, w->w[FG_LW_LN1_W], w->w[FG_LW_LN1_B], rows, H);
     fg_round_fp16_n(h, n);
@@ -183,9 +171,9 @@ void fg_opt_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const
         fg_layernorm(ws->a, h, w->w[FG_LW_LN2_W], w->w[FG_LW_LN2_B], rows, H);
         x = ws->a;
     }
-    fg_gemm_f16w(ws->ff, x, lw(c, w, FG_LW_FC1_W, F, H, ws), w->w[FG_LW_FC1_B], rows, H, F);
+    linear(ws->ff, x, c, w, FG_LW_FC1_W, FG_LW_FC1_B, rows, H, F);
     fg_relu(ws->ff, (size_t)rows * F);
-    fg_gemm_f16w(ws->a, ws->ff, lw(c, w, FG_LW_FC2_W, H, F, ws), w->w[FG_LW_FC2_B], rows, F, H);
+    linear(ws->a, ws->ff, c, w, FG_LW_FC2_W, FG_LW_FC2_B, rows, F, H);
     fg_add(h, ws->a, n);
     if (!c->pre_ln) fg_layernorm(h, h, w->w[FG_LW_LN2_W], w->w[FG_LW_LN2_B], rows, H);
     fg_round_fp16_n(h, n);
