@@ -70,7 +70,6 @@ static int alloc_ws(host_ctx *hc, const fg_opt_config *c, uint32_t rows) {
     hc->ws.ctx = alloc_f32(r * H, &failed);
     hc->ws.ff = alloc_f32(r * (uint64_t)c->ffn_dim, &failed);
     hc->ws.e = alloc_f32(r * (uint64_t)c->word_embed_proj_dim, &failed);
-    hc->ws.wexp = c->compress_weight ? (fg_half *)alloc_f32(fg_opt_wexp_bytes(c) / sizeof(float), &failed) : NULL;
     hc->h = alloc_f32(r * H, &failed);
     hc->samp = alloc_f32(2 * (uint64_t)c->vocab_size, &failed);
     return failed ? -1 : 0;

@@ -20,22 +20,15 @@ void fg_opt_ws_init(fg_opt_ws *ws, const fg_opt_config *c, int max_rows) {
     ws->ctx = fg_alloc_tensor(sizeof(float) * r * H);
     ws->ff = fg_alloc_tensor(sizeof(float) * r * (size_t)c->ffn_dim);
     ws->e = fg_alloc_tensor(sizeof(float) * r * (size_t)c->word_embed_proj_dim);
-    ws->wexp = c->compress_weight ? fg_alloc_tensor(fg_opt_wexp_bytes(c)) : NULL;
-}
-
-uint64_t fg_opt_wexp_bytes(const fg_opt_config *c) {
-    uint64_t big = (uint64_t)(c->ffn_dim > c->hidden ? c->ffn_dim : c->hidden);
-    return c->compress_weight ? 2 * big * (uint64_t)c->hidden : 0;
 }
 
 uint64_t fg_opt_ws_bytes(const fg_opt_config *c, int max_rows) {
     return sizeof(float) * (uint64_t)max_rows * (5u * (uint64_t)c->hidden + (uint64_t)c->ffn_dim +
-                                                  (uint64_t)c->word_embed_proj_dim) +
-           fg_opt_wexp_bytes(c);
+                                                  (uint64_t)c->word_embed_proj_dim);
 }
 
 void fg_opt_ws_free(fg_opt_ws *ws) {
-    free(ws->a); free(ws->q); free(ws->k); free(ws->v); free(ws->ctx); free(ws->ff); free(ws->e); free(ws->wexp);
+    free(ws->a); free(ws->q); free(ws->k); free(ws->v); free(ws->ctx); free(ws->ff); free(ws->e);
     memset(ws, 0, sizeof *ws);
 }
 

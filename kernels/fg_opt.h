@@ -36,15 +36,13 @@ typedef struct {
     float *a, *q, *k, *v, *ctx; /* (max_rows, H) each */
     float *ff;                  /* (max_rows, F) */
     float *e;                   /* (max_rows, D) */
-    fg_half *wexp;              /* (max(H, F) * H) fp16: a compressed weight expanded (compress_weight only) */
 } fg_opt_ws;
 
 void fg_opt_ws_init(fg_opt_ws *ws, const fg_opt_config *c, int max_rows);
 /* Bytes fg_opt_ws_init allocates: what a backend's workspace costs against
- * its memory budget (with compress_weight, the expansion buffer too). */
+ * its memory budget. A compressed weight needs none: fg_gemm_q4w expands a
+ * block of rows at a time next to the kernel. */
 uint64_t fg_opt_ws_bytes(const fg_opt_config *c, int max_rows);
-/* Of which the expansion buffer of a compressed weight (0 without compress_weight). */
-uint64_t fg_opt_wexp_bytes(const fg_opt_config *c);
 void fg_opt_ws_free(fg_opt_ws *ws);
 
 /* Learned positions as Hugging Face computes them from the attention mask:
