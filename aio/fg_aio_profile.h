@@ -30,11 +30,16 @@ typedef struct {
     const int *qds;              /* NULL: 1 4 16 32 64 */
     int n_qd;
     double point_seconds;        /* per sweep point (0: 0.5 s, or the whole file if sooner) */
+    uint64_t engine_req;         /* > 0: also a whole-file pass each way at the setting the */
+    int engine_qd;               /*   engine runs (the disk worker's request size and depth) */
 } fg_aio_profile_opts;
 
 /* Writes a test file in o->dir, sweeps reads and writes, re-measures the
- * best setting of each over the whole file, removes the file. *out gets
+ * best setting of each over the whole file (and the engine's setting, when
+ * given), removes the file. *out gets
  *   {"disk_read_GBps", "disk_write_GBps",          (10^9 bytes/s, the re-measured best)
+ *    "engine_read_GBps", "engine_write_GBps", "engine_req_bytes",
+ *    "engine_qd"                                   (with engine_req: what the engine gets),
  *    "read_req_bytes", "read_qd", "write_req_bytes", "write_qd",
  *    "dir", "file_bytes", "direct" (false: buffered fallback, figures are
  *    the page cache's), "sweep": [{"op", "req_bytes", "qd", "GBps",

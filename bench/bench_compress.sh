@@ -3,8 +3,10 @@
 # store's size and the bytes moved per generated token, fp16 against
 # --compress-weight (and both flags), and the throughput of each, run
 # interleaved in one sitting (fp16, q4, q4+cache, fp16, ...) with medians.
-# Where the disk is the bottleneck the speed-up should come close to the
-# store's shrink factor (fp16 bytes / 4-bit bytes of the weights read per
+# Throughput is given for the whole run and for the decode phase alone (the
+# prefill computes over every prompt token, so it is the phase compute
+# bounds). Where the disk is the bottleneck the speed-up should come close
+# to the store's shrink factor (fp16 bytes / 4-bit bytes of the weights read per
 # token); where compute is (the host backend on a small machine), it will
 # not, and the expansion of every weight before its GEMM costs compute.
 #
@@ -14,8 +16,8 @@
 #   REPS rounds (default 3), GEN_LEN new tokens (default 8), GBS sequences
 #   (default 4). Env: OFFLOAD (default /var/tmp/flexgen-q4bench), DEVICE
 #   (the gpu worker's backend), EXTRA (more flexgen run flags).
-# Stores are built by the first run of each variant (not timed: their
-# figures come from the later rounds) and kept in $OFFLOAD for the next call.
+# A missing store is built by an untimed run of its variant first, and kept
+# in $OFFLOAD for the next call.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 flexgen=$root/build/bin/flexgen py=${FG_PYTHON:-/usr/bin/python3}
@@ -35,8 +37,13 @@ run() {   # name flags round
   "$flexgen" run "${common[@]}" $2 ${EXTRA:-} --out "$work/$1.jsonl" --report "$work/$1-$3.json" 2>"$work/$1.err" \
     || { echo "run $1 failed:"; tail -3 "$work/$1.err"; exit 1; }
 }
-echo "model $model, weights on disk, gbs $gbs, prompt 32, gen $gen; $reps rounds interleaved (round 0 builds the stores, untimed)"
-for r in $(seq 0 "$reps"); do
+echo "model $model, weights on disk, gbs $gbs, prompt 32, gen $gen; $reps rounds interleaved"
+# round 0, untimed, builds a store that is missing (a conversion is not a run)
+for v in "${variants[@]}"; do
+  case ${v%%|*} in fp16) s=fp16 ;; *) s=q4g64 ;; esac
+  [ -e "$off/$model-$s" ] || run "${v%%|*}" "${v#*|}" 0
+done
+for r in $(seq 1 "$reps"); do
   for v in "${variants[@]}"; do run "${v%%|*}" "${v#*|}" "$r"; done
 done
 "$py" - "$work" "$off" "$model" "$reps" <<'PY'
@@ -52,14 +59,17 @@ rows = {}
 for v in ("fp16", "q4w", "q4wc"):
     rs = [json.load(open("%s/%s-%d.json" % (work, v, r))) for r in range(1, reps + 1)]
     tok = rs[0]["generated_tokens"]
+    dec = [x["prompts"] * (x["gen_len"] - 1) / x["decode_s"] for x in rs]   # the decode phase alone
     rows[v] = {"tput": statistics.median(x["throughput_tokens_per_s"] for x in rs),
-               "all": [x["throughput_tokens_per_s"] for x in rs],
+               "all": [x["throughput_tokens_per_s"] for x in rs], "dec": statistics.median(dec), "dec_all": dec,
                "disk": rs[0]["disk_read_bytes"] / tok, "h2d": rs[0]["h2d_bytes"] / tok,
                "d2h": rs[0]["d2h_bytes"] / tok}
-print("%-6s %14s %14s %14s %12s %8s   rounds" % ("", "disk rd B/tok", "h2d B/tok", "d2h B/tok", "tokens/s", "speedup"))
+print("%-6s %14s %14s %14s %12s %8s %12s %8s   rounds (all; decode)" % ("", "disk rd B/tok", "h2d B/tok",
+      "d2h B/tok", "tokens/s", "speedup", "decode tok/s", "speedup"))
 for v, x in rows.items():
-    print("%-6s %14.4g %14.4g %14.4g %12.4g %8.2f   %s" % (v, x["disk"], x["h2d"], x["d2h"], x["tput"],
-          x["tput"] / rows["fp16"]["tput"], " ".join("%.3g" % t for t in x["all"])))
+    print("%-6s %14.4g %14.4g %14.4g %12.4g %8.2f %12.4g %8.2f   %s; %s" % (v, x["disk"], x["h2d"], x["d2h"], x["tput"],
+          x["tput"] / rows["fp16"]["tput"], x["dec"], x["dec"] / rows["fp16"]["dec"],
+          " ".join("%.3g" % t for t in x["all"]), " ".join("%.3g" % t for t in x["dec_all"])))
 print("bytes read from disk per token shrink %.2fx with --compress-weight"
       % (rows["fp16"]["disk"] / rows["q4w"]["disk"]))
 PY

@@ -28,7 +28,7 @@ work=$(mktemp -d /var/tmp/flexgen-policy.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 off=$root/flexgen-offload   # the profile's filesystem; the tier store is reused between runs
 mkdir -p "$off"
-"$flexgen" profile --offload-dir "$off" >/dev/null
+"$flexgen" profile --offload-dir "$off" --model "$model" >/dev/null
 gen_prompts() {  # count
   "$py" -c "import json, random; r = random.Random(0)
 print(json.dumps([[2] + [r.randrange(4, 50000) for _ in range($S - 1)] for _ in range($1)]))" >"$work/p$1.json"
@@ -50,7 +50,7 @@ if [ "$mode" = predict ]; then
     "weights-cpu-k8|32|--percent 0 100 100 0 100 0 --gpu-batch-size 4 --num-gpu-batches 8"
   )
   reps=${REPS:-3}
-  [ "${REPROFILE:-1}" = 0 ] || "$flexgen" profile --reprofile --offload-dir "$off" >/dev/null
+  [ "${REPROFILE:-1}" = 0 ] || "$flexgen" profile --reprofile --offload-dir "$off" --model "$model" >/dev/null
   for rep in $(seq "$reps"); do
     for c in "${cases[@]}"; do
       IFS='|' read -r name n args <<<"$c"

@@ -220,7 +220,7 @@ int fg_cmd_policy(int argc, char **argv) {
     if (S + a.G > c->max_pos)
         fg_exit_on(fg_err_set(FG_EINPUT, "prompt %d + %d new tokens exceed the model's %d positions", S, a.G, c->max_pos));
     fg_hw hw;
-    fg_exit_on(fg_profile_hw(a.hardware, a.offload_dir, a.device, &hw));
+    fg_exit_on(fg_profile_hw(a.hardware, a.offload_dir, a.device, fg_config_nearest_size(c), &hw));
     /* memory is planned for the backend the hardware was measured with (a
      * preset's GPU), as a run on that hardware would use it */
     fg_search_opts so = {.S = S, .G = a.G, .n_prompts = n, .gpu_mem = a.gpu_mem, .cpu_mem = a.cpu_mem,

@@ -32,7 +32,7 @@
 #include "fg_super.h"
 #include "fg_super_proc.h"
 
-fg_status fg_profile_cache_path(const char *offload_dir, const char *device, char *out, size_t cap) {
+fg_status fg_profile_cache_path(const char *offload_dir, const char *device, const char *model, char *out, size_t cap) {
     char host[256] = "host";
     struct stat sb;
     if (mkdir(offload_dir, 0700) != 0 && errno != EEXIST)
@@ -43,7 +43,8 @@ fg_status fg_profile_cache_path(const char *offload_dir, const char *device, cha
     char dir[PATH_MAX];
     if (base && base[0]) snprintf(dir, sizeof dir, "%s/flexgen", base);
     else snprintf(dir, sizeof dir, "%s/.cache/flexgen", home && home[0] ? home : "/tmp");
-    snprintf(out, cap, "%s/profile-%s-%s-dev%u.%u.json", dir, host, device, major(sb.st_dev), minor(sb.st_dev));
+    snprintf(out, cap, "%s/profile-%s-%s-dev%u.%u-%s.json", dir, host, device, major(sb.st_dev), minor(sb.st_dev),
+             model);
     return FG_OK;
 }
 
@@ -169,11 +170,12 @@ static void usage(FILE *f) {
         "                       [--reprofile] [--disk-test-size SIZE] [--quick]\n\n"
         "Measures each tier with its worker alone (flexgen-{gpu,cpu,disk}-worker --profile) and the\n"
         "runtime's per-command cost, and writes one JSON profile for the policy's cost model.\n"
-        "Without --out it is cached per machine, backend and offload filesystem (the path is printed)\n"
-        "and reused until --reprofile.\n\n"
+        "Without --out it is cached per machine, backend, offload filesystem and model size (the path\n"
+        "is printed) and reused until --reprofile.\n\n"
         "  --offload-dir DIR       the disk tier to measure (default ./flexgen-offload)\n"
         "  --device NAME           the gpu worker's backend (default: as flexgen run picks)\n"
-        "  --model NAME            OPT size whose shapes the GEMMs use (default opt-1.3b)\n"
+        "  --model NAME            OPT size whose shapes the GEMMs use (default opt-1.3b; flexgen run\n"
+        "                          and policy measure the size nearest their model's)\n"
         "  --disk-test-size SIZE   the disk test file (default 8G: larger than the host's cache\n"
         "                          of a virtual disk is what a big model sees)\n"
         "  --quick                 fewer repetitions, small buffers (tests; not for real use)\n");
@@ -217,7 +219,7 @@ int fg_cmd_profile(int argc, char **argv) {
     if (!o.device) o.device = fg_backend_default();
     if (!st) st = fg_backend_usable(o.device);
     char path[PATH_MAX];
-    if (!st && !out) st = fg_profile_cache_path(o.offload_dir, o.device, path, sizeof path);
+    if (!st && !out) st = fg_profile_cache_path(o.offload_dir, o.device, cfg.name, path, sizeof path);
     if (!st && out) snprintf(path, sizeof path, "%s", out);
     if (!st && !reprofile && !out && access(path, R_OK) == 0) {
         printf("%s\n", path);
@@ -233,14 +235,16 @@ int fg_cmd_profile(int argc, char **argv) {
     return 0;
 }
 
-fg_status fg_profile_hw(const char *hardware, const char *offload_dir, const char *device, fg_hw *hw) {
+fg_status fg_profile_hw(const char *hardware, const char *offload_dir, const char *device, const char *model,
+                        fg_hw *hw) {
     if (hardware) return fg_hw_load(hardware, hw);
     char path[PATH_MAX];
-    fg_status st = fg_profile_cache_path(offload_dir, device, path, sizeof path);
+    fg_status st = fg_profile_cache_path(offload_dir, device, model, path, sizeof path);
     if (st) return st;
     if (access(path, R_OK) != 0) {
-        fg_info("no profile of this machine yet: measuring every tier once (a few minutes; cached in %s)", path);
-        fg_profile_opts o = {.offload_dir = offload_dir, .device = device, .model = "opt-1.3b",
+        fg_info("no profile of this machine for %s shapes yet: measuring every tier once (a few minutes; cached "
+                "in %s)", model, path);
+        fg_profile_opts o = {.offload_dir = offload_dir, .device = device, .model = model,
                              .disk_test_bytes = 8ull << 30};
         if ((st = fg_profile_run(&o, path))) return st;
     }

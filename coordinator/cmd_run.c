@@ -193,7 +193,7 @@ static fg_status choose_policy(run_args *a, fg_wsrc *ws, int n, int S, fg_search
     fg_hw hw;
     fg_status st = FG_OK;
     if (!a->have_percent && !strcmp(a->policy, "auto")) {
-        if ((st = fg_profile_hw(a->hardware, a->flex.offload_dir, device, &hw)) ||
+        if ((st = fg_profile_hw(a->hardware, a->flex.offload_dir, device, fg_config_nearest_size(c), &hw)) ||
             (st = fg_search_policy(c, fg_wsrc_specs(ws), &hw, &so, pred)))
             return st;
         int ov = p->overlap;
@@ -212,7 +212,8 @@ static fg_status choose_policy(run_args *a, fg_wsrc *ws, int n, int S, fg_search
     /* a prediction beside the run when the hardware is known without measuring */
     char path[PATH_MAX];
     const char *hwsrc = a->hardware;
-    if (!hwsrc && !fg_profile_cache_path(a->flex.offload_dir, device, path, sizeof path) && access(path, R_OK) == 0)
+    if (!hwsrc && !fg_profile_cache_path(a->flex.offload_dir, device, fg_config_nearest_size(c), path, sizeof path) &&
+        access(path, R_OK) == 0)
         hwsrc = path;
     if (hwsrc && !fg_hw_load(hwsrc, &hw) && !fg_search_score(c, fg_wsrc_specs(ws), &hw, &so, p, pred))
         fg_info("predicted (%s): %.3g tokens/s (prefill %.3g s, decode %.3g s)", hw.source, pred->pred.throughput,

@@ -32,6 +32,19 @@ static double mm_s(const fg_hw *hw, double rows, double flops, int prefill) {
     return flops / (fg_hw_mm_tflops(hw, rows, prefill) * 1e12);
 }
 
+/* Seconds of a decoder layer's GEMMs (and per-row work) over `rows` rows.
+ * With 4-bit weights: at the rate the profile measured for them (mm_q4),
+ * else the fp16 rate plus a pass that writes the layer's fp16 bytes, at the
+ * device's streaming rate (its attention's, the closest measured kernel of
+ * that kind; presets have no mm_q4). */
+static double layer_s(const fg_hw *hw, const fg_opt_config *c, const fg_cost_case *cs, double rows, double flops,
+                      int prefill) {
+    double q4 = c->compress_weight ? fg_hw_mm_q4_tflops(hw, rows) : 0;
+    if (q4 > 0) return flops / (q4 * 1e12);
+    return mm_s(hw, rows, flops, prefill) +
+           (c->compress_weight ? cs->layer_fp16_bytes / (hw->attn_decode_gbps * 1e9) : 0);
+}
+
 /* The terms of one step: gpu compute seconds `comp` (with the fractions
  * that add to it in comp_x), bytes each way and on disk, each with its
  * constant part and its per-fraction part, turned into seconds. */
@@ -73,17 +86,12 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     const double kvr = (double)fg_cache_row_bytes(c) / (2 * H);
     const double rows_p = kvr * 4 * B * S * H, rows_g = kvr * 4 * B * H;   /* a batch's new k and v rows */
     const double prefix = kvr * 4 * B * past * H, attn_g = 4 * B * ctx * H;   /* k and v bytes loaded; read (fp16, expanded) */
-    /* compressed weights are expanded before each batch's GEMMs: a pass that
-     * writes the layer's fp16 bytes, charged at the device's streaming rate
-     * (its attention's, the closest measured kernel of that kind) */
-    const double expand_s = c->compress_weight ? cs->layer_fp16_bytes / (hw->attn_decode_gbps * 1e9) : 0;
     const double layer_flops = 2 * (4 * H * H + 2 * H * F);         /* per row: q k v o, fc1 fc2 */
 
     /* ---- a decoder layer, prefill: K batches of B*S rows ---- */
     step p;
     memset(&p, 0, sizeof p);
-    p.comp.c = K * (mm_s(hw, B * S, B * S * layer_flops, 1) + 2 * B * S * S * H / (hw->attn_prefill_tflops * 1e12) +
-                    expand_s);
+    p.comp.c = K * (layer_s(hw, c, cs, B * S, B * S * layer_flops, 1) + 2 * B * S * S * H / (hw->attn_prefill_tflops * 1e12));
     p.h2d.a[X_WC] = p.h2d.a[X_WN] = Wl;                   /* the layer's off-GPU weights, once per block */
     p.rd.a[X_WN] = Wl;
     p.h2d.c += act_off * K * hb_p, p.d2h.c += act_off * K * hb_p;
@@ -97,8 +105,8 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     /* ---- a decoder layer, one decode token: K batches of B rows ---- */
     step g;
     memset(&g, 0, sizeof g);
-    double gemm = mm_s(hw, B, B * layer_flops, 0), gpu_attn = attn_g / (hw->attn_decode_gbps * 1e9);
-    g.comp.c = K * (gemm + expand_s);
+    double gemm = layer_s(hw, c, cs, B, B * layer_flops, 0), gpu_attn = attn_g / (hw->attn_decode_gbps * 1e9);
+    g.comp.c = K * gemm;
     /* attention on the gpu over a GPU cache, over a disk cache (loaded), and
      * over a CPU cache unless the cpu worker does it (then serial: the
      * coordinator waits for it) */

@@ -47,6 +47,30 @@ static fg_status num(const char *path, json_t *obj, const char *sect, const char
     return FG_OK;
 }
 
+/* gpu.KEY: an array of 1..FG_HW_MAX_MM {"rows", "TFLOPS"} points, rows
+ * ascending (absent: an error if required, else *n = 0). */
+static fg_status table(const char *path, json_t *gpu, const char *key, int required, double *rows, double *tflops,
+                       int *n_out) {
+    json_t *mm = json_object_get(gpu, key);
+    size_t n = json_array_size(mm);
+    *n_out = 0;
+    if (!mm && !required) return FG_OK;
+    if (n < 1 || n > FG_HW_MAX_MM)
+        return fg_err_set(FG_EINPUT, "%s: gpu.%s must be an array of 1..%d {\"rows\", \"TFLOPS\"} points", path, key,
+                          FG_HW_MAX_MM);
+    char sect[32];
+    snprintf(sect, sizeof sect, "gpu.%s[]", key);
+    for (size_t i = 0; i < n; i++) {
+        double r = 0, t = 0;
+        json_t *e = json_array_get(mm, i);
+        fg_status st;
+        if ((st = num(path, e, sect, "rows", 1, &r)) || (st = num(path, e, sect, "TFLOPS", 1, &t))) return st;
+        if (i && r <= rows[i - 1]) return fg_err_set(FG_EINPUT, "%s: gpu.%s rows must ascend", path, key);
+        rows[i] = r, tflops[i] = t, *n_out = (int)i + 1;
+    }
+    return FG_OK;
+}
+
 static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
     json_t *gpu = json_object_get(root, "gpu"), *cpu = json_object_get(root, "cpu"), *disk = json_object_get(root, "disk");
     json_t *rt = json_object_get(root, "runtime");
@@ -66,20 +90,17 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
         (st = num(path, gpu, "gpu", "mm_decode_TFLOPS", 0, &hw->mm_decode_tflops)) ||
         (st = num(path, rt, "runtime", "cmd_s", 0, &hw->cmd_s)) || (st = num(path, rt, "runtime", "rtt_s", 0, &hw->rtt_s)))
         return st;
+    /* the disk at the engine's own request size and depth, where measured:
+     * the rate a run gets, not the best setting's */
+    if ((st = num(path, disk, "disk", "engine_read_GBps", 0, &hw->disk_read_gbps)) ||
+        (st = num(path, disk, "disk", "engine_write_GBps", 0, &hw->disk_write_gbps)))
+        return st;
     hw->d2h_cache_gbps = hw->d2h_gbps;
     if ((st = num(path, gpu, "gpu", "d2h_cache_GBps", 0, &hw->d2h_cache_gbps))) return st;
-    json_t *mm = json_object_get(gpu, "mm");
-    size_t n = json_array_size(mm);
-    if (!(hw->mm_prefill_tflops > 0 && hw->mm_decode_tflops > 0) && (n < 1 || n > FG_HW_MAX_MM))
-        return fg_err_set(FG_EINPUT, "%s: gpu.mm must be an array of 1..%d {\"rows\", \"TFLOPS\"} points", path, FG_HW_MAX_MM);
-    for (size_t i = 0; i < n && n <= FG_HW_MAX_MM; i++) {
-        double r = 0, t = 0;
-        json_t *e = json_array_get(mm, i);
-        if ((st = num(path, e, "gpu.mm[]", "rows", 1, &r)) || (st = num(path, e, "gpu.mm[]", "TFLOPS", 1, &t))) return st;
-        if (i && r <= hw->mm_rows[i - 1]) return fg_err_set(FG_EINPUT, "%s: gpu.mm rows must ascend", path);
-        hw->mm_rows[i] = r, hw->mm_tflops[i] = t, hw->n_mm = (int)i + 1;
-    }
-    return FG_OK;
+    if ((st = table(path, gpu, "mm", !(hw->mm_prefill_tflops > 0 && hw->mm_decode_tflops > 0), hw->mm_rows,
+                    hw->mm_tflops, &hw->n_mm)))
+        return st;
+    return table(path, gpu, "mm_q4", 0, hw->mm_q4_rows, hw->mm_q4_tflops, &hw->n_mm_q4);
 }
 
 fg_status fg_hw_load(const char *what, fg_hw *hw) {
@@ -98,14 +119,23 @@ fg_status fg_hw_load(const char *what, fg_hw *hw) {
     return st;
 }
 
+/* A rate table at `rows`, linear in log(rows) between its points. */
+static double interp(const double *r, const double *t, int n, double rows) {
+    if (n == 0) return 0;
+    if (rows <= r[0]) return t[0] * rows / r[0];   /* fewer rows: same time, fewer FLOPs */
+    for (int i = 1; i < n; i++)
+        if (rows <= r[i]) {
+            double f = (log(rows) - log(r[i - 1])) / (log(r[i]) - log(r[i - 1]));
+            return t[i - 1] + f * (t[i] - t[i - 1]);
+        }
+    return t[n - 1];
+}
+
 double fg_hw_mm_tflops(const fg_hw *hw, double rows, int prefill) {
     double fixed = prefill ? hw->mm_prefill_tflops : hw->mm_decode_tflops;
-    if (fixed > 0 || hw->n_mm == 0) return fixed;
-    if (rows <= hw->mm_rows[0]) return hw->mm_tflops[0] * rows / hw->mm_rows[0];   /* fewer rows: same time, fewer FLOPs */
-    for (int i = 1; i < hw->n_mm; i++)
-        if (rows <= hw->mm_rows[i]) {
-            double f = (log(rows) - log(hw->mm_rows[i - 1])) / (log(hw->mm_rows[i]) - log(hw->mm_rows[i - 1]));
-            return hw->mm_tflops[i - 1] + f * (hw->mm_tflops[i] - hw->mm_tflops[i - 1]);
-        }
-    return hw->mm_tflops[hw->n_mm - 1];
+    return fixed > 0 ? fixed : interp(hw->mm_rows, hw->mm_tflops, hw->n_mm, rows);
+}
+
+double fg_hw_mm_q4_tflops(const fg_hw *hw, double rows) {
+    return interp(hw->mm_q4_rows, hw->mm_q4_tflops, hw->n_mm_q4, rows);
 }

@@ -5,9 +5,12 @@
  *
  * Profile keys read (others are kept in the file for people, not read):
  *   gpu.backend, gpu.shares_host_cpu, gpu.h2d_GBps, gpu.d2h_GBps,
- *   gpu.mm [{rows, TFLOPS}] (fp16-weight GEMM by rows), gpu.attn_prefill_TFLOPS,
+ *   gpu.mm [{rows, TFLOPS}] (fp16-weight GEMM by rows), gpu.mm_q4 (optional:
+ *   the same with 4-bit weights), gpu.attn_prefill_TFLOPS,
  *   gpu.attn_decode_GBps, cpu.attn_decode_GBps, disk.disk_read_GBps,
- *   disk.disk_write_GBps, runtime.cmd_s and runtime.rtt_s (optional: seconds a
+ *   disk.disk_write_GBps (replaced by disk.engine_read_GBps and
+ *   disk.engine_write_GBps where present: the disk at the disk worker's own
+ *   request size and queue depth), runtime.cmd_s and runtime.rtt_s (optional: seconds a
  *   command costs in a pipeline, and one waited for).
  * A preset may instead give gpu.mm_prefill_TFLOPS / gpu.mm_decode_TFLOPS
  * (FlexGen's constants do not depend on rows) and gpu.d2h_cache_GBps. */
@@ -24,6 +27,8 @@ typedef struct {
     int shares_host_cpu;        /* gpu compute and copies run on the host's cores (host backend) */
     int n_mm;                   /* GEMM TFLOPS by rows, rows ascending */
     double mm_rows[FG_HW_MAX_MM], mm_tflops[FG_HW_MAX_MM];
+    int n_mm_q4;                /* the same with 4-bit weights (0: not measured) */
+    double mm_q4_rows[FG_HW_MAX_MM], mm_q4_tflops[FG_HW_MAX_MM];
     double mm_prefill_tflops, mm_decode_tflops;   /* > 0: used instead of the table (presets) */
     double attn_prefill_tflops; /* causal attention core, 2*B*S*S*H FLOPs */
     double attn_decode_gbps;    /* decode attention core on the gpu: bytes of k and v read */
@@ -43,5 +48,8 @@ int fg_hw_is_preset(const char *what);
 /* GEMM TFLOPS at `rows` rows in the given phase (prefill 1, decode 0):
  * the preset's figure, else the table interpolated in log(rows). */
 double fg_hw_mm_tflops(const fg_hw *hw, double rows, int prefill);
+/* The same for a layer with 4-bit weights: the mm_q4 table where measured,
+ * else 0 (the caller estimates the expansion). */
+double fg_hw_mm_q4_tflops(const fg_hw *hw, double rows);
 
 #endif

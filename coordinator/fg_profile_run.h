@@ -15,17 +15,22 @@ typedef struct {
     int quick;                   /* fewer repetitions (tests) */
 } fg_profile_opts;
 
-/* ~/.cache/flexgen/profile-HOST-DEVICE-devMAJOR.MINOR.json (XDG_CACHE_HOME
- * honoured): one per machine, backend and filesystem of the offload
- * directory (created if missing). */
-fg_status fg_profile_cache_path(const char *offload_dir, const char *device, char *out, size_t cap);
+/* ~/.cache/flexgen/profile-HOST-DEVICE-devMAJOR.MINOR-MODEL.json
+ * (XDG_CACHE_HOME honoured): one per machine, backend, filesystem of the
+ * offload directory (created if missing) and model size: a layer's rate
+ * depends on its shapes (opt-13b's 630 MB layer does not stay in a cache
+ * the way opt-1.3b's 100 MB partly does), so a big model is not predicted
+ * from a small one's figures. MODEL is an OPT size name
+ * (fg_config_nearest_size). */
+fg_status fg_profile_cache_path(const char *offload_dir, const char *device, const char *model, char *out, size_t cap);
 
 /* Measure and write the profile to path (atomically). */
 fg_status fg_profile_run(const fg_profile_opts *o, const char *path);
 
 /* The hardware for a policy search: `hardware` (a profile file or preset)
- * if given, else this machine's cached profile for offload_dir and device,
- * measured first if there is none. */
-fg_status fg_profile_hw(const char *hardware, const char *offload_dir, const char *device, fg_hw *hw);
+ * if given, else this machine's cached profile for offload_dir, device and
+ * the OPT size `model`, measured first if there is none. */
+fg_status fg_profile_hw(const char *hardware, const char *offload_dir, const char *device, const char *model,
+                        fg_hw *hw);
 
 #endif

@@ -56,6 +56,12 @@ static void print_summary(const json_t *j) {
            json_real_value(json_object_get(j, "disk_write_GBps")),
            (int64_t)json_integer_value(json_object_get(j, "write_req_bytes")) >> 10,
            (int)json_integer_value(json_object_get(j, "write_qd")));
+    if (json_object_get(j, "engine_read_GBps"))
+        printf("  engine %8.3f GB/s read, %.3f GB/s write at the disk worker's request %" PRId64 " KiB, queue depth %d\n"
+               "         (what flexgen run gets; the cost model uses these)\n",
+               json_real_value(json_object_get(j, "engine_read_GBps")), json_real_value(json_object_get(j, "engine_write_GBps")),
+               (int64_t)json_integer_value(json_object_get(j, "engine_req_bytes")) >> 10,
+               (int)json_integer_value(json_object_get(j, "engine_qd")));
     printf("  (%zu sweep points; --json prints them all)\n", json_array_size(json_object_get(j, "sweep")));
 }
 
@@ -89,7 +95,9 @@ int fg_disk_profile_main(int argc, char **argv) {
     int rc = check_dir(dir);
     if (rc) return rc;
 
-    fg_aio_profile_opts o = {.dir = dir, .file_bytes = size};
+    /* the engine's setting: the disk worker's defaults, which flexgen run uses */
+    fg_aio_profile_opts o = {.dir = dir, .file_bytes = size, .engine_req = FG_DISK_REQ_DEFAULT,
+                             .engine_qd = FG_DISK_QD_DEFAULT};
     json_t *j = NULL;
     fg_status st = fg_aio_profile(&o, &j);
     if (st != FG_OK) {

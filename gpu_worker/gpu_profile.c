@@ -18,6 +18,11 @@
  *                        backend); false for a device of its own
  *   model, hidden, ffn, heads
  *                        --model (default opt-1.3b) and its H, F, heads
+ *   mm_q4                [{"rows": R, "TFLOPS": x}] for R = 1, 4, 16, 64, 256,
+ *                        1024: the same with --compress-weight's 4-bit
+ *                        weights, counted as the same FLOPs, so mm_q4 / mm
+ *                        is what expanding them costs (absent where the
+ *                        backend refuses compressed weights: cuda for now)
  *   mm                   [{"rows": R, "TFLOPS": x}] for R = 1, 2, 4 ... 2048:
  *                        the LAYER op (what the engine runs per decoder
  *                        layer: LayerNorms, q k v o projections, fc1, fc2,
@@ -269,6 +274,41 @@ static fg_status measure(gprof *g, json_t **out) {
     return FG_OK;
 }
 
+/* mm_q4 into o: DEVICE_INIT again with compress_weight, the LAYER op at a
+ * few row counts over weights packed as the tier store packs them. A
+ * backend that refuses compressed weights leaves it out. */
+static fg_status measure_q4(gprof *g, uint64_t budget, json_t *o) {
+    static const uint32_t rows[] = {1, 4, 16, 64, 256, 1024};
+    fg_opt_config q4 = g->pa.cfg, one;
+    q4.compress_weight = 1;
+    fg_op_init init = {.model = fg_config_desc(&q4), .max_rows = MAX_ROWS, .arena_bytes = g->image_bytes,
+                       .budget_bytes = budget};
+    fg_status st = fg_config_from_desc(&init.model, "profile", &one);
+    if (st || (st = g->be->device_init(g->ctx, &init, &one))) {
+        fg_info("profile: no compressed weights on the %s backend (%s): mm_q4 left out", g->be->name, fg_err_msg());
+        return FG_OK;
+    }
+    fg_model_desc saved = g->model;
+    fg_opt_config saved_cfg = g->pa.cfg;
+    g->model = init.model, g->pa.cfg = q4;
+    double H = q4.hidden, F = q4.ffn_dim, t = 0;
+    json_t *mm = json_array();
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0] && !st; i++) {
+        fg_op_step p = mm_step(g, rows[i]);
+        if ((st = time_op(g, FG_OP_LAYER, &p, i == 0, &t))) break;
+        double tf = 2.0 * rows[i] * (4 * H * H + 2 * H * F) / t / 1e12;
+        fg_info("profile: LAYER with 4-bit weights at %" PRIu32 " rows: %.3f ms, %.4f TFLOPS", rows[i], t * 1e3, tf);
+        json_array_append_new(mm, json_pack("{s:i, s:f}", "rows", (int)rows[i], "TFLOPS", tf));
+    }
+    g->model = saved, g->pa.cfg = saved_cfg;
+    if (st) {
+        json_decref(mm);
+        return st;
+    }
+    json_object_set_new(o, "mm_q4", mm);
+    return FG_OK;
+}
+
 static void print_summary(const json_t *j) {
 #define NUM(k) json_number_value(json_object_get(j, k))
     printf("gpu profile: %s\n", json_string_value(json_object_get(j, "info")));
@@ -284,6 +324,16 @@ static void print_summary(const json_t *j) {
                json_number_value(json_object_get(pt, "TFLOPS")));
     }
     printf(" TFLOPS\n");
+    const json_t *q4 = json_object_get(j, "mm_q4");
+    if (q4) {
+        printf("  4-bit weights      ");
+        for (size_t i = 0, n = json_array_size(q4); i < n; i++) {
+            const json_t *pt = json_array_get(q4, i);
+            printf("%s%d rows %.3f", i ? ", " : "", (int)json_number_value(json_object_get(pt, "rows")),
+                   json_number_value(json_object_get(pt, "TFLOPS")));
+        }
+        printf(" TFLOPS (a layer's GEMM FLOPs; the weights expanded beside them)\n");
+    }
     printf("  attention decode   %8.3f GB/s of KV cache (B %u, context %u)\n", NUM("attn_decode_GBps"), DEC_B, DEC_CTX);
     printf("  attention prefill  %8.4f TFLOPS (S %u)\n", NUM("attn_prefill_TFLOPS"), PRE_S);
     printf("  copies             %8.3f GB/s host to device, %.3f GB/s device to host (%.0f MiB)\n", NUM("h2d_GBps"),
@@ -366,6 +416,7 @@ int fg_gpu_profile_main(int argc, char **argv) {
         !(st = g.be->device_init(g.ctx, &init, &one))) {
         g.image = (uint8_t *)fg_shm_base(seg) + FG_SHM_HEADER_BYTES;
         st = measure(&g, &j);
+        if (!st && (st = measure_q4(&g, init.budget_bytes, j))) json_decref(j), j = NULL;
     }
     fg_shm_destroy(&seg);
     g.be->close(g.ctx);

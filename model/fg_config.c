@@ -5,6 +5,7 @@
 #include "fg_q4.h"
 
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -50,6 +51,16 @@ fg_status fg_config_by_name(const char *name, fg_opt_config *cfg) {
         snprintf(known + l, sizeof known - l, " %s", opt_sizes[i].name);
     }
     return fg_err_set(FG_EINPUT, "unknown model name '%s'; known:%s", name, known);
+}
+
+const char *fg_config_nearest_size(const fg_opt_config *c) {
+    const char *n = !strncmp(c->name, "facebook/", 9) ? c->name + 9 : c->name;
+    size_t best = 0;
+    for (size_t i = 0; i < sizeof opt_sizes / sizeof opt_sizes[0]; i++) {
+        if (!strcmp(n, opt_sizes[i].name)) return opt_sizes[i].name;
+        if (abs(opt_sizes[i].hidden - c->hidden) < abs(opt_sizes[best].hidden - c->hidden)) best = i;
+    }
+    return opt_sizes[best].name;
 }
 
 fg_status fg_config_validate(const fg_opt_config *c, const char *origin) {

@@ -27,6 +27,10 @@ typedef struct {
 /* Fill *cfg for a FlexGen model name ("opt-125m" ... "opt-175b", "opt-350m";
  * an optional "facebook/" prefix is accepted). FG_EINPUT if unknown. */
 fg_status fg_config_by_name(const char *name, fg_opt_config *cfg);
+/* The OPT size whose shapes are closest to c's: its own name if it is one,
+ * else the one nearest in hidden size (what a hardware profile is measured
+ * with for c). */
+const char *fg_config_nearest_size(const fg_opt_config *c);
 
 /* Parse a Hugging Face config.json. Errors name the file and the field. */
 fg_status fg_config_load_json(const char *path, fg_opt_config *cfg);

@@ -86,6 +86,7 @@ fg_status fg_profile_fill(const fg_msg *m, void *image, const fg_profile_args *p
     if (!oi) return fg_err_set(FG_EINPUT, "%s is not an engine op", fg_op_name(c->op));
     fg_wsrc *dummy = NULL;
     fg_status st = fg_wsrc_open_dummy(pa->cfg.name, 1, &dummy);
+    if (!st) fg_wsrc_config_mut(dummy)->compress_weight = pa->cfg.compress_weight;   /* read as the tiers hold them */
     for (uint32_t i = 0; !st && i < c->n_in; i++) {
         const fg_op_slot *s = &oi->in[i];
         fg_shm_handle h = c->in[i];
@@ -95,8 +96,8 @@ fg_status fg_profile_fill(const fg_msg *m, void *image, const fg_profile_args *p
         case FG_SLOT_LW:
         case FG_SLOT_GW:
             if (weights)
-                st = fg_wsrc_read(dummy, s->kind == FG_SLOT_LW ? fg_spec_layer(0, s->which) : fg_spec_global(s->which),
-                                  (fg_half *)p);
+                st = fg_wsrc_read_stored(dummy, s->kind == FG_SLOT_LW ? fg_spec_layer(0, s->which)
+                                                                      : fg_spec_global(s->which), p);
             break;
         case FG_SLOT_ACT:
         case FG_SLOT_CACHE: fill_uniform((fg_half *)p, h.nbytes / 2, i); break;

@@ -126,17 +126,20 @@ fi
 
 # ---- 5. flexgen profile: every tier measured, cached, read back -------------------
 export XDG_CACHE_HOME=$work/cache
-if ! prof=$("$flexgen" profile --quick --disk-test-size 16M --offload-dir "$work/off" 2>"$work/prof.err"); then
+# (the checkpoint's shapes are nearest opt-125m's: the profile of that size is
+# the one a run of it reads)
+if ! prof=$("$flexgen" profile --quick --disk-test-size 16M --model opt-125m --offload-dir "$work/off" 2>"$work/prof.err"); then
   fail "flexgen profile: $(grep error: "$work/prof.err")"
 else
-  again=$("$flexgen" profile --quick --disk-test-size 16M --offload-dir "$work/off" 2>"$work/prof2.err")
+  again=$("$flexgen" profile --quick --disk-test-size 16M --model opt-125m --offload-dir "$work/off" 2>"$work/prof2.err")
   if [ "$again" != "$prof" ] || ! grep -q "cached" "$work/prof2.err"; then fail "profile: not reused from $prof"; fi
   if "$py" - "$prof" <<'PY'; then echo "ok   profile: $prof"; else fail "profile: keys"; fi
 import json, math, sys
 p = json.load(open(sys.argv[1]))
 need = {"gpu": ["h2d_GBps", "d2h_GBps", "attn_decode_GBps", "attn_prefill_TFLOPS"], "cpu": ["attn_decode_GBps"],
-        "disk": ["disk_read_GBps", "disk_write_GBps"], "runtime": ["cmd_s"]}
+        "disk": ["disk_read_GBps", "disk_write_GBps", "engine_read_GBps", "engine_write_GBps"], "runtime": ["cmd_s"]}
 ok = all(math.isfinite(p[s][k]) and p[s][k] > 0 for s in need for k in need[s]) and len(p["gpu"]["mm"]) >= 4
+ok = ok and p["gpu"]["model"] == "opt-125m" and len(p["gpu"]["mm_q4"]) >= 4   # the host backend runs 4-bit weights
 sys.exit(0 if ok else 1)
 PY
   # the cached profile is what --policy auto uses when no --hardware is given
