@@ -8,8 +8,8 @@
  * calls the same fg_opt function the single-process reference engine calls,
  * and narrows the result: no rounding or reordering of its own. The results
  * are the reference engine's bits for the same B and S. Compressed weights
- * and cache (fg_q4.h) are expanded inside those same functions (the
- * workspace holds one expanded weight), so they stay compressed in the arena
+ * and cache (fg_q4.h) are expanded inside those same functions (a block of
+ * rows at a time, beside the GEMM), so they stay compressed in the arena
  * and on every copy. */
 #include <inttypes.h>
 #include <string.h>
