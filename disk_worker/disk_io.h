@@ -12,6 +12,7 @@
  * thread has its own engine, so up to threads x qd requests are in flight. */
 #define FG_DISK_QD_DEFAULT 32
 #define FG_DISK_REQ_DEFAULT (1ull << 20)
+#define FG_DISK_THREADS 4   /* executor threads: transfers (a tensor each, say) in flight at once */
 
 /* The file a DISK_* command means: its path if set (relative paths are
  * under the offload directory), else "<offload-dir>/file-<file_id>". */

@@ -95,9 +95,11 @@ int fg_disk_profile_main(int argc, char **argv) {
     int rc = check_dir(dir);
     if (rc) return rc;
 
-    /* the engine's setting: the disk worker's defaults, which flexgen run uses */
+    /* the engine's setting: the disk worker's defaults, which flexgen run
+     * uses; its executors each keep qd requests in flight on transfers of
+     * their own, taken here as one queue that many deep */
     fg_aio_profile_opts o = {.dir = dir, .file_bytes = size, .engine_req = FG_DISK_REQ_DEFAULT,
-                             .engine_qd = FG_DISK_QD_DEFAULT};
+                             .engine_qd = FG_DISK_QD_DEFAULT * FG_DISK_THREADS};
     json_t *j = NULL;
     fg_status st = fg_aio_profile(&o, &j);
     if (st != FG_OK) {

@@ -13,7 +13,7 @@ int main(int argc, char **argv) {
                    "into and out of shared memory (libaio, O_DIRECT).",
         .info = "libaio O_DIRECT",
         .caps = FG_CAP_DISK,
-        .threads = 4,
+        .threads = FG_DISK_THREADS,
         .init = fg_disk_init,
         .fini = fg_disk_fini,
         .option = fg_disk_option,
