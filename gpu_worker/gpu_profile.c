@@ -225,18 +225,27 @@ static fg_status cuda_baselines(gprof *g, json_t *o) {
 #endif
 
 /* All the figures into *out. */
+/* The LAYER op at each of n row counts, its GEMMs' FLOPs per second into
+ * tflops[] and appended to mm as {"rows", "TFLOPS"}; `what` names the
+ * weights in the log. */
+static fg_status layer_rates(gprof *g, const uint32_t *rows, size_t n, const char *what, double *tflops, json_t *mm) {
+    double H = g->pa.cfg.hidden, F = g->pa.cfg.ffn_dim, t = 0;
+    fg_status st = FG_OK;
+    for (size_t i = 0; i < n && !st; i++) {
+        fg_op_step p = mm_step(g, rows[i]);
+        if ((st = time_op(g, FG_OP_LAYER, &p, i == 0, &t))) break;
+        tflops[i] = 2.0 * rows[i] * (4 * H * H + 2 * H * F) / t / 1e12;
+        fg_info("profile: LAYER%s at %" PRIu32 " rows: %.3f ms, %.4f TFLOPS", what, rows[i], t * 1e3, tflops[i]);
+        json_array_append_new(mm, json_pack("{s:i, s:f}", "rows", (int)rows[i], "TFLOPS", tflops[i]));
+    }
+    return st;
+}
+
 static fg_status measure(gprof *g, json_t **out) {
     const fg_opt_config *c = &g->pa.cfg;
-    double H = c->hidden, F = c->ffn_dim, t = 0, tflops[N_MM] = {0};
-    fg_status st = FG_OK;
+    double H = c->hidden, t = 0, tflops[N_MM] = {0};
     json_t *mm = json_array();
-    for (size_t i = 0; i < N_MM && !st; i++) {
-        fg_op_step p = mm_step(g, mm_rows[i]);
-        if ((st = time_op(g, FG_OP_LAYER, &p, i == 0, &t))) break;
-        tflops[i] = 2.0 * mm_rows[i] * (4 * H * H + 2 * H * F) / t / 1e12;
-        fg_info("profile: LAYER at %" PRIu32 " rows: %.3f ms, %.4f TFLOPS", mm_rows[i], t * 1e3, tflops[i]);
-        json_array_append_new(mm, json_pack("{s:i, s:f}", "rows", (int)mm_rows[i], "TFLOPS", tflops[i]));
-    }
+    fg_status st = layer_rates(g, mm_rows, N_MM, "", tflops, mm);
     double dec_GBps = 0, pre_TFLOPS = 0, h2d_GBps = 0, d2h_GBps = 0;
     fg_op_step dec = step_of(g, DEC_B, 1, DEC_CTX - 1), pre = step_of(g, 1, PRE_S, 0);
     if (!st && !(st = time_op(g, FG_OP_ATTN, &dec, 1, &t))) {
@@ -291,15 +300,9 @@ static fg_status measure_q4(gprof *g, uint64_t budget, json_t *o) {
     fg_model_desc saved = g->model;
     fg_opt_config saved_cfg = g->pa.cfg;
     g->model = init.model, g->pa.cfg = q4;
-    double H = q4.hidden, F = q4.ffn_dim, t = 0;
+    double tflops[sizeof rows / sizeof rows[0]];
     json_t *mm = json_array();
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0] && !st; i++) {
-        fg_op_step p = mm_step(g, rows[i]);
-        if ((st = time_op(g, FG_OP_LAYER, &p, i == 0, &t))) break;
-        double tf = 2.0 * rows[i] * (4 * H * H + 2 * H * F) / t / 1e12;
-        fg_info("profile: LAYER with 4-bit weights at %" PRIu32 " rows: %.3f ms, %.4f TFLOPS", rows[i], t * 1e3, tf);
-        json_array_append_new(mm, json_pack("{s:i, s:f}", "rows", (int)rows[i], "TFLOPS", tf));
-    }
+    st = layer_rates(g, rows, sizeof rows / sizeof rows[0], " with 4-bit weights", tflops, mm);
     g->model = saved, g->pa.cfg = saved_cfg;
     if (st) {
         json_decref(mm);
