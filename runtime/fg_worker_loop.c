@@ -98,7 +98,10 @@ static fg_status run_shm_map(fg_worker *w, const fg_msg *cmd) {
                           (unsigned long long)m->size);
     }
     fg_debug("mapped segment %u: %s", m->segment, m->name);
-    if (w->def->on_map && (st = w->def->on_map(w, fg_shm_base(seg), fg_shm_size(seg))) != FG_OK) {
+    /* the worker's own preparation (the gpu worker's backend registers or
+     * prefaults it), else page tables filled in the background */
+    if (!w->def->on_map) fg_shm_populate_async(seg);
+    else if ((st = w->def->on_map(w, fg_shm_base(seg), fg_shm_size(seg))) != FG_OK) {
         fg_shm_destroy(&seg);
         return st;
     }

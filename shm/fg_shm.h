@@ -82,6 +82,14 @@ fg_status fg_shm_check_room(uint64_t need_bytes, const char *what);
  * != UINT32_MAX) and that the creator is alive. Destroy only unmaps. */
 fg_status fg_shm_attach(const char *name, uint32_t expect_index, fg_shm_seg **out);
 
+/* Page tables for the whole mapping, filled by a background thread: for a
+ * process that touches a segment here and there. */
+void fg_shm_populate_async(const fg_shm_seg *seg);
+/* Every page of [base, base+len) touched (read) now, so none faults later
+ * inside a run: for memory a process streams through. Costs about 6 us per
+ * 4 KiB page on a virtualised MMU. */
+void fg_mem_prefault(void *base, size_t len);
+
 /* Unmap; also unlink when this process created the segment. */
 void fg_shm_destroy(fg_shm_seg **seg);
 
