@@ -113,7 +113,7 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     g.comp.a[X_CG] = g.comp.a[X_CN] = K * gpu_attn;
     /* (the CPU path waits twice a unit: for q, k, v out and for the cpu
      * worker's attention, a round trip each) */
-    g.comp.a[X_CC] = K * (ca ? attn_g / (hw->cpu_attn_gbps * 1e9) + 2 * hw->rtt_s : gpu_attn);
+    g.comp.a[X_CC] = K * (ca ? attn_g / (fg_hw_cpu_attn_gbps(hw, B, ctx) * 1e9) + 2 * hw->rtt_s : gpu_attn);
     g.h2d.a[X_WC] = g.h2d.a[X_WN] = Wl;
     g.rd.a[X_WN] = Wl;
     g.h2d.a[X_CN] = K * prefix, g.rd.a[X_CN] = K * prefix, g.wr.a[X_CN] = K * (rows_g + 2 * 4096);

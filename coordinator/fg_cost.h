@@ -10,7 +10,8 @@
  *    backend that computes on the host's cores (the host backend) compute
  *    and copies share those cores and add up;
  *  - CPU attention (cpu_cache_compute) as a choice: the coordinator waits
- *    for it, so it adds to the compute stream's time;
+ *    for it, so it adds to the compute stream's time, at the cpu profile's
+ *    rate for the batch size and mean context of the run;
  *  - activations on disk; the block schedule's prefill (all K batches per
  *    layer load); the embedding and LM head group once per token; the
  *    logits copied out; a per-command cost.

@@ -100,7 +100,22 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
     if ((st = table(path, gpu, "mm", !(hw->mm_prefill_tflops > 0 && hw->mm_decode_tflops > 0), hw->mm_rows,
                     hw->mm_tflops, &hw->n_mm)))
         return st;
-    return table(path, gpu, "mm_q4", 0, hw->mm_q4_rows, hw->mm_q4_tflops, &hw->n_mm_q4);
+    if ((st = table(path, gpu, "mm_q4", 0, hw->mm_q4_rows, hw->mm_q4_tflops, &hw->n_mm_q4))) return st;
+    /* cpu.attn_points: [{"B", "ctx", "GBps"}], any order; absent: the one rate */
+    json_t *pts = json_object_get(cpu, "attn_points");
+    size_t n = json_array_size(pts);
+    if (pts && (n < 1 || n > FG_HW_MAX_MM))
+        return fg_err_set(FG_EINPUT, "%s: cpu.attn_points must be an array of 1..%d {\"B\", \"ctx\", \"GBps\"} points",
+                          path, FG_HW_MAX_MM);
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(pts, i);
+        if ((st = num(path, e, "cpu.attn_points[]", "B", 1, &hw->cpu_attn_B[i])) ||
+            (st = num(path, e, "cpu.attn_points[]", "ctx", 1, &hw->cpu_attn_ctx[i])) ||
+            (st = num(path, e, "cpu.attn_points[]", "GBps", 1, &hw->cpu_attn_pt_gbps[i])))
+            return st;
+    }
+    hw->n_cpu_attn = (int)n;
+    return FG_OK;
 }
 
 fg_status fg_hw_load(const char *what, fg_hw *hw) {
@@ -138,4 +153,27 @@ double fg_hw_mm_tflops(const fg_hw *hw, double rows, int prefill) {
 
 double fg_hw_mm_q4_tflops(const fg_hw *hw, double rows) {
     return interp(hw->mm_q4_rows, hw->mm_q4_tflops, hw->n_mm_q4, rows);
+}
+
+double fg_hw_cpu_attn_gbps(const fg_hw *hw, double B, double ctx) {
+    if (hw->n_cpu_attn == 0) return hw->cpu_attn_gbps;
+    double best = hw->cpu_attn_B[0];
+    for (int i = 1; i < hw->n_cpu_attn; i++)
+        if (fabs(log(hw->cpu_attn_B[i] / B)) < fabs(log(best / B))) best = hw->cpu_attn_B[i];
+    /* that batch size's points, by context */
+    double c[FG_HW_MAX_MM] = {0}, g[FG_HW_MAX_MM] = {0};
+    int n = 0;
+    for (int i = 0; i < hw->n_cpu_attn; i++) {
+        if (hw->cpu_attn_B[i] != best) continue;
+        int at = n++;
+        while (at > 0 && c[at - 1] > hw->cpu_attn_ctx[i]) c[at] = c[at - 1], g[at] = g[at - 1], at--;
+        c[at] = hw->cpu_attn_ctx[i], g[at] = hw->cpu_attn_pt_gbps[i];
+    }
+    if (ctx <= c[0]) return g[0];
+    for (int i = 1; i < n; i++)
+        if (ctx <= c[i]) {
+            double f = (log(ctx) - log(c[i - 1])) / (log(c[i]) - log(c[i - 1]));
+            return g[i - 1] + f * (g[i] - g[i - 1]);
+        }
+    return g[n - 1];
 }

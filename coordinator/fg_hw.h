@@ -34,6 +34,8 @@ typedef struct {
     double attn_decode_gbps;    /* decode attention core on the gpu: bytes of k and v read */
     double h2d_gbps, d2h_gbps, d2h_cache_gbps;
     double cpu_attn_gbps;       /* the cpu worker's decode attention, bytes of k and v read */
+    int n_cpu_attn;             /* the same at measured (B, ctx) points (0: cpu_attn_gbps alone) */
+    double cpu_attn_B[FG_HW_MAX_MM], cpu_attn_ctx[FG_HW_MAX_MM], cpu_attn_pt_gbps[FG_HW_MAX_MM];
     double disk_read_gbps, disk_write_gbps;
     double cmd_s;               /* per command, pipelined (0: not modelled) */
     double rtt_s;               /* a command the coordinator waits for, round trip (0: not modelled) */
@@ -51,5 +53,10 @@ double fg_hw_mm_tflops(const fg_hw *hw, double rows, int prefill);
 /* The same for a layer with 4-bit weights: the mm_q4 table where measured,
  * else 0 (the caller estimates the expansion). */
 double fg_hw_mm_q4_tflops(const fg_hw *hw, double rows);
+/* The cpu worker's decode attention in bytes of k and v per second, for B
+ * sequences over a context of ctx: the measured batch size nearest B (in
+ * log), its rate interpolated in log(ctx) and held at the ends; without
+ * points, cpu_attn_gbps. */
+double fg_hw_cpu_attn_gbps(const fg_hw *hw, double B, double ctx);
 
 #endif

@@ -16,8 +16,10 @@
  *                         time-major): k and v cache bytes read, 4 B ctx H,
  *                         per second
  *   attn_points           [{"B", "ctx", "GBps"}]: the same for B in {1, 8,
- *                         32} and ctx in {256, 1024} (attn_decode_GBps is
- *                         the B 8, ctx 1024 one)
+ *                         32} and ctx in {32, 256, 1024} (attn_decode_GBps
+ *                         is the B 8, ctx 1024 one); a short context pays
+ *                         mostly per-sequence and per-head costs, which the
+ *                         cost model takes from here
  *   mem_GBps              memcpy between two buffers of mem_bytes: bytes
  *                         copied per second (each read once, written once)
  *   mem_bytes             512 MiB (64 MiB with --quick)
@@ -35,7 +37,7 @@
 #define PROG "flexgen-cpu-worker"
 #define USAGE PROG " --profile [--model NAME] [--quick] [--json]"
 
-static const uint32_t attn_B[] = {1, 8, 32}, attn_ctx[] = {256, 1024};
+static const uint32_t attn_B[] = {1, 8, 32}, attn_ctx[] = {32, 256, 1024};
 #define N_B (sizeof attn_B / sizeof attn_B[0])
 #define N_CTX (sizeof attn_ctx / sizeof attn_ctx[0])
 #define DEC_B 8u
