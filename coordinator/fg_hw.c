@@ -135,15 +135,22 @@ fg_status fg_hw_load(const char *what, fg_hw *hw) {
 }
 
 /* A rate table at `rows`, linear in log(rows) between its points. */
+/* y at x, from n > 0 points with xs ascending: linear in log(x), held at
+ * the ends. */
+static double log_interp(const double *xs, const double *ys, int n, double x) {
+    if (x <= xs[0]) return ys[0];
+    for (int i = 1; i < n; i++)
+        if (x <= xs[i]) {
+            double f = (log(x) - log(xs[i - 1])) / (log(xs[i]) - log(xs[i - 1]));
+            return ys[i - 1] + f * (ys[i] - ys[i - 1]);
+        }
+    return ys[n - 1];
+}
+
 static double interp(const double *r, const double *t, int n, double rows) {
     if (n == 0) return 0;
     if (rows <= r[0]) return t[0] * rows / r[0];   /* fewer rows: same time, fewer FLOPs */
-    for (int i = 1; i < n; i++)
-        if (rows <= r[i]) {
-            double f = (log(rows) - log(r[i - 1])) / (log(r[i]) - log(r[i - 1]));
-            return t[i - 1] + f * (t[i] - t[i - 1]);
-        }
-    return t[n - 1];
+    return log_interp(r, t, n, rows);
 }
 
 double fg_hw_mm_tflops(const fg_hw *hw, double rows, int prefill) {
@@ -169,11 +176,5 @@ double fg_hw_cpu_attn_gbps(const fg_hw *hw, double B, double ctx) {
         while (at > 0 && c[at - 1] > hw->cpu_attn_ctx[i]) c[at] = c[at - 1], g[at] = g[at - 1], at--;
         c[at] = hw->cpu_attn_ctx[i], g[at] = hw->cpu_attn_pt_gbps[i];
     }
-    if (ctx <= c[0]) return g[0];
-    for (int i = 1; i < n; i++)
-        if (ctx <= c[i]) {
-            double f = (log(ctx) - log(c[i - 1])) / (log(c[i]) - log(c[i - 1]));
-            return g[i - 1] + f * (g[i] - g[i - 1]);
-        }
-    return g[n - 1];
+    return log_interp(c, g, n, ctx);
 }
