@@ -140,8 +140,8 @@ fg_status fg_aio_profile(const fg_aio_profile_opts *o, json_t **out) {
     }
     if (o && o->engine_req) {
         if (o->engine_req < FG_AIO_ALIGN || o->engine_req % FG_AIO_ALIGN || o->engine_qd < 1)
-            return fg_err_set(FG_EINPUT, "profile: the engine's request size %" PRIu64 " is not a multiple of %u",
-                              o->engine_req, FG_AIO_ALIGN);
+            return fg_err_set(FG_EINPUT, "profile: the engine's setting (request %" PRIu64 ", depth %d) needs a request "
+                              "that is a multiple of %u and a depth of at least 1", o->engine_req, o->engine_qd, FG_AIO_ALIGN);
         if (o->engine_req > max_req) max_req = o->engine_req;
     }
     size = size / max_req * max_req;
@@ -222,7 +222,7 @@ fg_status fg_aio_profile(const fg_aio_profile_opts *o, json_t **out) {
                     "file_bytes", (json_int_t)size, "direct", f.direct, "sweep", sweep);
     sweep = NULL;
     if (o && o->engine_req)
-        json_object_update(res, json_pack("{s:f, s:f, s:I, s:i}", "engine_read_GBps", eng[1], "engine_write_GBps", eng[2],
+        json_object_update_new(res, json_pack("{s:f, s:f, s:I, s:i}", "engine_read_GBps", eng[1], "engine_write_GBps", eng[2],
                                           "engine_req_bytes", (json_int_t)o->engine_req, "engine_qd", o->engine_qd));
 out:
     json_decref(sweep);

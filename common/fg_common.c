@@ -92,6 +92,16 @@ double fg_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double fg_log_interp(const double *xs, const double *ys, int n, double x) {
+    if (x <= xs[0]) return ys[0];
+    for (int i = 1; i < n; i++)
+        if (x <= xs[i]) {
+            double f = (log(x) - log(xs[i - 1])) / (log(xs[i]) - log(xs[i - 1]));
+            return ys[i - 1] + f * (ys[i] - ys[i - 1]);
+        }
+    return ys[n - 1];
+}
+
 fg_status fg_parse_size(const char *s, uint64_t *out) {
     char *end = NULL;
     errno = 0;

@@ -66,6 +66,10 @@ void *fg_alloc_tensor(size_t nbytes);
 /* Wall clock in seconds, monotonic. */
 double fg_now(void);
 
+/* y at x from n > 0 points (xs ascending, > 0): linear in log(x) between
+ * them, held at the ends. For rate tables measured at sizes 1, 2, 4 ... */
+double fg_log_interp(const double *xs, const double *ys, int n, double x);
+
 /* Parse "512M", "16G", "1.5T", "4096" into bytes. Returns FG_EINPUT on junk. */
 fg_status fg_parse_size(const char *s, uint64_t *out);
 /* A decimal integer in [lo, hi] for flag `flag`; FG_EINPUT saying so. */

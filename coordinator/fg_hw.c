@@ -115,6 +115,17 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
             return st;
     }
     hw->n_cpu_attn = (int)n;
+    /* by B, then context: each batch size's points a run, contexts ascending */
+    for (size_t i = 1; i < n; i++)
+        for (size_t k = i; k > 0 && (hw->cpu_attn_B[k - 1] > hw->cpu_attn_B[k] ||
+                                     (hw->cpu_attn_B[k - 1] == hw->cpu_attn_B[k] &&
+                                      hw->cpu_attn_ctx[k - 1] > hw->cpu_attn_ctx[k])); k--) {
+            double *col[] = {hw->cpu_attn_B, hw->cpu_attn_ctx, hw->cpu_attn_pt_gbps};
+            for (int c = 0; c < 3; c++) {
+                double t = col[c][k];
+                col[c][k] = col[c][k - 1], col[c][k - 1] = t;
+            }
+        }
     return FG_OK;
 }
 
@@ -135,22 +146,10 @@ fg_status fg_hw_load(const char *what, fg_hw *hw) {
 }
 
 /* A rate table at `rows`, linear in log(rows) between its points. */
-/* y at x, from n > 0 points with xs ascending: linear in log(x), held at
- * the ends. */
-static double log_interp(const double *xs, const double *ys, int n, double x) {
-    if (x <= xs[0]) return ys[0];
-    for (int i = 1; i < n; i++)
-        if (x <= xs[i]) {
-            double f = (log(x) - log(xs[i - 1])) / (log(xs[i]) - log(xs[i - 1]));
-            return ys[i - 1] + f * (ys[i] - ys[i - 1]);
-        }
-    return ys[n - 1];
-}
-
 static double interp(const double *r, const double *t, int n, double rows) {
     if (n == 0) return 0;
     if (rows <= r[0]) return t[0] * rows / r[0];   /* fewer rows: same time, fewer FLOPs */
-    return log_interp(r, t, n, rows);
+    return fg_log_interp(r, t, n, rows);
 }
 
 double fg_hw_mm_tflops(const fg_hw *hw, double rows, int prefill) {
@@ -164,17 +163,10 @@ double fg_hw_mm_q4_tflops(const fg_hw *hw, double rows) {
 
 double fg_hw_cpu_attn_gbps(const fg_hw *hw, double B, double ctx) {
     if (hw->n_cpu_attn == 0) return hw->cpu_attn_gbps;
-    double best = hw->cpu_attn_B[0];
+    int first = 0;   /* the run of the batch size nearest B (points sorted at load) */
     for (int i = 1; i < hw->n_cpu_attn; i++)
-        if (fabs(log(hw->cpu_attn_B[i] / B)) < fabs(log(best / B))) best = hw->cpu_attn_B[i];
-    /* that batch size's points, by context */
-    double c[FG_HW_MAX_MM] = {0}, g[FG_HW_MAX_MM] = {0};
+        if (fabs(log(hw->cpu_attn_B[i] / B)) < fabs(log(hw->cpu_attn_B[first] / B))) first = i;
     int n = 0;
-    for (int i = 0; i < hw->n_cpu_attn; i++) {
-        if (hw->cpu_attn_B[i] != best) continue;
-        int at = n++;
-        while (at > 0 && c[at - 1] > hw->cpu_attn_ctx[i]) c[at] = c[at - 1], g[at] = g[at - 1], at--;
-        c[at] = hw->cpu_attn_ctx[i], g[at] = hw->cpu_attn_pt_gbps[i];
-    }
-    return log_interp(c, g, n, ctx);
+    while (first + n < hw->n_cpu_attn && hw->cpu_attn_B[first + n] == hw->cpu_attn_B[first]) n++;
+    return fg_log_interp(hw->cpu_attn_ctx + first, hw->cpu_attn_pt_gbps + first, n, ctx);
 }

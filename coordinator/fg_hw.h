@@ -7,7 +7,8 @@
  *   gpu.backend, gpu.shares_host_cpu, gpu.h2d_GBps, gpu.d2h_GBps,
  *   gpu.mm [{rows, TFLOPS}] (fp16-weight GEMM by rows), gpu.mm_q4 (optional:
  *   the same with 4-bit weights), gpu.attn_prefill_TFLOPS,
- *   gpu.attn_decode_GBps, cpu.attn_decode_GBps, disk.disk_read_GBps,
+ *   gpu.attn_decode_GBps, cpu.attn_decode_GBps, cpu.attn_points (optional:
+ *   [{B, ctx, GBps}], the same by batch size and context), disk.disk_read_GBps,
  *   disk.disk_write_GBps (replaced by disk.engine_read_GBps and
  *   disk.engine_write_GBps where present: the disk at the disk worker's own
  *   request size and queue depth), runtime.cmd_s and runtime.rtt_s (optional: seconds a

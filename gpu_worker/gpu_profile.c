@@ -160,13 +160,9 @@ static fg_status d2h(void *ctx) {
 
 /* The mm rate at R rows, linear in log R between the measured points. */
 static double mm_at(const double *tflops, double R) {
-    if (R <= mm_rows[0]) return tflops[0];
-    for (size_t i = 1; i < N_MM; i++)
-        if (R <= mm_rows[i]) {
-            double x = (log2(R) - log2(mm_rows[i - 1])) / (log2(mm_rows[i]) - log2(mm_rows[i - 1]));
-            return tflops[i - 1] + x * (tflops[i] - tflops[i - 1]);
-        }
-    return tflops[N_MM - 1];
+    double rows[N_MM];
+    for (size_t i = 0; i < N_MM; i++) rows[i] = mm_rows[i];
+    return fg_log_interp(rows, tflops, (int)N_MM, R);
 }
 
 /* The attention part of an ATTN op that took op_s seconds on `rows` rows.
@@ -224,7 +220,6 @@ static fg_status cuda_baselines(gprof *g, json_t *o) {
 }
 #endif
 
-/* All the figures into *out. */
 /* The LAYER op at each of n row counts, its GEMMs' FLOPs per second into
  * tflops[] and appended to mm as {"rows", "TFLOPS"}; `what` names the
  * weights in the log. */
@@ -241,6 +236,7 @@ static fg_status layer_rates(gprof *g, const uint32_t *rows, size_t n, const cha
     return st;
 }
 
+/* All the figures into *out. */
 static fg_status measure(gprof *g, json_t **out) {
     const fg_opt_config *c = &g->pa.cfg;
     double H = c->hidden, t = 0, tflops[N_MM] = {0};
