@@ -3,7 +3,8 @@
  * each other), plus what a command costs through the runtime, and write
  * one JSON profile: {"flexgen_profile": 1, "host", "cores", "offload_dir",
  * "model", "gpu": {...}, "cpu": {...}, "disk": {...}, "runtime": {"cmd_s",
- * "rtt_s"}}.
+ * "rtt_s"}, "engine": {...}}; the last is the engine run on a few layers
+ * against the rest (the calibration below).
  * The profile is cached per machine, backend and the filesystem of the
  * offload directory (fg_profile_cache_path: the disk is what is measured,
  * not the directory) and reused until --reprofile; the cost model
@@ -13,6 +14,7 @@
  * touches (default 8 GiB, --disk-test-size): a virtual disk cached by its
  * host reads a 1 GiB file far faster than it streams a model of tens of GB,
  * and the cost model must see the latter. */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -118,6 +120,160 @@ static fg_status measure_cmd(const char *device, double *cmd_s, double *rtt_s) {
     return st;
 }
 
+/* ---- the engine calibration --------------------------------------------------
+ *
+ * Each tier measured alone is not the whole story on a host whose cores
+ * the workers share: a decode op that takes 3.5 ms alone takes 4-5 ms
+ * inside a run, where the coordinator, the copies and the other workers
+ * wake on the same cores, and a unit whose attention the cpu worker
+ * computes waits on two relays. So the profile ends by running the engine
+ * itself (`flexgen run`, a child) on a short model of the profiled size's
+ * shapes (its first few layers), everything on the GPU tier, then with the
+ * cache on the CPU tier with and without CPU attention, and records what
+ * the cost model missed: the decode compute stream's measured / predicted
+ * time, and the seconds per unit the two CPU-cache paths add beyond that
+ * (fg_hw.h, "engine"). Prefill's long ops are predicted from the tiers
+ * alone. */
+
+typedef struct {
+    const fg_profile_opts *o;
+    char dir[PATH_MAX];       /* scratch: prompts, reports, logs */
+    char model[sizeof ((fg_opt_config *)0)->name + 16];   /* NAME:LAYERS */
+    int L, K, B, G;
+} calib;
+
+/* One engine run with `percent` (and CPU attention when ca) against the
+ * profile at hw; its measured and predicted decode seconds. */
+static fg_status calib_run(calib *cb, const char *hw, const char *tag, const char *const percent[6], int ca,
+                           double *meas, double *pred) {
+    char exe[PATH_MAX], ids[PATH_MAX + 16], rep[PATH_MAX + 32], out[PATH_MAX + 32], log[PATH_MAX + 32];
+    char gen[16], gbs[16], K[16];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return fg_err_set(FG_ERUNTIME, "/proc/self/exe: %s", strerror(errno));
+    exe[n] = 0;
+    snprintf(ids, sizeof ids, "%s/ids.json", cb->dir);
+    snprintf(rep, sizeof rep, "%s/%s.report.json", cb->dir, tag);
+    snprintf(out, sizeof out, "%s/%s.jsonl", cb->dir, tag);
+    snprintf(log, sizeof log, "%s/%s.log", cb->dir, tag);
+    snprintf(gen, sizeof gen, "%d", cb->G), snprintf(gbs, sizeof gbs, "%d", cb->B), snprintf(K, sizeof K, "%d", cb->K);
+    char *argv[40] = {exe, "run", "--dummy", cb->model, "--prompt-ids", ids, "--gen-len", gen, "--ignore-eos",
+                      "--gpu-batch-size", gbs, "--num-gpu-batches", K, "--hardware", (char *)hw, "--report", rep,
+                      "--out", out, "--offload-dir", (char *)cb->o->offload_dir, "--device", (char *)cb->o->device,
+                      "--percent"};
+    int a = 24;
+    for (int i = 0; i < 6; i++) argv[a++] = (char *)percent[i];
+    if (ca) argv[a++] = "--cpu-cache-compute";
+    argv[a] = NULL;
+    pid_t pid = fork();
+    if (pid < 0) return fg_err_set(FG_ERUNTIME, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        FILE *f = freopen(log, "w", stderr);
+        if (!f || !freopen("/dev/null", "w", stdout)) _exit(127);
+        execv(exe, argv);
+        _exit(127);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        char line[512] = "", last[512] = "(no message)";
+        FILE *f = fopen(log, "r");
+        while (f && fgets(line, sizeof line, f))
+            if (strstr(line, "error")) snprintf(last, sizeof last, "%s", line);
+        if (f) fclose(f);
+        last[strcspn(last, "\n")] = 0;
+        return fg_err_set(FG_ERUNTIME, "the engine calibration run (%s, --dummy %s) failed (status %d): %s", tag,
+                          cb->model, WIFEXITED(status) ? WEXITSTATUS(status) : -1, last);
+    }
+    json_t *r = NULL;
+    fg_status st = fg_json_load_file(rep, &r);
+    if (st) return st;
+    json_t *p = json_object_get(r, "predicted");
+    *meas = json_number_value(json_object_get(r, "decode_s"));
+    *pred = json_number_value(json_object_get(p, "decode_s"));
+    json_decref(r);
+    if (!(*meas > 0) || !(*pred > 0))
+        return fg_err_set(FG_ERUNTIME, "%s: the calibration run's report has no measured and predicted decode_s", rep);
+    return FG_OK;
+}
+
+static fg_status write_json(json_t *j, const char *path) {
+    char tmp[PATH_MAX + 16];
+    snprintf(tmp, sizeof tmp, "%s.partial", path);
+    if (json_dump_file(j, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return fg_err_set(FG_ERUNTIME, "%s: cannot write the profile", path);
+    }
+    return FG_OK;
+}
+
+/* The "engine" section of prof, measured against prof itself (written to
+ * path first, then rewritten as each figure is added). A model too large
+ * for this host's memory at two layers is not run: no section. */
+static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *path) {
+    fg_opt_config c;
+    fg_status st = fg_config_by_name(o->model, &c);
+    if (st) return st;
+    double H = c.hidden, layer = 2 * (4 * H * H + 2 * H * c.ffn_dim), globals = 2.0 * c.vocab_size * H;
+    double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    calib cb = {.o = o, .K = 4, .B = 8, .G = o->quick ? 4 : 16};
+    cb.L = (int)(1.5e9 / layer);
+    cb.L = cb.L < 2 ? 2 : cb.L > 6 ? 6 : cb.L;
+    if (cb.L > c.n_layers) cb.L = c.n_layers;
+    /* the weights twice (their host copy and the device arena), with room */
+    if (2 * (cb.L * layer + globals) > 0.4 * ram) {
+        fg_info("profile: %s at %d layers needs %.1f GB of this host's %.1f GB: no engine calibration (the tiers' "
+                "figures alone)", o->model, cb.L, 2 * (cb.L * layer + globals) / 1e9, ram / 1e9);
+        return FG_OK;
+    }
+    snprintf(cb.model, sizeof cb.model, "%s:%d", c.name, cb.L);
+    const char *tmpd = getenv("TMPDIR");
+    snprintf(cb.dir, sizeof cb.dir, "%s/flexgen-calib.XXXXXX", tmpd && tmpd[0] ? tmpd : "/tmp");
+    if (!mkdtemp(cb.dir)) return fg_err_set(FG_ERUNTIME, "%s: cannot create a scratch directory: %s", cb.dir, strerror(errno));
+    char ids[PATH_MAX + 16];
+    snprintf(ids, sizeof ids, "%s/ids.json", cb.dir);
+    FILE *f = fopen(ids, "w");
+    if (!f) st = fg_err_set(FG_ERUNTIME, "%s: %s", ids, strerror(errno));
+    for (int i = 0; f && i < cb.K * cb.B; i++) {   /* 32-token prompts of arbitrary ids */
+        fprintf(f, i ? ",[2" : "[[2");
+        for (int t = 1; t < 32; t++) fprintf(f, ",%d", 4 + (i * 7919 + t * 104729) % 40000);
+        fprintf(f, "]");
+    }
+    if (f && (fprintf(f, "]\n") < 0) + fclose(f)) st = fg_err_set(FG_ERUNTIME, "%s: cannot write", ids);
+    static const char *const all_gpu[6] = {"100", "0", "100", "0", "100", "0"};
+    static const char *const cache_cpu[6] = {"100", "0", "0", "100", "100", "0"};
+    double m = 0, p = 0, factor = 1, ca_s = 0, cl_s = 0;
+    /* decode units per run: (G - 1) tokens, K batches, L layers */
+    double units = (double)(cb.G - 1) * cb.K * cb.L;
+    json_t *eng = json_object();
+    fg_info("profile: the engine itself, on %d layers of %s (3 short runs)", cb.L, c.name);
+    if (!st && !(st = write_json(prof, path)) && !(st = calib_run(&cb, path, "gpu", all_gpu, 0, &m, &p))) {
+        factor = m / p;
+        factor = factor < 0.5 ? 0.5 : factor > 4 ? 4 : factor;
+        json_object_set_new(eng, "decode_compute_factor", json_real(factor));
+        json_object_set_new(prof, "engine", eng);
+        st = write_json(prof, path);
+    }
+    if (!st && !(st = calib_run(&cb, path, "cpu-attn", cache_cpu, 1, &m, &p))) ca_s = m > p ? (m - p) / units : 0;
+    if (!st && !(st = calib_run(&cb, path, "cache-load", cache_cpu, 0, &m, &p))) cl_s = m > p ? (m - p) / units : 0;
+    if (!st) {
+        json_object_set_new(eng, "cpu_attn_unit_s", json_real(ca_s));
+        json_object_set_new(eng, "cache_load_unit_s", json_real(cl_s));
+        json_object_set_new(eng, "model", json_string(cb.model));
+        fg_info("profile: in the engine, decode compute takes %.2fx the tiers' figures; a unit adds %.3f ms with "
+                "CPU attention, %.3f ms with its cache loaded from the CPU", factor, ca_s * 1e3, cl_s * 1e3);
+    }
+    if (!json_object_get(prof, "engine")) json_decref(eng);
+    DIR *d = opendir(cb.dir);   /* the scratch directory, flat */
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char fp[PATH_MAX + 300];
+        snprintf(fp, sizeof fp, "%s/%s", cb.dir, e->d_name);
+        if (e->d_name[0] != '.') unlink(fp);
+    }
+    if (d) closedir(d);
+    rmdir(cb.dir);
+    return st;
+}
+
 fg_status fg_profile_run(const fg_profile_opts *o, const char *path) {
     const char *roles[3] = {"gpu", "cpu", "disk"};
     json_t *prof = json_object();
@@ -149,17 +305,17 @@ fg_status fg_profile_run(const fg_profile_opts *o, const char *path) {
     double cmd_s = 0, rtt_s = 0;
     if (!st && !(st = measure_cmd(o->device, &cmd_s, &rtt_s)))
         json_object_set_new(prof, "runtime", json_pack("{s:f, s:f}", "cmd_s", cmd_s, "rtt_s", rtt_s));
-    if (!st) {
-        char dir[PATH_MAX], tmp[PATH_MAX + 16];
-        snprintf(dir, sizeof dir, "%s", path);
-        char *slash = strrchr(dir, '/');
-        if (slash) *slash = 0, mkdirs(dir);
-        snprintf(tmp, sizeof tmp, "%s.partial", path);
-        if (json_dump_file(prof, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 || rename(tmp, path) != 0) {
-            unlink(tmp);
-            st = fg_err_set(FG_ERUNTIME, "%s: cannot write the profile", path);
-        }
-    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0, mkdirs(dir);
+    /* the tiers' profile, at a scratch path the calibration runs read, then
+     * with the engine's figures at path */
+    char tiers[PATH_MAX + 16];
+    snprintf(tiers, sizeof tiers, "%s.tiers", path);
+    if (!st) st = calibrate(o, prof, tiers);
+    unlink(tiers);
+    if (!st) st = write_json(prof, path);
     json_decref(prof);
     return st;
 }

@@ -122,6 +122,14 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     else g.h2d.a[X_CC] = K * prefix, g.d2h_cache.a[X_CC] = K * rows_g;
     g.h2d.c += act_off * K * hb_g, g.d2h.c += act_off * K * hb_g;
     g.rd.c += act_disk * K * hb_g, g.wr.c += act_disk * K * hb_g;
+    /* the engine's own figures (the profile's calibration): its decode
+     * compute against the tiers', and what a unit adds over a CPU-tier cache
+     * attended on the CPU, or loaded (from the CPU or the disk) */
+    const double ef = hw->eng_decode_factor > 0 ? hw->eng_decode_factor : 1;
+    g.comp.c *= ef;
+    for (int v = 0; v < FG_COST_NX; v++) g.comp.a[v] *= ef;
+    g.comp.a[X_CC] += K * (ca ? hw->eng_cpu_attn_unit_s : hw->eng_cache_load_unit_s);
+    g.comp.a[X_CN] += K * hw->eng_cache_load_unit_s;
     g.cmds.c = K * (1 + 2 * act_off), g.cmds.a[X_WC] = g.cmds.a[X_WN] = 1;
     g.cmds.a[X_CC] = K * (ca ? 5 : 2), g.cmds.a[X_CN] = 4 * K;
     to_res(hw, &g, t->gen);
@@ -131,7 +139,7 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     for (int ph = 0; ph < 2; ph++) {
         step h;
         memset(&h, 0, sizeof h);
-        h.comp.c = K * mm_s(hw, B, 2 * B * H * V, ph == 0);
+        h.comp.c = K * mm_s(hw, B, 2 * B * H * V, ph == 0) * (ph == 0 ? 1 : ef);
         h.h2d.a[X_WC] = h.h2d.a[X_WN] = Wm;
         h.rd.a[X_WN] = Wm;
         h.d2h.c = K * 4 * B * V;

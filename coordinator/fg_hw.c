@@ -32,6 +32,7 @@ static void preset_t4(fg_hw *hw) {
     hw->attn_decode_gbps = 0.079 * 1000;
     hw->cpu_attn_gbps = 0.0123 * 1000;
     hw->cmd_s = 0;
+    hw->eng_decode_factor = 1;
 }
 
 int fg_hw_is_preset(const char *what) { return !strcmp(what, "flexgen-t4"); }
@@ -95,6 +96,18 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
     if ((st = num(path, disk, "disk", "engine_read_GBps", 0, &hw->disk_read_gbps)) ||
         (st = num(path, disk, "disk", "engine_write_GBps", 0, &hw->disk_write_gbps)))
         return st;
+    /* the engine's own figures (optional; 0 allowed for the added seconds) */
+    json_t *eng = json_object_get(root, "engine");
+    hw->eng_decode_factor = 1;
+    if (eng && (st = num(path, eng, "engine", "decode_compute_factor", 0, &hw->eng_decode_factor))) return st;
+    const char *adds[2] = {"cpu_attn_unit_s", "cache_load_unit_s"};
+    double *add_to[2] = {&hw->eng_cpu_attn_unit_s, &hw->eng_cache_load_unit_s};
+    for (int i = 0; eng && i < 2; i++) {
+        json_t *v = json_object_get(eng, adds[i]);
+        if (v && (!json_is_number(v) || !(json_number_value(v) >= 0) || !(json_number_value(v) < 1)))
+            return fg_err_set(FG_EINPUT, "%s: engine.%s must be seconds in [0, 1)", path, adds[i]);
+        if (v) *add_to[i] = json_number_value(v);
+    }
     hw->d2h_cache_gbps = hw->d2h_gbps;
     if ((st = num(path, gpu, "gpu", "d2h_cache_GBps", 0, &hw->d2h_cache_gbps))) return st;
     if ((st = table(path, gpu, "mm", !(hw->mm_prefill_tflops > 0 && hw->mm_decode_tflops > 0), hw->mm_rows,

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -423,13 +424,31 @@ fg_status fg_wsrc_open_dir(const char *dir, const char *name_hint, fg_wsrc **out
 }
 
 fg_status fg_wsrc_open_dummy(const char *name, uint64_t seed, fg_wsrc **out) {
+    /* NAME or NAME:LAYERS, the size's shapes with its first LAYERS decoder layers */
+    char base[sizeof ((fg_opt_config *)0)->name + 16];
+    const char *colon = strchr(name, ':');
+    snprintf(base, sizeof base, "%.*s", colon ? (int)(colon - name) : (int)strlen(name), name);
     fg_opt_config cfg;
-    fg_status st = fg_config_by_name(name, &cfg);
+    fg_status st = fg_config_by_name(base, &cfg);
     if (st) return st;
+    int full = cfg.n_layers;
+    if (colon) {
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(colon + 1, &end, 10);
+        if (errno || end == colon + 1 || *end || n < 1 || n > full)
+            return fg_err_set(FG_EINPUT, "--dummy %s: LAYERS after ':' must be an integer in 1..%d (%s has %d)", name,
+                              full, base, full);
+        cfg.n_layers = (int)n;
+    }
     fg_wsrc *ws = wsrc_alloc(&cfg);
     ws->kind = WS_DUMMY;
     ws->seed = seed;
-    snprintf(ws->desc, sizeof ws->desc, "dummy %s weights (seed %llu)", cfg.name, (unsigned long long)seed);
+    if (cfg.n_layers < full)
+        snprintf(ws->desc, sizeof ws->desc, "dummy %s weights, its first %d of %d layers (seed %llu)", cfg.name,
+                 cfg.n_layers, full, (unsigned long long)seed);
+    else
+        snprintf(ws->desc, sizeof ws->desc, "dummy %s weights (seed %llu)", cfg.name, (unsigned long long)seed);
     *out = ws;
     return FG_OK;
 }

@@ -19,7 +19,9 @@ fg_status fg_wsrc_open_dir(const char *dir, const char *name_hint, fg_wsrc **out
 
 /* Seeded random weights with the shapes of a named OPT size: for benchmarks
  * and demos. Values: Linear weights and embeddings ~ U with std 0.02 (as
- * Hugging Face initialises OPT), LayerNorm weights near 1, small biases. */
+ * Hugging Face initialises OPT), LayerNorm weights near 1, small biases.
+ * "NAME:LAYERS" keeps the first LAYERS decoder layers (the size's shapes,
+ * a shorter model: what `flexgen profile` runs the engine on). */
 fg_status fg_wsrc_open_dummy(const char *name, uint64_t seed, fg_wsrc **out);
 
 const fg_opt_config *fg_wsrc_config(const fg_wsrc *ws);
