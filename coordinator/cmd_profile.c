@@ -3,8 +3,8 @@
  * each other), plus what a command costs through the runtime, and write
  * one JSON profile: {"flexgen_profile": 1, "host", "cores", "offload_dir",
  * "model", "gpu": {...}, "cpu": {...}, "disk": {...}, "runtime": {"cmd_s",
- * "rtt_s"}, "engine": {...}}; the last is the engine run on a few layers
- * against the rest (the calibration below).
+ * "rtt_s"}, "engine": {...}}; the last is the engine run on the size (or
+ * its first layers) against the rest (the calibration below).
  * The profile is cached per machine, backend and the filesystem of the
  * offload directory (fg_profile_cache_path: the disk is what is measured,
  * not the directory) and reused until --reprofile; the cost model
@@ -127,13 +127,13 @@ static fg_status measure_cmd(const char *device, double *cmd_s, double *rtt_s) {
  * inside a run, where the coordinator, the copies and the other workers
  * wake on the same cores, and a unit whose attention the cpu worker
  * computes waits on two relays. So the profile ends by running the engine
- * itself (`flexgen run`, a child) on a short model of the profiled size's
- * shapes (its first few layers), everything on the GPU tier, then with the
- * cache on the CPU tier with and without CPU attention, and records what
- * the cost model missed: the decode compute stream's measured / predicted
- * time, and the seconds per unit the two CPU-cache paths add beyond that
- * (fg_hw.h, "engine"). Prefill's long ops are predicted from the tiers
- * alone. */
+ * itself (`flexgen run`, a child) on the profiled size (or, where that
+ * does not fit this host twice over, its first layers), everything on the
+ * GPU tier, then with the cache on the CPU tier with and without CPU
+ * attention, and records what the cost model missed: the decode compute
+ * stream's measured / predicted time, and the seconds per unit the two
+ * CPU-cache paths add beyond that (fg_hw.h, "engine"). Prefill's long ops
+ * are predicted from the tiers alone. */
 
 typedef struct {
     const fg_profile_opts *o;
@@ -216,16 +216,23 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     double H = c.hidden, layer = 2 * (4 * H * H + 2 * H * c.ffn_dim), globals = 2.0 * c.vocab_size * H;
     double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     calib cb = {.o = o, .K = 4, .B = 8, .G = o->quick ? 4 : 16};
-    cb.L = (int)(1.5e9 / layer);
-    cb.L = cb.L < 2 ? 2 : cb.L > 6 ? 6 : cb.L;
-    if (cb.L > c.n_layers) cb.L = c.n_layers;
-    /* the weights twice (their host copy and the device arena), with room */
+    /* the whole model where its weights fit twice (their host copy and the
+     * device arena) in a quarter of this host's memory: per layer, a
+     * 24-layer opt-1.3b decoded 30% slower than a 6-layer one here, the
+     * larger arena's page walks; else as many layers as 1.5 GB holds, at
+     * least 2 */
+    cb.L = c.n_layers;
+    if (2 * (cb.L * layer + globals) > 0.25 * ram) {
+        cb.L = (int)(1.5e9 / layer);
+        cb.L = cb.L < 2 ? 2 : cb.L > c.n_layers ? c.n_layers : cb.L;
+    }
     if (2 * (cb.L * layer + globals) > 0.4 * ram) {
         fg_info("profile: %s at %d layers needs %.1f GB of this host's %.1f GB: no engine calibration (the tiers' "
                 "figures alone)", o->model, cb.L, 2 * (cb.L * layer + globals) / 1e9, ram / 1e9);
         return FG_OK;
     }
-    snprintf(cb.model, sizeof cb.model, "%s:%d", c.name, cb.L);
+    if (cb.L < c.n_layers) snprintf(cb.model, sizeof cb.model, "%s:%d", c.name, cb.L);
+    else snprintf(cb.model, sizeof cb.model, "%s", c.name);
     const char *tmpd = getenv("TMPDIR");
     snprintf(cb.dir, sizeof cb.dir, "%s/flexgen-calib.XXXXXX", tmpd && tmpd[0] ? tmpd : "/tmp");
     if (!mkdtemp(cb.dir)) return fg_err_set(FG_ERUNTIME, "%s: cannot create a scratch directory: %s", cb.dir, strerror(errno));
@@ -245,7 +252,7 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     /* decode units per run: (G - 1) tokens, K batches, L layers */
     double units = (double)(cb.G - 1) * cb.K * cb.L;
     json_t *eng = json_object();
-    fg_info("profile: the engine itself, on %d layers of %s (3 short runs)", cb.L, c.name);
+    fg_info("profile: the engine itself, on %d layers of %s (3 runs)", cb.L, c.name);
     if (!st && !(st = write_json(prof, path)) && !(st = calib_run(&cb, path, "gpu", all_gpu, 0, &m, &p))) {
         factor = m / p;
         factor = factor < 0.5 ? 0.5 : factor > 4 ? 4 : factor;
