@@ -37,9 +37,6 @@ static uint64_t host_workspace_bytes(const fg_opt_config *c, uint32_t max_rows) 
            8ull * (uint64_t)c->vocab_size;
 }
 
-/* Committed (written) as it is allocated, as a GPU's memory is: a first
- * write to a fresh page inside the run costs about 12 us on a virtual
- * machine, and the arena and workspace are hundreds of MB. */
 #define HUGE_2M (2u << 20)
 
 /* Transparent huge pages where the kernel gives them on request (its
@@ -52,6 +49,9 @@ static void huge(void *p, uint64_t n) {
     if (n >= HUGE_2M) (void)madvise(p, (size_t)n, MADV_HUGEPAGE);
 }
 
+/* Committed (written) as it is allocated, as a GPU's memory is: a first
+ * write to a fresh page inside the run costs about 12 us on a virtual
+ * machine, and the arena and workspace are hundreds of MB. */
 static float *alloc_f32(uint64_t n, int *failed) {
     void *p = NULL;
     if (*failed || n > SIZE_MAX / sizeof(float) ||
