@@ -3,6 +3,8 @@
 #include "fg_common.h"
 
 #include <ctype.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -90,6 +92,18 @@ double fg_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int fg_remove_flat_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+    return rmdir(dir);
 }
 
 double fg_log_interp(const double *xs, const double *ys, int n, double x) {

@@ -75,6 +75,10 @@ fg_status fg_parse_size(const char *s, uint64_t *out);
 /* A decimal integer in [lo, hi] for flag `flag`; FG_EINPUT saying so. */
 fg_status fg_parse_int(const char *flag, const char *v, int lo, int hi, int *out);
 
+/* Remove dir and the files in it; a subdirectory is left alone (someone
+ * else put it there), and then so is dir. 0, or -1 with errno. */
+int fg_remove_flat_dir(const char *dir);
+
 /* Read a whole file into a NUL-terminated heap buffer. */
 fg_status fg_read_file(const char *path, char **data, size_t *len);
 

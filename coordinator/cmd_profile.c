@@ -14,7 +14,6 @@
  * touches (default 8 GiB, --disk-test-size): a virtual disk cached by its
  * host reads a 1 GiB file far faster than it streams a model of tens of GB,
  * and the cost model must see the latter. */
-#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -29,10 +28,12 @@
 
 #include "fg_backend.h"
 #include "fg_cmds.h"
+#include "fg_cost.h"
 #include "fg_engine_ops.h"
 #include "fg_profile_run.h"
 #include "fg_super.h"
 #include "fg_super_proc.h"
+#include "fg_weights.h"
 
 fg_status fg_profile_cache_path(const char *offload_dir, const char *device, const char *model, char *out, size_t cap) {
     char host[256] = "host";
@@ -160,7 +161,8 @@ static fg_status calib_run(calib *cb, const char *hw, const char *tag, const cha
                       "--gpu-batch-size", gbs, "--num-gpu-batches", K, "--hardware", (char *)hw, "--report", rep,
                       "--out", out, "--offload-dir", (char *)cb->o->offload_dir, "--device", (char *)cb->o->device,
                       "--percent"};
-    int a = 24;
+    int a = 0;
+    while (argv[a]) a++;
     for (int i = 0; i < 6; i++) argv[a++] = (char *)percent[i];
     if (ca) argv[a++] = "--cpu-cache-compute";
     argv[a] = NULL;
@@ -210,10 +212,14 @@ static fg_status write_json(json_t *j, const char *path) {
  * path first, then rewritten as each figure is added). A model too large
  * for this host's memory at two layers is not run: no section. */
 static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *path) {
-    fg_opt_config c;
-    fg_status st = fg_config_by_name(o->model, &c);
+    fg_wsrc *ws = NULL;   /* the size's tensors (no weights are made) */
+    fg_status st = fg_wsrc_open_dummy(o->model, 0, &ws);
     if (st) return st;
-    double H = c.hidden, layer = 2 * (4 * H * H + 2 * H * c.ffn_dim), globals = 2.0 * c.vocab_size * H;
+    const fg_opt_config c = *fg_wsrc_config(ws);
+    fg_cost_case cs = {0};
+    fg_cost_case_weights(&cs, &c, fg_wsrc_specs(ws));
+    fg_wsrc_destroy(&ws);
+    double layer = cs.layer_bytes, globals = cs.model_bytes;
     double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     calib cb = {.o = o, .K = 4, .B = 8, .G = o->quick ? 4 : 16};
     /* the whole model where its weights fit twice (their host copy and the
@@ -270,14 +276,7 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
                 "CPU attention, %.3f ms with its cache loaded from the CPU", factor, ca_s * 1e3, cl_s * 1e3);
     }
     if (!json_object_get(prof, "engine")) json_decref(eng);
-    DIR *d = opendir(cb.dir);   /* the scratch directory, flat */
-    for (struct dirent *e; d && (e = readdir(d));) {
-        char fp[PATH_MAX + 300];
-        snprintf(fp, sizeof fp, "%s/%s", cb.dir, e->d_name);
-        if (e->d_name[0] != '.') unlink(fp);
-    }
-    if (d) closedir(d);
-    rmdir(cb.dir);
+    fg_remove_flat_dir(cb.dir);
     return st;
 }
 

@@ -125,7 +125,7 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     /* the engine's own figures (the profile's calibration): its decode
      * compute against the tiers', and what a unit adds over a CPU-tier cache
      * attended on the CPU, or loaded (from the CPU or the disk) */
-    const double ef = hw->eng_decode_factor > 0 ? hw->eng_decode_factor : 1;
+    const double ef = hw->eng_decode_factor;
     g.comp.c *= ef;
     for (int v = 0; v < FG_COST_NX; v++) g.comp.a[v] *= ef;
     g.comp.a[X_CC] += K * (ca ? hw->eng_cpu_attn_unit_s : hw->eng_cache_load_unit_s);

@@ -32,7 +32,6 @@ static void preset_t4(fg_hw *hw) {
     hw->attn_decode_gbps = 0.079 * 1000;
     hw->cpu_attn_gbps = 0.0123 * 1000;
     hw->cmd_s = 0;
-    hw->eng_decode_factor = 1;
 }
 
 int fg_hw_is_preset(const char *what) { return !strcmp(what, "flexgen-t4"); }
@@ -98,7 +97,6 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
         return st;
     /* the engine's own figures (optional; 0 allowed for the added seconds) */
     json_t *eng = json_object_get(root, "engine");
-    hw->eng_decode_factor = 1;
     if (eng && (st = num(path, eng, "engine", "decode_compute_factor", 0, &hw->eng_decode_factor))) return st;
     const char *adds[2] = {"cpu_attn_unit_s", "cache_load_unit_s"};
     double *add_to[2] = {&hw->eng_cpu_attn_unit_s, &hw->eng_cache_load_unit_s};
@@ -144,6 +142,7 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
 
 fg_status fg_hw_load(const char *what, fg_hw *hw) {
     memset(hw, 0, sizeof *hw);
+    hw->eng_decode_factor = 1;   /* no engine figures: the tiers' alone */
     if (fg_hw_is_preset(what)) {
         snprintf(hw->source, sizeof hw->source, "preset %s", what);
         preset_t4(hw);

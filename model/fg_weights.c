@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -433,13 +432,9 @@ fg_status fg_wsrc_open_dummy(const char *name, uint64_t seed, fg_wsrc **out) {
     if (st) return st;
     int full = cfg.n_layers;
     if (colon) {
-        char *end = NULL;
-        errno = 0;
-        long n = strtol(colon + 1, &end, 10);
-        if (errno || end == colon + 1 || *end || n < 1 || n > full)
-            return fg_err_set(FG_EINPUT, "--dummy %s: LAYERS after ':' must be an integer in 1..%d (%s has %d)", name,
-                              full, base, full);
-        cfg.n_layers = (int)n;
+        char flag[sizeof base + 64];
+        snprintf(flag, sizeof flag, "--dummy %s: LAYERS after ':' (%s has %d)", name, base, full);
+        if ((st = fg_parse_int(flag, colon + 1, 1, full, &cfg.n_layers))) return st;
     }
     fg_wsrc *ws = wsrc_alloc(&cfg);
     ws->kind = WS_DUMMY;

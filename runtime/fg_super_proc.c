@@ -64,22 +64,8 @@ fg_status fg_sup_rundir_make(const char *run_id, char *dir, size_t cap) {
     return FG_OK;
 }
 
-/* Files only: a run dir holds the owner file and the ipc socket. A
- * subdirectory means someone else put it there, and it is left alone. */
-static int remove_flat_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        unlinkat(dirfd(d), de->d_name, 0);
-    }
-    closedir(d);
-    return rmdir(dir);
-}
-
 void fg_sup_rundir_remove(const char *dir) {
-    if (dir && dir[0]) remove_flat_dir(dir);
+    if (dir && dir[0]) fg_remove_flat_dir(dir);
 }
 
 int fg_sup_rundir_sweep(void) {
@@ -103,7 +89,7 @@ int fg_sup_rundir_sweep(void) {
         int parsed = f && fscanf(f, "%d %llu", &pid, &ticks) == 2;
         if (f) fclose(f);
         int dead = parsed ? !fg_proc_alive(pid, ticks) : now - sb.st_mtime > 60;
-        if (dead && remove_flat_dir(dir) == 0) {
+        if (dead && fg_remove_flat_dir(dir) == 0) {
             fg_info("swept stale run dir %s (owner pid %d is gone)", dir, pid);
             removed++;
         }

@@ -72,7 +72,7 @@ expect prompt_too_long long.json "positions" -- --model "$good" --prompt-ids "$w
 expect missing_model nowhere "not a model directory" -- --model "$work/nowhere" --prompt-ids "$work/p.json"
 expect unknown_dummy opt-7b "unknown model name" -- --dummy opt-7b --prompt-ids "$work/p.json"
 for bad in opt-125m:0 opt-125m:13 opt-125m:x opt-125m: opt-125m:2x; do
-  expect "dummy_layers_$bad" "$bad" "LAYERS after ':' must be an integer in 1..12" -- --dummy "$bad" --prompt-ids "$work/p.json"
+  expect "dummy_layers_$bad" "$bad" "LAYERS after ':' (opt-125m has 12): expected an integer in [1, 12]" -- --dummy "$bad" --prompt-ids "$work/p.json"
 done
 expect bad_flag gen-len "integer" -- --model "$good" --prompt-ids "$work/p.json" --gen-len x
 
