@@ -257,6 +257,8 @@ int fg_cmd_policy(int argc, char **argv) {
         json_t *pj = json_object_get(o, "policy");
         json_object_set_new(pj, "compress_weight", json_boolean(p->compress_weight));
         json_object_set_new(pj, "compress_cache", json_boolean(p->compress_cache));
+        json_object_set_new(o, "prefill_resource_s", fg_cost_res_json(r.pred.pre_res));
+        json_object_set_new(o, "decode_resource_s", fg_cost_res_json(r.pred.gen_res));
         char *s = json_dumps(o, JSON_COMPACT);
         printf("%s\n", s);
         free(s);

@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -126,39 +127,75 @@ static fg_status measure_cmd(const char *device, double *cmd_s, double *rtt_s) {
  * Each tier measured alone is not the whole story on a host whose cores
  * the workers share: a decode op that takes 3.5 ms alone takes 4-5 ms
  * inside a run, where the coordinator, the copies and the other workers
- * wake on the same cores, and a unit whose attention the cpu worker
- * computes waits on two relays. So the profile ends by running the engine
- * itself (`flexgen run`, a child) on the profiled size (or, where that
- * does not fit this host twice over, its first layers), everything on the
- * GPU tier, then with the cache on the CPU tier with and without CPU
- * attention, and records what the cost model missed: the decode compute
- * stream's measured / predicted time, and the seconds per unit the two
- * CPU-cache paths add beyond that (fg_hw.h, "engine"). Prefill's long ops
- * are predicted from the tiers alone. */
+ * wake on the same cores; a copy that streams at 15 GB/s alone moves a
+ * layer's weights at about 10 GB/s beside the compute it overlaps; and a
+ * unit whose attention the cpu worker computes waits on two relays. So the
+ * profile ends by running the engine itself (`flexgen run`, a child) on the
+ * profiled size (or, where that does not fit this host twice over, its
+ * first layers) against the tiers' figures, and records what the cost
+ * model missed (fg_hw.h, "engine"), each figure the median of `rounds`
+ * runs (3; 1 with --quick) and each kind measured with the figures before
+ * it already in the profile:
+ *   1. everything on the GPU tier: the compute stream's measured / predicted
+ *      time, decode and prefill;
+ *   2. the weights on the CPU tier, one batch of 8 (copies dominate): a
+ *      copy's measured / predicted seconds;
+ *   3. the cache on the CPU tier, with and without CPU attention: the
+ *      seconds per decode unit each path adds beyond that. */
 
 typedef struct {
     const fg_profile_opts *o;
     char dir[PATH_MAX];       /* scratch: prompts, reports, logs */
     char model[sizeof ((fg_opt_config *)0)->name + 16];   /* NAME:LAYERS */
-    int L, K, B, G;
+    int L, G;
 } calib;
 
-/* One engine run with `percent` (and CPU attention when ca) against the
- * profile at hw; its measured and predicted decode seconds. */
-static fg_status calib_run(calib *cb, const char *hw, const char *tag, const char *const percent[6], int ca,
-                           double *meas, double *pred) {
+/* What one calibration run measured, and what the cost model predicted for it. */
+typedef struct {
+    double pre_m, pre_p, dec_m, dec_p;
+    double dec_copy_p;        /* predicted seconds of decode copies (cpu->gpu and gpu->cpu) */
+    int dec_copy_bound;       /* the predicted decode bottleneck is a copy */
+} calib_meas;
+
+/* The prompts of a run of n sequences: 32 tokens of arbitrary ids each,
+ * at dir/ids-N.json. */
+static fg_status write_ids(const calib *cb, int n) {
+    char ids[PATH_MAX + 16];
+    snprintf(ids, sizeof ids, "%s/ids-%d.json", cb->dir, n);
+    FILE *f = fopen(ids, "w");
+    if (!f) return fg_err_set(FG_ERUNTIME, "%s: %s", ids, strerror(errno));
+    for (int i = 0; i < n; i++) {
+        fprintf(f, i ? ",[2" : "[[2");
+        for (int t = 1; t < 32; t++) fprintf(f, ",%d", 4 + (i * 7919 + t * 104729) % 40000);
+        fprintf(f, "]");
+    }
+    if ((fprintf(f, "]\n") < 0) + fclose(f)) return fg_err_set(FG_ERUNTIME, "%s: cannot write", ids);
+    return FG_OK;
+}
+
+static double report_num(json_t *r, const char *a, const char *b, const char *c) {
+    json_t *v = json_object_get(r, a);
+    if (b) v = json_object_get(v, b);
+    if (c) v = json_object_get(v, c);
+    return json_number_value(v);
+}
+
+/* One engine run, K batches of B, with `percent` (and CPU attention when
+ * ca) against the profile at hw. */
+static fg_status calib_run(calib *cb, const char *hw, const char *tag, int K, int B, const char *const percent[6],
+                           int ca, calib_meas *r) {
     char exe[PATH_MAX], ids[PATH_MAX + 16], rep[PATH_MAX + 32], out[PATH_MAX + 32], log[PATH_MAX + 32];
-    char gen[16], gbs[16], K[16];
+    char gen[16], gbs[16], nb[16];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) return fg_err_set(FG_ERUNTIME, "/proc/self/exe: %s", strerror(errno));
     exe[n] = 0;
-    snprintf(ids, sizeof ids, "%s/ids.json", cb->dir);
+    snprintf(ids, sizeof ids, "%s/ids-%d.json", cb->dir, K * B);
     snprintf(rep, sizeof rep, "%s/%s.report.json", cb->dir, tag);
     snprintf(out, sizeof out, "%s/%s.jsonl", cb->dir, tag);
     snprintf(log, sizeof log, "%s/%s.log", cb->dir, tag);
-    snprintf(gen, sizeof gen, "%d", cb->G), snprintf(gbs, sizeof gbs, "%d", cb->B), snprintf(K, sizeof K, "%d", cb->K);
+    snprintf(gen, sizeof gen, "%d", cb->G), snprintf(gbs, sizeof gbs, "%d", B), snprintf(nb, sizeof nb, "%d", K);
     char *argv[40] = {exe, "run", "--dummy", cb->model, "--prompt-ids", ids, "--gen-len", gen, "--ignore-eos",
-                      "--gpu-batch-size", gbs, "--num-gpu-batches", K, "--hardware", (char *)hw, "--report", rep,
+                      "--gpu-batch-size", gbs, "--num-gpu-batches", nb, "--hardware", (char *)hw, "--report", rep,
                       "--out", out, "--offload-dir", (char *)cb->o->offload_dir, "--device", (char *)cb->o->device,
                       "--percent"};
     int a = 0;
@@ -166,6 +203,8 @@ static fg_status calib_run(calib *cb, const char *hw, const char *tag, const cha
     for (int i = 0; i < 6; i++) argv[a++] = (char *)percent[i];
     if (ca) argv[a++] = "--cpu-cache-compute";
     argv[a] = NULL;
+    fg_status st = write_ids(cb, K * B);
+    if (st) return st;
     pid_t pid = fork();
     if (pid < 0) return fg_err_set(FG_ERUNTIME, "fork: %s", strerror(errno));
     if (pid == 0) {
@@ -186,15 +225,18 @@ static fg_status calib_run(calib *cb, const char *hw, const char *tag, const cha
         return fg_err_set(FG_ERUNTIME, "the engine calibration run (%s, --dummy %s) failed (status %d): %s", tag,
                           cb->model, WIFEXITED(status) ? WEXITSTATUS(status) : -1, last);
     }
-    json_t *r = NULL;
-    fg_status st = fg_json_load_file(rep, &r);
-    if (st) return st;
-    json_t *p = json_object_get(r, "predicted");
-    *meas = json_number_value(json_object_get(r, "decode_s"));
-    *pred = json_number_value(json_object_get(p, "decode_s"));
-    json_decref(r);
-    if (!(*meas > 0) || !(*pred > 0))
-        return fg_err_set(FG_ERUNTIME, "%s: the calibration run's report has no measured and predicted decode_s", rep);
+    json_t *j = NULL;
+    if ((st = fg_json_load_file(rep, &j))) return st;
+    r->pre_m = report_num(j, "prefill_s", NULL, NULL), r->dec_m = report_num(j, "decode_s", NULL, NULL);
+    r->pre_p = report_num(j, "predicted", "prefill_s", NULL), r->dec_p = report_num(j, "predicted", "decode_s", NULL);
+    r->dec_copy_p = report_num(j, "predicted", "decode_resource_s", fg_cost_res_name(R_H2D)) +
+                    report_num(j, "predicted", "decode_resource_s", fg_cost_res_name(R_D2H));
+    const char *bn = json_string_value(json_object_get(json_object_get(j, "predicted"), "decode_bottleneck"));
+    r->dec_copy_bound = bn && (!strcmp(bn, fg_cost_res_name(R_H2D)) || !strcmp(bn, fg_cost_res_name(R_D2H)));
+    json_decref(j);
+    if (!(r->pre_m > 0) || !(r->pre_p > 0) || !(r->dec_m > 0) || !(r->dec_p > 0))
+        return fg_err_set(FG_ERUNTIME, "%s: the calibration run's report lacks measured and predicted prefill_s and decode_s",
+                          rep);
     return FG_OK;
 }
 
@@ -207,6 +249,20 @@ static fg_status write_json(json_t *j, const char *path) {
     }
     return FG_OK;
 }
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static double clamp(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+#define CALIB_MAX_ROUNDS 3
 
 /* The "engine" section of prof, measured against prof itself (written to
  * path first, then rewritten as each figure is added). A model too large
@@ -221,7 +277,8 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     fg_wsrc_destroy(&ws);
     double layer = cs.layer_bytes, globals = cs.model_bytes;
     double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    calib cb = {.o = o, .K = 4, .B = 8, .G = o->quick ? 4 : 16};
+    calib cb = {.o = o, .G = o->quick ? 4 : 16};
+    const int rounds = o->quick ? 1 : CALIB_MAX_ROUNDS, K = 4, B = 8;
     /* the whole model where its weights fit twice (their host copy and the
      * device arena) in a quarter of this host's memory: per layer, a
      * 24-layer opt-1.3b decoded 30% slower than a 6-layer one here, the
@@ -242,40 +299,68 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     const char *tmpd = getenv("TMPDIR");
     snprintf(cb.dir, sizeof cb.dir, "%s/flexgen-calib.XXXXXX", tmpd && tmpd[0] ? tmpd : "/tmp");
     if (!mkdtemp(cb.dir)) return fg_err_set(FG_ERUNTIME, "%s: cannot create a scratch directory: %s", cb.dir, strerror(errno));
-    char ids[PATH_MAX + 16];
-    snprintf(ids, sizeof ids, "%s/ids.json", cb.dir);
-    FILE *f = fopen(ids, "w");
-    if (!f) st = fg_err_set(FG_ERUNTIME, "%s: %s", ids, strerror(errno));
-    for (int i = 0; f && i < cb.K * cb.B; i++) {   /* 32-token prompts of arbitrary ids */
-        fprintf(f, i ? ",[2" : "[[2");
-        for (int t = 1; t < 32; t++) fprintf(f, ",%d", 4 + (i * 7919 + t * 104729) % 40000);
-        fprintf(f, "]");
-    }
-    if (f && (fprintf(f, "]\n") < 0) + fclose(f)) st = fg_err_set(FG_ERUNTIME, "%s: cannot write", ids);
     static const char *const all_gpu[6] = {"100", "0", "100", "0", "100", "0"};
+    static const char *const weights_cpu[6] = {"0", "100", "100", "0", "100", "0"};
     static const char *const cache_cpu[6] = {"100", "0", "0", "100", "100", "0"};
-    double m = 0, p = 0, factor = 1, ca_s = 0, cl_s = 0;
-    /* decode units per run: (G - 1) tokens, K batches, L layers */
-    double units = (double)(cb.G - 1) * cb.K * cb.L;
+    const int shared = json_is_true(json_object_get(json_object_get(prof, "gpu"), "shares_host_cpu"));
+    double dec[CALIB_MAX_ROUNDS], pre[CALIB_MAX_ROUNDS], copy[CALIB_MAX_ROUNDS], ca[CALIB_MAX_ROUNDS],
+        cl[CALIB_MAX_ROUNDS];
+    int n_copy = 0;
+    calib_meas m;
+    char tag[32];
+    /* decode units per K x B run: (G - 1) tokens, K batches, L layers */
+    const double units = (double)(cb.G - 1) * K * cb.L;
     json_t *eng = json_object();
-    fg_info("profile: the engine itself, on %d layers of %s (3 runs)", cb.L, c.name);
-    if (!st && !(st = write_json(prof, path)) && !(st = calib_run(&cb, path, "gpu", all_gpu, 0, &m, &p))) {
-        factor = m / p;
-        factor = factor < 0.5 ? 0.5 : factor > 4 ? 4 : factor;
-        json_object_set_new(eng, "decode_compute_factor", json_real(factor));
-        json_object_set_new(prof, "engine", eng);
+    json_object_set_new(prof, "engine", eng);
+    fg_info("profile: the engine itself, on %d layers of %s (%d runs)", cb.L, c.name, 4 * rounds);
+    /* 1. the compute stream */
+    if (!st) st = write_json(prof, path);
+    for (int i = 0; i < rounds && !st; i++) {
+        snprintf(tag, sizeof tag, "gpu-%d", i);
+        if (!(st = calib_run(&cb, path, tag, K, B, all_gpu, 0, &m))) dec[i] = m.dec_m / m.dec_p, pre[i] = m.pre_m / m.pre_p;
+    }
+    if (!st) {
+        json_object_set_new(eng, "decode_compute_factor", json_real(clamp(median(dec, rounds), 0.5, 4)));
+        json_object_set_new(eng, "prefill_compute_factor", json_real(clamp(median(pre, rounds), 0.5, 4)));
         st = write_json(prof, path);
     }
-    if (!st && !(st = calib_run(&cb, path, "cpu-attn", cache_cpu, 1, &m, &p))) ca_s = m > p ? (m - p) / units : 0;
-    if (!st && !(st = calib_run(&cb, path, "cache-load", cache_cpu, 0, &m, &p))) cl_s = m > p ? (m - p) / units : 0;
-    if (!st) {
-        json_object_set_new(eng, "cpu_attn_unit_s", json_real(ca_s));
-        json_object_set_new(eng, "cache_load_unit_s", json_real(cl_s));
-        json_object_set_new(eng, "model", json_string(cb.model));
-        fg_info("profile: in the engine, decode compute takes %.2fx the tiers' figures; a unit adds %.3f ms with "
-                "CPU attention, %.3f ms with its cache loaded from the CPU", factor, ca_s * 1e3, cl_s * 1e3);
+    /* 2. the copies: the time a run took beyond its prediction, over the
+     * seconds it predicted for copies; where copies bound the step, the
+     * whole ratio; where they overlap the compute on a separate engine
+     * (a GPU's copy engine) and do not bound it, nothing to learn */
+    for (int i = 0; i < rounds && !st; i++) {
+        snprintf(tag, sizeof tag, "copy-%d", i);
+        if ((st = calib_run(&cb, path, tag, 1, B, weights_cpu, 0, &m))) break;
+        if (m.dec_copy_bound) copy[n_copy++] = m.dec_m / m.dec_p;
+        else if (shared && m.dec_copy_p > 0) copy[n_copy++] = 1 + (m.dec_m - m.dec_p) / m.dec_copy_p;
     }
-    if (!json_object_get(prof, "engine")) json_decref(eng);
+    if (!st) {
+        json_object_set_new(eng, "copy_factor", json_real(n_copy ? clamp(median(copy, n_copy), 0.5, 4) : 1));
+        st = write_json(prof, path);
+    }
+    /* 3. a cache on the CPU tier, attended there and loaded from there */
+    for (int i = 0; i < rounds && !st; i++) {
+        snprintf(tag, sizeof tag, "cpu-attn-%d", i);
+        if ((st = calib_run(&cb, path, tag, K, B, cache_cpu, 1, &m))) break;
+        ca[i] = m.dec_m > m.dec_p ? (m.dec_m - m.dec_p) / units : 0;
+        snprintf(tag, sizeof tag, "cache-load-%d", i);
+        if ((st = calib_run(&cb, path, tag, K, B, cache_cpu, 0, &m))) break;
+        cl[i] = m.dec_m > m.dec_p ? (m.dec_m - m.dec_p) / units : 0;
+    }
+    if (!st) {
+        json_object_set_new(eng, "cpu_attn_unit_s", json_real(median(ca, rounds)));
+        json_object_set_new(eng, "cache_load_unit_s", json_real(median(cl, rounds)));
+        json_object_set_new(eng, "model", json_string(cb.model));
+        json_object_set_new(eng, "rounds", json_integer(rounds));
+        fg_info("profile: in the engine, decode compute takes %.2fx the tiers' figures, prefill compute %.2fx, a "
+                "copy %.2fx; a decode unit adds %.3f ms with CPU attention, %.3f ms with its cache loaded from the "
+                "CPU (medians of %d runs)",
+                report_num(eng, "decode_compute_factor", NULL, NULL), report_num(eng, "prefill_compute_factor", NULL, NULL),
+                report_num(eng, "copy_factor", NULL, NULL), report_num(eng, "cpu_attn_unit_s", NULL, NULL) * 1e3,
+                report_num(eng, "cache_load_unit_s", NULL, NULL) * 1e3, rounds);
+    } else {
+        json_object_del(prof, "engine");   /* a part-measured section is not kept */
+    }
     fg_remove_flat_dir(cb.dir);
     return st;
 }
@@ -331,7 +416,9 @@ static void usage(FILE *f) {
         "usage: flexgen profile [--offload-dir DIR] [--device NAME] [--model NAME] [--out FILE]\n"
         "                       [--reprofile] [--disk-test-size SIZE] [--quick]\n\n"
         "Measures each tier with its worker alone (flexgen-{gpu,cpu,disk}-worker --profile) and the\n"
-        "runtime's per-command cost, and writes one JSON profile for the policy's cost model.\n"
+        "runtime's per-command cost, then runs the engine itself (flexgen run, 12 short runs; 4 with\n"
+        "--quick) against those figures to learn what they miss, and writes one JSON profile for the\n"
+        "policy's cost model. Run it on an otherwise idle machine: it measures speed.\n"
         "Without --out it is cached per machine, backend, offload filesystem and model size (the path\n"
         "is printed) and reused until --reprofile.\n\n"
         "  --offload-dir DIR       the disk tier to measure (default ./flexgen-offload)\n"

@@ -165,6 +165,9 @@ static fg_status write_report(const char *path, const run_args *a, const fg_opt_
                 "throughput_tokens_per_s", pred->pred.throughput, "prefill_s", pred->pred.prefill_s,
                 "decode_s", pred->pred.decode_s, "prefill_bottleneck", fg_cost_res_name(pred->pred.pre_bottleneck),
                 "decode_bottleneck", fg_cost_res_name(pred->pred.gen_bottleneck)));
+            json_t *pp = json_object_get(o, "predicted");   /* what each resource is busy for: the bottleneck's margin */
+            json_object_set_new(pp, "prefill_resource_s", fg_cost_res_json(pred->pred.pre_res));
+            json_object_set_new(pp, "decode_resource_s", fg_cost_res_json(pred->pred.gen_res));
         }
     }
     char tmp[PATH_MAX];

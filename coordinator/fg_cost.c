@@ -9,6 +9,12 @@ const char *fg_cost_res_name(int r) {
     return r >= 0 && r < FG_COST_NRES ? n[r] : "?";
 }
 
+json_t *fg_cost_res_json(const double res[FG_COST_NRES]) {
+    json_t *o = json_object();
+    for (int r = 0; r < FG_COST_NRES; r++) json_object_set_new(o, fg_cost_res_name(r), json_real(res[r]));
+    return o;
+}
+
 double fg_lin_eval(const fg_lin *l, const double *x) {
     double s = l->c;
     for (int v = 0; v < FG_COST_NX; v++) s += l->a[v] * x[v];
@@ -64,9 +70,10 @@ static void to_res(const fg_hw *hw, const step *s, fg_lin res[FG_COST_NRES]) {
     memset(res, 0, FG_COST_NRES * sizeof *res);
     lin_add(&res[R_COMPUTE], &s->comp, 1);
     lin_add(&res[R_COMPUTE], &s->cmds, hw->cmd_s);
-    lin_add(&res[R_H2D], &s->h2d, 1 / (hw->h2d_gbps * 1e9));
-    lin_add(&res[R_D2H], &s->d2h, 1 / (hw->d2h_gbps * 1e9));
-    lin_add(&res[R_D2H], &s->d2h_cache, 1 / (hw->d2h_cache_gbps * 1e9));
+    const double cf = hw->eng_copy_factor;   /* the engine's copies against the tiers' copy rates */
+    lin_add(&res[R_H2D], &s->h2d, cf / (hw->h2d_gbps * 1e9));
+    lin_add(&res[R_D2H], &s->d2h, cf / (hw->d2h_gbps * 1e9));
+    lin_add(&res[R_D2H], &s->d2h_cache, cf / (hw->d2h_cache_gbps * 1e9));
     lin_add(&res[R_DISK], &s->rd, 1 / (hw->disk_read_gbps * 1e9));
     lin_add(&res[R_DISK], &s->wr, 1 / (hw->disk_write_gbps * 1e9));
     if (hw->shares_host_cpu) {   /* copies are memcpy on the same cores as the compute */
@@ -91,7 +98,8 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     /* ---- a decoder layer, prefill: K batches of B*S rows ---- */
     step p;
     memset(&p, 0, sizeof p);
-    p.comp.c = K * (layer_s(hw, c, cs, B * S, B * S * layer_flops, 1) + 2 * B * S * S * H / (hw->attn_prefill_tflops * 1e12));
+    p.comp.c = K * (layer_s(hw, c, cs, B * S, B * S * layer_flops, 1) + 2 * B * S * S * H / (hw->attn_prefill_tflops * 1e12)) *
+               hw->eng_prefill_factor;
     p.h2d.a[X_WC] = p.h2d.a[X_WN] = Wl;                   /* the layer's off-GPU weights, once per block */
     p.rd.a[X_WN] = Wl;
     p.h2d.c += act_off * K * hb_p, p.d2h.c += act_off * K * hb_p;
@@ -139,7 +147,7 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     for (int ph = 0; ph < 2; ph++) {
         step h;
         memset(&h, 0, sizeof h);
-        h.comp.c = K * mm_s(hw, B, 2 * B * H * V, ph == 0) * (ph == 0 ? 1 : ef);
+        h.comp.c = K * mm_s(hw, B, 2 * B * H * V, ph == 0) * (ph == 0 ? hw->eng_prefill_factor : ef);
         h.h2d.a[X_WC] = h.h2d.a[X_WN] = Wm;
         h.rd.a[X_WN] = Wm;
         h.d2h.c = K * 4 * B * V;
@@ -199,9 +207,11 @@ void fg_cost_eval_plan(const fg_plan *pl, const fg_hw *hw, int n_prompts, fg_cos
     weight_fracs(pl, -1, x);
     r->prefill_s += step_max(t.head_pre, x, r->pre_res, &arg);
     r->decode_s += (pl->G - 1) * step_max(t.head_gen, x, NULL, &arg);
+    for (int q = 0; q < FG_COST_NRES; q++) r->gen_res[q] += (pl->G - 1) * fg_lin_eval(&t.head_gen[q], x);
     r->pre_bottleneck = argmax(r->pre_res), r->gen_bottleneck = argmax(r->gen_res);
     /* n prompts run as ceil(n / (K*B)) blocks, the last one possibly part full */
     int bls = pl->K * pl->gbs, n = n_prompts > 0 ? n_prompts : bls, blocks = (n + bls - 1) / bls;
     r->prefill_s *= blocks, r->decode_s *= blocks;
+    for (int q = 0; q < FG_COST_NRES; q++) r->pre_res[q] *= blocks, r->gen_res[q] *= blocks;
     r->throughput = r->prefill_s + r->decode_s > 0 ? (double)n * pl->G / (r->prefill_s + r->decode_s) : 0;
 }

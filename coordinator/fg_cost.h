@@ -21,6 +21,8 @@
 #ifndef FG_COST_H
 #define FG_COST_H
 
+#include <jansson.h>
+
 #include "fg_hw.h"
 #include "fg_plan.h"
 
@@ -57,15 +59,19 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
 double fg_lin_eval(const fg_lin *l, const double *x);
 
 typedef struct {
-    double prefill_s, decode_s;            /* one block */
+    double prefill_s, decode_s;            /* all blocks */
     double throughput;                     /* generated tokens / (prefill + decode), FlexGen's definition */
-    int pre_bottleneck, gen_bottleneck;    /* R_*: the resource the layers' steps spend most on */
-    double pre_res[FG_COST_NRES], gen_res[FG_COST_NRES];   /* per block, summed over layers and tokens */
+    int pre_bottleneck, gen_bottleneck;    /* R_*: the resource the phase's steps spend most on */
+    /* seconds each resource is busy, summed over the steps (layers and the
+     * head), tokens and blocks */
+    double pre_res[FG_COST_NRES], gen_res[FG_COST_NRES];
 } fg_cost_result;
 
 /* The cost of the plan's concrete placement (weights tensor by tensor,
  * cache layer by layer) for n prompts (0: one full block). */
 void fg_cost_eval_plan(const fg_plan *pl, const fg_hw *hw, int n_prompts, fg_cost_result *r);
 const char *fg_cost_res_name(int r);   /* "compute", "cpu->gpu", "gpu->cpu", "disk" */
+/* {"compute": seconds, "cpu->gpu": ..., ...}: a phase's res by name (reports). */
+json_t *fg_cost_res_json(const double res[FG_COST_NRES]);
 
 #endif

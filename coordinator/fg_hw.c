@@ -97,7 +97,10 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
         return st;
     /* the engine's own figures (optional; 0 allowed for the added seconds) */
     json_t *eng = json_object_get(root, "engine");
-    if (eng && (st = num(path, eng, "engine", "decode_compute_factor", 0, &hw->eng_decode_factor))) return st;
+    if (eng && ((st = num(path, eng, "engine", "decode_compute_factor", 0, &hw->eng_decode_factor)) ||
+                (st = num(path, eng, "engine", "prefill_compute_factor", 0, &hw->eng_prefill_factor)) ||
+                (st = num(path, eng, "engine", "copy_factor", 0, &hw->eng_copy_factor))))
+        return st;
     const char *adds[2] = {"cpu_attn_unit_s", "cache_load_unit_s"};
     double *add_to[2] = {&hw->eng_cpu_attn_unit_s, &hw->eng_cache_load_unit_s};
     for (int i = 0; eng && i < 2; i++) {
@@ -142,7 +145,7 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
 
 fg_status fg_hw_load(const char *what, fg_hw *hw) {
     memset(hw, 0, sizeof *hw);
-    hw->eng_decode_factor = 1;   /* no engine figures: the tiers' alone */
+    hw->eng_decode_factor = hw->eng_prefill_factor = hw->eng_copy_factor = 1;   /* no engine figures: the tiers' alone */
     if (fg_hw_is_preset(what)) {
         snprintf(hw->source, sizeof hw->source, "preset %s", what);
         preset_t4(hw);

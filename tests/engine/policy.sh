@@ -142,9 +142,46 @@ ok = all(math.isfinite(p[s][k]) and p[s][k] > 0 for s in need for k in need[s]) 
 ok = ok and p["gpu"]["model"] == "opt-125m" and len(p["gpu"]["mm_q4"]) >= 4   # the host backend runs 4-bit weights
 # the engine run on the size's first layers against the tiers' figures
 e = p["engine"]
-ok = ok and e["model"] == "opt-125m" and 0.5 <= e["decode_compute_factor"] <= 4
+ok = ok and e["model"] == "opt-125m" and e["rounds"] == 1   # --quick: one run of each kind
+ok = ok and all(0.5 <= e[k] <= 4 for k in ("decode_compute_factor", "prefill_compute_factor", "copy_factor"))
 ok = ok and all(0 <= e[k] < 1 for k in ("cpu_attn_unit_s", "cache_load_unit_s"))
 if not ok: print(json.dumps(p.get("engine")))
+sys.exit(0 if ok else 1)
+PY
+  # the engine's figures enter the cost model where they belong: prefill
+  # compute scaled by prefill_compute_factor; every copy's seconds by
+  # copy_factor, and on a host that shares its cores (this one), the compute
+  # stream's by what the copies added
+  "$py" - "$prof" "$work" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for name, e in (("f1", {}), ("pre2", {"prefill_compute_factor": 2}), ("copy2", {"copy_factor": 2})):
+    json.dump(dict(p, engine=e), open(f"{sys.argv[2]}/eng-{name}.json", "w"))
+PY
+  for v in f1 pre2 copy2; do
+    for pol in gpu wcpu; do
+      pct="100 0 100 0 100 0"; [ $pol = wcpu ] && pct="0 100 100 0 100 0"
+      # shellcheck disable=SC2086
+      "$flexgen" policy --dummy opt-125m --prompt-len 16 --gen-len 4 --hardware "$work/eng-$v.json" --percent $pct \
+        --gpu-batch-size 4 --num-gpu-batches 2 --json >"$work/score-$v-$pol.json" 2>"$work/score.err" \
+        || fail "policy --percent $pct on eng-$v: $(cat "$work/score.err")"
+    done
+  done
+  if "$py" - "$work" "$prof" <<'PY'; then echo "ok   engine figures: prefill factor 2 doubles prefill compute, copy factor 2 every copy"; else fail "engine figures in the cost model"; fi
+import json, sys
+s = {(v, p): json.load(open(f"{sys.argv[1]}/score-{v}-{p}.json")) for v in ("f1", "pre2", "copy2") for p in ("gpu", "wcpu")}
+near = lambda a, b: abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1e-12)
+f1, pre2 = s["f1", "gpu"], s["pre2", "gpu"]
+# prefill: compute (and the fixed per-command part, unscaled) -> between 1.5x and 2x; decode untouched
+r = pre2["prefill_resource_s"]["compute"] / f1["prefill_resource_s"]["compute"]
+ok = 1.5 < r <= 2 + 1e-9 and near(pre2["predicted_decode_s"], f1["predicted_decode_s"])
+f1, c2 = s["f1", "wcpu"], s["copy2", "wcpu"]
+for ph in ("prefill_resource_s", "decode_resource_s"):
+    a, b = f1[ph], c2[ph]
+    ok = ok and a["cpu->gpu"] > 0 and near(b["cpu->gpu"], 2 * a["cpu->gpu"]) and near(b["gpu->cpu"], 2 * a["gpu->cpu"])
+    if json.load(open(sys.argv[2]))["gpu"].get("shares_host_cpu"):
+        ok = ok and near(b["compute"] - a["compute"], a["cpu->gpu"] + a["gpu->cpu"])
+if not ok: print(json.dumps({k[0] + "/" + k[1]: [v["prefill_resource_s"], v["decode_resource_s"]] for k, v in s.items()}))
 sys.exit(0 if ok else 1)
 PY
   # the cached profile is what --policy auto uses when no --hardware is given
