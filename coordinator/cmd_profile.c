@@ -139,8 +139,14 @@ static fg_status measure_cmd(const char *device, double *cmd_s, double *rtt_s) {
  *   1. everything on the GPU tier: the compute stream's measured / predicted
  *      time, decode and prefill;
  *   2. the weights on the CPU tier, one batch of 8 (copies dominate): a
- *      copy's measured / predicted seconds;
- *   3. the cache on the CPU tier, with and without CPU attention: the
+ *      copy's measured / predicted seconds, decode and prefill;
+ *   3. where the whole model runs, its weights on disk: a disk transfer's
+ *      measured / predicted seconds (the store this size's runs read, at
+ *      its own size: a small store may sit in a virtual disk's host cache,
+ *      which the profile's large test file is made to miss; a model run on
+ *      its first layers keeps the test file's rate, what a large model
+ *      sees);
+ *   4. the cache on the CPU tier, with and without CPU attention: the
  *      seconds per decode unit each path adds beyond that. */
 
 typedef struct {
@@ -150,11 +156,12 @@ typedef struct {
     int L, G;
 } calib;
 
-/* What one calibration run measured, and what the cost model predicted for it. */
+/* What one calibration run measured, and what the cost model predicted for
+ * it, by phase (0 prefill, 1 decode). */
 typedef struct {
-    double pre_m, pre_p, dec_m, dec_p;
-    double dec_copy_p;        /* predicted seconds of decode copies (cpu->gpu and gpu->cpu) */
-    int dec_copy_bound;       /* the predicted decode bottleneck is a copy */
+    double m[2], p[2];
+    double copy_p[2], disk_p[2];   /* predicted seconds of copies (cpu->gpu and gpu->cpu), of disk transfers */
+    int copy_bound[2], disk_bound[2];   /* the predicted bottleneck is a copy, the disk */
 } calib_meas;
 
 /* The prompts of a run of n sequences: 32 tokens of arbitrary ids each,
@@ -180,10 +187,10 @@ static double report_num(json_t *r, const char *a, const char *b, const char *c)
     return json_number_value(v);
 }
 
-/* One engine run, K batches of B, with `percent` (and CPU attention when
- * ca) against the profile at hw. */
-static fg_status calib_run(calib *cb, const char *hw, const char *tag, int K, int B, const char *const percent[6],
-                           int ca, calib_meas *r) {
+/* One engine run, K batches of B, G tokens, with `percent` (and CPU
+ * attention when ca) against the profile at hw. */
+static fg_status calib_run(calib *cb, const char *hw, const char *tag, int K, int B, int G,
+                           const char *const percent[6], int ca, calib_meas *r) {
     char exe[PATH_MAX], ids[PATH_MAX + 16], rep[PATH_MAX + 32], out[PATH_MAX + 32], log[PATH_MAX + 32];
     char gen[16], gbs[16], nb[16];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -193,7 +200,7 @@ static fg_status calib_run(calib *cb, const char *hw, const char *tag, int K, in
     snprintf(rep, sizeof rep, "%s/%s.report.json", cb->dir, tag);
     snprintf(out, sizeof out, "%s/%s.jsonl", cb->dir, tag);
     snprintf(log, sizeof log, "%s/%s.log", cb->dir, tag);
-    snprintf(gen, sizeof gen, "%d", cb->G), snprintf(gbs, sizeof gbs, "%d", B), snprintf(nb, sizeof nb, "%d", K);
+    snprintf(gen, sizeof gen, "%d", G), snprintf(gbs, sizeof gbs, "%d", B), snprintf(nb, sizeof nb, "%d", K);
     char *argv[40] = {exe, "run", "--dummy", cb->model, "--prompt-ids", ids, "--gen-len", gen, "--ignore-eos",
                       "--gpu-batch-size", gbs, "--num-gpu-batches", nb, "--hardware", (char *)hw, "--report", rep,
                       "--out", out, "--offload-dir", (char *)cb->o->offload_dir, "--device", (char *)cb->o->device,
@@ -227,14 +234,19 @@ static fg_status calib_run(calib *cb, const char *hw, const char *tag, int K, in
     }
     json_t *j = NULL;
     if ((st = fg_json_load_file(rep, &j))) return st;
-    r->pre_m = report_num(j, "prefill_s", NULL, NULL), r->dec_m = report_num(j, "decode_s", NULL, NULL);
-    r->pre_p = report_num(j, "predicted", "prefill_s", NULL), r->dec_p = report_num(j, "predicted", "decode_s", NULL);
-    r->dec_copy_p = report_num(j, "predicted", "decode_resource_s", fg_cost_res_name(R_H2D)) +
-                    report_num(j, "predicted", "decode_resource_s", fg_cost_res_name(R_D2H));
-    const char *bn = json_string_value(json_object_get(json_object_get(j, "predicted"), "decode_bottleneck"));
-    r->dec_copy_bound = bn && (!strcmp(bn, fg_cost_res_name(R_H2D)) || !strcmp(bn, fg_cost_res_name(R_D2H)));
+    static const char *const ph[2][3] = {{"prefill_s", "prefill_resource_s", "prefill_bottleneck"},
+                                         {"decode_s", "decode_resource_s", "decode_bottleneck"}};
+    for (int i = 0; i < 2; i++) {
+        r->m[i] = report_num(j, ph[i][0], NULL, NULL), r->p[i] = report_num(j, "predicted", ph[i][0], NULL);
+        r->copy_p[i] = report_num(j, "predicted", ph[i][1], fg_cost_res_name(R_H2D)) +
+                       report_num(j, "predicted", ph[i][1], fg_cost_res_name(R_D2H));
+        r->disk_p[i] = report_num(j, "predicted", ph[i][1], fg_cost_res_name(R_DISK));
+        const char *bn = json_string_value(json_object_get(json_object_get(j, "predicted"), ph[i][2]));
+        r->copy_bound[i] = bn && (!strcmp(bn, fg_cost_res_name(R_H2D)) || !strcmp(bn, fg_cost_res_name(R_D2H)));
+        r->disk_bound[i] = bn && !strcmp(bn, fg_cost_res_name(R_DISK));
+    }
     json_decref(j);
-    if (!(r->pre_m > 0) || !(r->pre_p > 0) || !(r->dec_m > 0) || !(r->dec_p > 0))
+    if (!(r->m[0] > 0) || !(r->p[0] > 0) || !(r->m[1] > 0) || !(r->p[1] > 0))
         return fg_err_set(FG_ERUNTIME, "%s: the calibration run's report lacks measured and predicted prefill_s and decode_s",
                           rep);
     return FG_OK;
@@ -264,6 +276,12 @@ static double clamp(double v, double lo, double hi) { return v < lo ? lo : v > h
 
 #define CALIB_MAX_ROUNDS 3
 
+/* engine[k] = the median of v[0..n), clamped; nothing where n is 0 (the
+ * figure's default then: no effect) */
+static void set_fig(json_t *eng, const char *k, double *v, int n, double lo, double hi) {
+    if (n) json_object_set_new(eng, k, json_real(clamp(median(v, n), lo, hi)));
+}
+
 /* The "engine" section of prof, measured against prof itself (written to
  * path first, then rewritten as each figure is added). A model too large
  * for this host's memory at two layers is not run: no section. */
@@ -278,7 +296,7 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     double layer = cs.layer_bytes, globals = cs.model_bytes;
     double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     calib cb = {.o = o, .G = o->quick ? 4 : 16};
-    const int rounds = o->quick ? 1 : CALIB_MAX_ROUNDS, K = 4, B = 8;
+    const int rounds = o->quick ? 1 : CALIB_MAX_ROUNDS, K = 2, B = 8;
     /* the whole model where its weights fit twice (their host copy and the
      * device arena) in a quarter of this host's memory: per layer, a
      * 24-layer opt-1.3b decoded 30% slower than a 6-layer one here, the
@@ -301,63 +319,86 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     if (!mkdtemp(cb.dir)) return fg_err_set(FG_ERUNTIME, "%s: cannot create a scratch directory: %s", cb.dir, strerror(errno));
     static const char *const all_gpu[6] = {"100", "0", "100", "0", "100", "0"};
     static const char *const weights_cpu[6] = {"0", "100", "100", "0", "100", "0"};
+    static const char *const weights_disk[6] = {"0", "0", "100", "0", "100", "0"};
     static const char *const cache_cpu[6] = {"100", "0", "0", "100", "100", "0"};
     const int shared = json_is_true(json_object_get(json_object_get(prof, "gpu"), "shares_host_cpu"));
-    double dec[CALIB_MAX_ROUNDS], pre[CALIB_MAX_ROUNDS], copy[CALIB_MAX_ROUNDS], ca[CALIB_MAX_ROUNDS],
-        cl[CALIB_MAX_ROUNDS];
-    int n_copy = 0;
+    const int whole = cb.L == c.n_layers, G = cb.G, Gd = G < 8 ? G : 8;   /* a disk-bound token is slow */
+    double v[7][CALIB_MAX_ROUNDS];   /* each figure's value by round (n[f] of them) */
+    int n[7] = {0};
+    enum { F_DEC, F_PRE, F_COPY, F_PCOPY, F_DISK, F_CA, F_CL };
+    static const char *const key[7] = {"decode_compute_factor", "prefill_compute_factor", "copy_factor",
+                                       "prefill_copy_factor", "disk_factor", "cpu_attn_unit_s", "cache_load_unit_s"};
     calib_meas m;
     char tag[32];
     /* decode units per K x B run: (G - 1) tokens, K batches, L layers */
-    const double units = (double)(cb.G - 1) * K * cb.L;
+    const double units = (double)(G - 1) * K * cb.L;
     json_t *eng = json_object();
     json_object_set_new(prof, "engine", eng);
-    fg_info("profile: the engine itself, on %d layers of %s (%d runs)", cb.L, c.name, 4 * rounds);
+    fg_info("profile: the engine itself, on %d layers of %s (%d runs)", cb.L, c.name, (whole ? 5 : 4) * rounds);
     /* 1. the compute stream */
     if (!st) st = write_json(prof, path);
     for (int i = 0; i < rounds && !st; i++) {
         snprintf(tag, sizeof tag, "gpu-%d", i);
-        if (!(st = calib_run(&cb, path, tag, K, B, all_gpu, 0, &m))) dec[i] = m.dec_m / m.dec_p, pre[i] = m.pre_m / m.pre_p;
+        if ((st = calib_run(&cb, path, tag, K, B, G, all_gpu, 0, &m))) break;
+        v[F_DEC][n[F_DEC]++] = m.m[1] / m.p[1], v[F_PRE][n[F_PRE]++] = m.m[0] / m.p[0];
     }
+    /* each figure as it is known, so the runs after it predict with it */
     if (!st) {
-        json_object_set_new(eng, "decode_compute_factor", json_real(clamp(median(dec, rounds), 0.5, 4)));
-        json_object_set_new(eng, "prefill_compute_factor", json_real(clamp(median(pre, rounds), 0.5, 4)));
+        set_fig(eng, key[F_DEC], v[F_DEC], n[F_DEC], 0.5, 4), set_fig(eng, key[F_PRE], v[F_PRE], n[F_PRE], 0.5, 4);
         st = write_json(prof, path);
     }
-    /* 2. the copies: the time a run took beyond its prediction, over the
-     * seconds it predicted for copies; where copies bound the step, the
-     * whole ratio; where they overlap the compute on a separate engine
-     * (a GPU's copy engine) and do not bound it, nothing to learn */
+    /* 2. the copies, each phase: the time a run took beyond its
+     * prediction, over the seconds it predicted for copies, where they
+     * share the cores with the compute (the host backend); where copies
+     * bound the phase, the whole ratio; where they overlap the compute on
+     * an engine of their own (a GPU's) and do not bound it, nothing */
     for (int i = 0; i < rounds && !st; i++) {
         snprintf(tag, sizeof tag, "copy-%d", i);
-        if ((st = calib_run(&cb, path, tag, 1, B, weights_cpu, 0, &m))) break;
-        if (m.dec_copy_bound) copy[n_copy++] = m.dec_m / m.dec_p;
-        else if (shared && m.dec_copy_p > 0) copy[n_copy++] = 1 + (m.dec_m - m.dec_p) / m.dec_copy_p;
+        if ((st = calib_run(&cb, path, tag, 1, B, G, weights_cpu, 0, &m))) break;
+        for (int ph = 0; ph < 2; ph++) {
+            int f = ph ? F_COPY : F_PCOPY;
+            if (m.copy_bound[ph]) v[f][n[f]++] = m.m[ph] / m.p[ph];
+            else if (shared && m.copy_p[ph] > 0) v[f][n[f]++] = 1 + (m.m[ph] - m.p[ph]) / m.copy_p[ph];
+        }
     }
     if (!st) {
-        json_object_set_new(eng, "copy_factor", json_real(n_copy ? clamp(median(copy, n_copy), 0.5, 4) : 1));
+        set_fig(eng, key[F_COPY], v[F_COPY], n[F_COPY], 0.5, 4);
+        set_fig(eng, key[F_PCOPY], v[F_PCOPY], n[F_PCOPY], 0.5, 4);
         st = write_json(prof, path);
     }
-    /* 3. a cache on the CPU tier, attended there and loaded from there */
-    for (int i = 0; i < rounds && !st; i++) {
-        snprintf(tag, sizeof tag, "cpu-attn-%d", i);
-        if ((st = calib_run(&cb, path, tag, K, B, cache_cpu, 1, &m))) break;
-        ca[i] = m.dec_m > m.dec_p ? (m.dec_m - m.dec_p) / units : 0;
-        snprintf(tag, sizeof tag, "cache-load-%d", i);
-        if ((st = calib_run(&cb, path, tag, K, B, cache_cpu, 0, &m))) break;
-        cl[i] = m.dec_m > m.dec_p ? (m.dec_m - m.dec_p) / units : 0;
+    /* 3. the disk, where the whole model runs and its decode is disk-bound */
+    for (int i = 0; whole && i < rounds && !st; i++) {
+        snprintf(tag, sizeof tag, "disk-%d", i);
+        if ((st = calib_run(&cb, path, tag, 1, B, Gd, weights_disk, 0, &m))) break;
+        if (m.disk_bound[1]) v[F_DISK][n[F_DISK]++] = m.m[1] / m.p[1];
     }
     if (!st) {
-        json_object_set_new(eng, "cpu_attn_unit_s", json_real(median(ca, rounds)));
-        json_object_set_new(eng, "cache_load_unit_s", json_real(median(cl, rounds)));
+        set_fig(eng, key[F_DISK], v[F_DISK], n[F_DISK], 0.25, 4);
+        st = write_json(prof, path);
+    }
+    /* 4. a cache on the CPU tier, attended there and loaded from there */
+    for (int i = 0; i < rounds && !st; i++) {
+        snprintf(tag, sizeof tag, "cpu-attn-%d", i);
+        if ((st = calib_run(&cb, path, tag, K, B, G, cache_cpu, 1, &m))) break;
+        v[F_CA][n[F_CA]++] = m.m[1] > m.p[1] ? (m.m[1] - m.p[1]) / units : 0;
+        snprintf(tag, sizeof tag, "cache-load-%d", i);
+        if ((st = calib_run(&cb, path, tag, K, B, G, cache_cpu, 0, &m))) break;
+        v[F_CL][n[F_CL]++] = m.m[1] > m.p[1] ? (m.m[1] - m.p[1]) / units : 0;
+    }
+    if (!st) {
+        set_fig(eng, key[F_CA], v[F_CA], n[F_CA], 0, 0.999), set_fig(eng, key[F_CL], v[F_CL], n[F_CL], 0, 0.999);
         json_object_set_new(eng, "model", json_string(cb.model));
         json_object_set_new(eng, "rounds", json_integer(rounds));
         fg_info("profile: in the engine, decode compute takes %.2fx the tiers' figures, prefill compute %.2fx, a "
-                "copy %.2fx; a decode unit adds %.3f ms with CPU attention, %.3f ms with its cache loaded from the "
-                "CPU (medians of %d runs)",
-                report_num(eng, "decode_compute_factor", NULL, NULL), report_num(eng, "prefill_compute_factor", NULL, NULL),
-                report_num(eng, "copy_factor", NULL, NULL), report_num(eng, "cpu_attn_unit_s", NULL, NULL) * 1e3,
-                report_num(eng, "cache_load_unit_s", NULL, NULL) * 1e3, rounds);
+                "copy %.2fx in decode and %.2fx in prefill, a disk transfer %.2fx%s; a decode unit adds %.3f ms "
+                "with CPU attention, %.3f ms with its cache loaded from the CPU (medians of %d runs)",
+                report_num(eng, key[F_DEC], NULL, NULL), report_num(eng, key[F_PRE], NULL, NULL),
+                n[F_COPY] ? report_num(eng, key[F_COPY], NULL, NULL) : 1,
+                n[F_PCOPY] ? report_num(eng, key[F_PCOPY], NULL, NULL) : 1,
+                n[F_DISK] ? report_num(eng, key[F_DISK], NULL, NULL) : 1,
+                n[F_DISK] ? "" : whole ? " (not measured: the run was not disk-bound)"
+                                       : " (the test file's rate: the model runs here on its first layers)",
+                report_num(eng, key[F_CA], NULL, NULL) * 1e3, report_num(eng, key[F_CL], NULL, NULL) * 1e3, rounds);
     } else {
         json_object_del(prof, "engine");   /* a part-measured section is not kept */
     }
@@ -416,7 +457,7 @@ static void usage(FILE *f) {
         "usage: flexgen profile [--offload-dir DIR] [--device NAME] [--model NAME] [--out FILE]\n"
         "                       [--reprofile] [--disk-test-size SIZE] [--quick]\n\n"
         "Measures each tier with its worker alone (flexgen-{gpu,cpu,disk}-worker --profile) and the\n"
-        "runtime's per-command cost, then runs the engine itself (flexgen run, 12 short runs; 4 with\n"
+        "runtime's per-command cost, then runs the engine itself (flexgen run, 15 short runs; 5 with\n"
         "--quick) against those figures to learn what they miss, and writes one JSON profile for the\n"
         "policy's cost model. Run it on an otherwise idle machine: it measures speed.\n"
         "Without --out it is cached per machine, backend, offload filesystem and model size (the path\n"

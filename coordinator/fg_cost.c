@@ -66,16 +66,19 @@ static void lin_add(fg_lin *d, const fg_lin *s, double k) {
     for (int v = 0; v < FG_COST_NX; v++) d->a[v] += k * s->a[v];
 }
 
-static void to_res(const fg_hw *hw, const step *s, fg_lin res[FG_COST_NRES]) {
+/* (prefill: 1, decode: 0; the engine's copies against the tiers' copy
+ * rates differ by phase: a prefill copy overlaps long GEMMs that slow it
+ * down and are slowed by it) */
+static void to_res(const fg_hw *hw, const step *s, int prefill, fg_lin res[FG_COST_NRES]) {
     memset(res, 0, FG_COST_NRES * sizeof *res);
     lin_add(&res[R_COMPUTE], &s->comp, 1);
     lin_add(&res[R_COMPUTE], &s->cmds, hw->cmd_s);
-    const double cf = hw->eng_copy_factor;   /* the engine's copies against the tiers' copy rates */
+    const double cf = prefill ? hw->eng_prefill_copy_factor : hw->eng_copy_factor, df = hw->eng_disk_factor;
     lin_add(&res[R_H2D], &s->h2d, cf / (hw->h2d_gbps * 1e9));
     lin_add(&res[R_D2H], &s->d2h, cf / (hw->d2h_gbps * 1e9));
     lin_add(&res[R_D2H], &s->d2h_cache, cf / (hw->d2h_cache_gbps * 1e9));
-    lin_add(&res[R_DISK], &s->rd, 1 / (hw->disk_read_gbps * 1e9));
-    lin_add(&res[R_DISK], &s->wr, 1 / (hw->disk_write_gbps * 1e9));
+    lin_add(&res[R_DISK], &s->rd, df / (hw->disk_read_gbps * 1e9));
+    lin_add(&res[R_DISK], &s->wr, df / (hw->disk_write_gbps * 1e9));
     if (hw->shares_host_cpu) {   /* copies are memcpy on the same cores as the compute */
         lin_add(&res[R_COMPUTE], &res[R_H2D], 1);
         lin_add(&res[R_COMPUTE], &res[R_D2H], 1);
@@ -108,7 +111,7 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     p.wr.a[X_CN] = K * (rows_p + 2 * 4096);               /* O_DIRECT writes from the 4 KiB boundary below */
     p.cmds.c = K * (1 + 2 * act_off), p.cmds.a[X_WC] = p.cmds.a[X_WN] = 1, p.cmds.a[X_CC] = p.cmds.a[X_CN] = K;
     p.cmds.a[X_CN] += 2 * K;
-    to_res(hw, &p, t->pre);
+    to_res(hw, &p, 1, t->pre);
 
     /* ---- a decoder layer, one decode token: K batches of B rows ---- */
     step g;
@@ -140,7 +143,7 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     g.comp.a[X_CN] += K * hw->eng_cache_load_unit_s;
     g.cmds.c = K * (1 + 2 * act_off), g.cmds.a[X_WC] = g.cmds.a[X_WN] = 1;
     g.cmds.a[X_CC] = K * (ca ? 5 : 2), g.cmds.a[X_CN] = 4 * K;
-    to_res(hw, &g, t->gen);
+    to_res(hw, &g, 0, t->gen);
 
     /* ---- the embedding + LM head group, per token: its off-GPU weights
      * once, the head's GEMM over each batch's last rows, logits out ---- */
@@ -152,7 +155,7 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
         h.rd.a[X_WN] = Wm;
         h.d2h.c = K * 4 * B * V;
         h.cmds.c = K * 4, h.cmds.a[X_WC] = h.cmds.a[X_WN] = 1;
-        to_res(hw, &h, ph == 0 ? t->head_pre : t->head_gen);
+        to_res(hw, &h, ph == 0, ph == 0 ? t->head_pre : t->head_gen);
     }
 }
 

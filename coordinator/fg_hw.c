@@ -99,7 +99,9 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
     json_t *eng = json_object_get(root, "engine");
     if (eng && ((st = num(path, eng, "engine", "decode_compute_factor", 0, &hw->eng_decode_factor)) ||
                 (st = num(path, eng, "engine", "prefill_compute_factor", 0, &hw->eng_prefill_factor)) ||
-                (st = num(path, eng, "engine", "copy_factor", 0, &hw->eng_copy_factor))))
+                (st = num(path, eng, "engine", "copy_factor", 0, &hw->eng_copy_factor)) ||
+                (st = num(path, eng, "engine", "prefill_copy_factor", 0, &hw->eng_prefill_copy_factor)) ||
+                (st = num(path, eng, "engine", "disk_factor", 0, &hw->eng_disk_factor))))
         return st;
     const char *adds[2] = {"cpu_attn_unit_s", "cache_load_unit_s"};
     double *add_to[2] = {&hw->eng_cpu_attn_unit_s, &hw->eng_cache_load_unit_s};
@@ -145,7 +147,9 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
 
 fg_status fg_hw_load(const char *what, fg_hw *hw) {
     memset(hw, 0, sizeof *hw);
-    hw->eng_decode_factor = hw->eng_prefill_factor = hw->eng_copy_factor = 1;   /* no engine figures: the tiers' alone */
+    /* no engine figures: the tiers' alone */
+    hw->eng_decode_factor = hw->eng_prefill_factor = hw->eng_copy_factor = hw->eng_prefill_copy_factor = 1;
+    hw->eng_disk_factor = 1;
     if (fg_hw_is_preset(what)) {
         snprintf(hw->source, sizeof hw->source, "preset %s", what);
         preset_t4(hw);

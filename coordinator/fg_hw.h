@@ -13,11 +13,12 @@
  *   disk.engine_write_GBps where present: the disk at the disk worker's own
  *   request size and queue depth), runtime.cmd_s and runtime.rtt_s (optional: seconds a
  *   command costs in a pipeline, and one waited for), engine.decode_compute_factor,
- *   engine.prefill_compute_factor, engine.copy_factor, engine.cpu_attn_unit_s and
- *   engine.cache_load_unit_s (optional: the engine run against the rest, see
- *   cmd_profile.c: decode and prefill compute measured / predicted, a copy's
- *   measured / predicted seconds, and the seconds a decode unit adds with CPU
- *   attention, and with its cache loaded from off the GPU).
+ *   engine.prefill_compute_factor, engine.copy_factor, engine.prefill_copy_factor,
+ *   engine.disk_factor, engine.cpu_attn_unit_s and engine.cache_load_unit_s
+ *   (optional: the engine run against the rest, see cmd_profile.c: decode and
+ *   prefill compute measured / predicted, a copy's (decode, prefill) and a
+ *   disk transfer's measured / predicted seconds, and the seconds a decode
+ *   unit adds with CPU attention, and with its cache loaded from off the GPU).
  * A preset may instead give gpu.mm_prefill_TFLOPS / gpu.mm_decode_TFLOPS
  * (FlexGen's constants do not depend on rows) and gpu.d2h_cache_GBps. */
 #ifndef FG_HW_H
@@ -47,7 +48,9 @@ typedef struct {
     double rtt_s;               /* a command the coordinator waits for, round trip (0: not modelled) */
     double eng_decode_factor;   /* decode compute in the engine / as the tiers predict it (1: none measured) */
     double eng_prefill_factor;  /* the same for prefill's compute (1: none measured) */
-    double eng_copy_factor;     /* a copy's seconds in the engine / at the tiers' copy rates (1: none measured) */
+    double eng_copy_factor;     /* a decode copy's seconds in the engine / at the tiers' copy rates (1: none measured) */
+    double eng_prefill_copy_factor; /* the same in prefill */
+    double eng_disk_factor;     /* a disk transfer's seconds in the engine / at the disk's rates (1: none measured) */
     double eng_cpu_attn_unit_s; /* a decode unit with CPU attention: seconds added in the engine */
     double eng_cache_load_unit_s; /* a decode unit whose cache is loaded from the CPU or disk: the same */
 } fg_hw;

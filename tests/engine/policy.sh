@@ -143,7 +143,9 @@ ok = ok and p["gpu"]["model"] == "opt-125m" and len(p["gpu"]["mm_q4"]) >= 4   # 
 # the engine run on the size's first layers against the tiers' figures
 e = p["engine"]
 ok = ok and e["model"] == "opt-125m" and e["rounds"] == 1   # --quick: one run of each kind
-ok = ok and all(0.5 <= e[k] <= 4 for k in ("decode_compute_factor", "prefill_compute_factor", "copy_factor"))
+ok = ok and all(0.5 <= e[k] <= 4 for k in ("decode_compute_factor", "prefill_compute_factor", "copy_factor",
+                                            "prefill_copy_factor"))
+ok = ok and 0.25 <= e.get("disk_factor", 1) <= 4   # where its weights-on-disk run was disk-bound
 ok = ok and all(0 <= e[k] < 1 for k in ("cpu_attn_unit_s", "cache_load_unit_s"))
 if not ok: print(json.dumps(p.get("engine")))
 sys.exit(0 if ok else 1)
@@ -155,32 +157,33 @@ PY
   "$py" - "$prof" "$work" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
-for name, e in (("f1", {}), ("pre2", {"prefill_compute_factor": 2}), ("copy2", {"copy_factor": 2})):
+for name, e in (("f1", {}), ("pre2", {"prefill_compute_factor": 2}),
+                ("copy2", {"copy_factor": 2, "prefill_copy_factor": 2}), ("disk2", {"disk_factor": 2})):
     json.dump(dict(p, engine=e), open(f"{sys.argv[2]}/eng-{name}.json", "w"))
 PY
-  for v in f1 pre2 copy2; do
-    for pol in gpu wcpu; do
-      pct="100 0 100 0 100 0"; [ $pol = wcpu ] && pct="0 100 100 0 100 0"
-      # shellcheck disable=SC2086
-      "$flexgen" policy --dummy opt-125m --prompt-len 16 --gen-len 4 --hardware "$work/eng-$v.json" --percent $pct \
-        --gpu-batch-size 4 --num-gpu-batches 2 --json >"$work/score-$v-$pol.json" 2>"$work/score.err" \
-        || fail "policy --percent $pct on eng-$v: $(cat "$work/score.err")"
-    done
+  for vp in f1:gpu f1:wcpu f1:wdisk pre2:gpu copy2:wcpu disk2:wdisk; do
+    v=${vp%:*} pol=${vp#*:}
+    case $pol in gpu) pct="100 0 100 0 100 0" ;; wcpu) pct="0 100 100 0 100 0" ;; *) pct="0 0 100 0 100 0" ;; esac
+    # shellcheck disable=SC2086
+    "$flexgen" policy --dummy opt-125m --prompt-len 16 --gen-len 4 --hardware "$work/eng-$v.json" --percent $pct \
+      --gpu-batch-size 4 --num-gpu-batches 2 --json >"$work/score-$v-$pol.json" 2>"$work/score.err" \
+      || fail "policy --percent $pct on eng-$v: $(cat "$work/score.err")"
   done
-  if "$py" - "$work" "$prof" <<'PY'; then echo "ok   engine figures: prefill factor 2 doubles prefill compute, copy factor 2 every copy"; else fail "engine figures in the cost model"; fi
-import json, sys
-s = {(v, p): json.load(open(f"{sys.argv[1]}/score-{v}-{p}.json")) for v in ("f1", "pre2", "copy2") for p in ("gpu", "wcpu")}
+  if "$py" - "$work" "$prof" <<'PY'; then echo "ok   engine figures: each factor 2 doubles its resource's seconds"; else fail "engine figures in the cost model"; fi
+import glob, json, os, sys
+s = {tuple(os.path.basename(f)[6:-5].split("-")): json.load(open(f)) for f in glob.glob(f"{sys.argv[1]}/score-*.json")}
 near = lambda a, b: abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1e-12)
 f1, pre2 = s["f1", "gpu"], s["pre2", "gpu"]
 # prefill: compute (and the fixed per-command part, unscaled) -> between 1.5x and 2x; decode untouched
 r = pre2["prefill_resource_s"]["compute"] / f1["prefill_resource_s"]["compute"]
 ok = 1.5 < r <= 2 + 1e-9 and near(pre2["predicted_decode_s"], f1["predicted_decode_s"])
-f1, c2 = s["f1", "wcpu"], s["copy2", "wcpu"]
+f1, c2, d1, d2 = s["f1", "wcpu"], s["copy2", "wcpu"], s["f1", "wdisk"], s["disk2", "wdisk"]
 for ph in ("prefill_resource_s", "decode_resource_s"):
     a, b = f1[ph], c2[ph]
     ok = ok and a["cpu->gpu"] > 0 and near(b["cpu->gpu"], 2 * a["cpu->gpu"]) and near(b["gpu->cpu"], 2 * a["gpu->cpu"])
     if json.load(open(sys.argv[2]))["gpu"].get("shares_host_cpu"):
         ok = ok and near(b["compute"] - a["compute"], a["cpu->gpu"] + a["gpu->cpu"])
+    ok = ok and d1[ph]["disk"] > 0 and near(d2[ph]["disk"], 2 * d1[ph]["disk"])
 if not ok: print(json.dumps({k[0] + "/" + k[1]: [v["prefill_resource_s"], v["decode_resource_s"]] for k, v in s.items()}))
 sys.exit(0 if ok else 1)
 PY
