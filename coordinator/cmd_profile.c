@@ -140,11 +140,12 @@ static fg_status measure_cmd(const char *device, double *cmd_s, double *rtt_s) {
  *      time, decode and prefill;
  *   2. the weights on the CPU tier, one batch of 8 (copies dominate): a
  *      copy's measured / predicted seconds, decode and prefill;
- *   3. where the whole model runs, its weights on disk: a disk transfer's
- *      measured / predicted seconds (the store this size's runs read, at
- *      its own size: a small store may sit in a virtual disk's host cache,
- *      which the profile's large test file is made to miss; a model run on
- *      its first layers keeps the test file's rate, what a large model
+ *   3. where the whole model runs and its store is smaller than the disk
+ *      test file, its weights on disk: a disk transfer's measured /
+ *      predicted seconds (the store this size's runs read, at its own size:
+ *      a small store may sit in a virtual disk's host cache, which the
+ *      large test file is made to miss; a larger store, or a model run on
+ *      its first layers, keeps the test file's rate, what a large model
  *      sees);
  *   4. the cache on the CPU tier, with and without CPU attention: the
  *      seconds per decode unit each path adds beyond that. */
@@ -296,7 +297,10 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     double layer = cs.layer_bytes, globals = cs.model_bytes;
     double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     calib cb = {.o = o, .G = o->quick ? 4 : 16};
-    const int rounds = o->quick ? 1 : CALIB_MAX_ROUNDS, K = 2, B = 8;
+    /* the compute runs K = 4 batches of B, as a block commonly has (a run's
+     * one-off costs spread as in use); the cache runs 2, whose prefill is
+     * not used */
+    const int rounds = o->quick ? 1 : CALIB_MAX_ROUNDS, Kc = 4, K = 2, B = 8;
     /* the whole model where its weights fit twice (their host copy and the
      * device arena) in a quarter of this host's memory: per layer, a
      * 24-layer opt-1.3b decoded 30% slower than a 6-layer one here, the
@@ -322,7 +326,8 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     static const char *const weights_disk[6] = {"0", "0", "100", "0", "100", "0"};
     static const char *const cache_cpu[6] = {"100", "0", "0", "100", "100", "0"};
     const int shared = json_is_true(json_object_get(json_object_get(prof, "gpu"), "shares_host_cpu"));
-    const int whole = cb.L == c.n_layers, G = cb.G, Gd = G < 8 ? G : 8;   /* a disk-bound token is slow */
+    const int G = cb.G, Gd = G < 8 ? G : 8;   /* a disk-bound token is slow */
+    const int disk = cb.L == c.n_layers && cb.L * layer + globals < (double)o->disk_test_bytes;
     double v[7][CALIB_MAX_ROUNDS];   /* each figure's value by round (n[f] of them) */
     int n[7] = {0};
     enum { F_DEC, F_PRE, F_COPY, F_PCOPY, F_DISK, F_CA, F_CL };
@@ -334,12 +339,12 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     const double units = (double)(G - 1) * K * cb.L;
     json_t *eng = json_object();
     json_object_set_new(prof, "engine", eng);
-    fg_info("profile: the engine itself, on %d layers of %s (%d runs)", cb.L, c.name, (whole ? 5 : 4) * rounds);
+    fg_info("profile: the engine itself, on %d layers of %s (%d runs)", cb.L, c.name, (disk ? 5 : 4) * rounds);
     /* 1. the compute stream */
     if (!st) st = write_json(prof, path);
     for (int i = 0; i < rounds && !st; i++) {
         snprintf(tag, sizeof tag, "gpu-%d", i);
-        if ((st = calib_run(&cb, path, tag, K, B, G, all_gpu, 0, &m))) break;
+        if ((st = calib_run(&cb, path, tag, Kc, B, G, all_gpu, 0, &m))) break;
         v[F_DEC][n[F_DEC]++] = m.m[1] / m.p[1], v[F_PRE][n[F_PRE]++] = m.m[0] / m.p[0];
     }
     /* each figure as it is known, so the runs after it predict with it */
@@ -366,8 +371,8 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
         set_fig(eng, key[F_PCOPY], v[F_PCOPY], n[F_PCOPY], 0.5, 4);
         st = write_json(prof, path);
     }
-    /* 3. the disk, where the whole model runs and its decode is disk-bound */
-    for (int i = 0; whole && i < rounds && !st; i++) {
+    /* 3. the disk (where its decode is disk-bound) */
+    for (int i = 0; disk && i < rounds && !st; i++) {
         snprintf(tag, sizeof tag, "disk-%d", i);
         if ((st = calib_run(&cb, path, tag, 1, B, Gd, weights_disk, 0, &m))) break;
         if (m.disk_bound[1]) v[F_DISK][n[F_DISK]++] = m.m[1] / m.p[1];
@@ -396,8 +401,8 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
                 n[F_COPY] ? report_num(eng, key[F_COPY], NULL, NULL) : 1,
                 n[F_PCOPY] ? report_num(eng, key[F_PCOPY], NULL, NULL) : 1,
                 n[F_DISK] ? report_num(eng, key[F_DISK], NULL, NULL) : 1,
-                n[F_DISK] ? "" : whole ? " (not measured: the run was not disk-bound)"
-                                       : " (the test file's rate: the model runs here on its first layers)",
+                n[F_DISK] ? "" : disk ? " (not measured: the run was not disk-bound)"
+                                      : " (the test file's rate: the store is larger, or only its first layers run)",
                 report_num(eng, key[F_CA], NULL, NULL) * 1e3, report_num(eng, key[F_CL], NULL, NULL) * 1e3, rounds);
     } else {
         json_object_del(prof, "engine");   /* a part-measured section is not kept */

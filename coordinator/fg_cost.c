@@ -66,9 +66,8 @@ static void lin_add(fg_lin *d, const fg_lin *s, double k) {
     for (int v = 0; v < FG_COST_NX; v++) d->a[v] += k * s->a[v];
 }
 
-/* (prefill: 1, decode: 0; the engine's copies against the tiers' copy
- * rates differ by phase: a prefill copy overlaps long GEMMs that slow it
- * down and are slowed by it) */
+/* A step's terms in seconds per resource. A prefill step's copies take
+ * their own engine factor: they overlap long GEMMs on the same cores. */
 static void to_res(const fg_hw *hw, const step *s, int prefill, fg_lin res[FG_COST_NRES]) {
     memset(res, 0, FG_COST_NRES * sizeof *res);
     lin_add(&res[R_COMPUTE], &s->comp, 1);
