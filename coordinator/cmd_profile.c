@@ -138,8 +138,8 @@ static fg_status measure_cmd(const char *device, double *cmd_s, double *rtt_s) {
  * it already in the profile:
  *   1. everything on the GPU tier: the compute stream's measured / predicted
  *      time, decode and prefill;
- *   2. the weights on the CPU tier: a copy's measured / predicted seconds,
- *      decode and prefill;
+ *   2. the weights on the CPU tier, one batch of 8 (copies dominate): a
+ *      copy's measured / predicted seconds, decode and prefill;
  *   3. where the whole model runs and its store is smaller than the disk
  *      test file, its weights on disk: a disk transfer's measured /
  *      predicted seconds (the store this size's runs read, at its own size:
@@ -297,12 +297,9 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     double layer = cs.layer_bytes, globals = cs.model_bytes;
     double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     calib cb = {.o = o, .G = o->quick ? 4 : 16};
-    /* the compute, copy and disk runs K = 4 batches of B, as a block
-     * commonly has: a run's one-off costs spread as in use, and on a host
-     * whose cores the copies share, a copy or a disk read beside K batches'
-     * compute is slowed by it (one batch's hides this: decode copies cost
-     * 1.05x there, and were predicted 15-23% fast at 2 and 8 batches); the
-     * cache runs 2, whose prefill is not used */
+    /* the compute runs K = 4 batches of B, as a block commonly has (a run's
+     * one-off costs spread as in use); the cache runs 2, whose prefill is
+     * not used */
     const int rounds = o->quick ? 1 : CALIB_MAX_ROUNDS, Kc = 4, K = 2, B = 8;
     /* the whole model where its weights fit twice (their host copy and the
      * device arena) in a quarter of this host's memory: per layer, a
@@ -362,7 +359,7 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
      * an engine of their own (a GPU's) and do not bound it, nothing */
     for (int i = 0; i < rounds && !st; i++) {
         snprintf(tag, sizeof tag, "copy-%d", i);
-        if ((st = calib_run(&cb, path, tag, Kc, B, G, weights_cpu, 0, &m))) break;
+        if ((st = calib_run(&cb, path, tag, 1, B, G, weights_cpu, 0, &m))) break;
         for (int ph = 0; ph < 2; ph++) {
             int f = ph ? F_COPY : F_PCOPY;
             if (m.copy_bound[ph]) v[f][n[f]++] = m.m[ph] / m.p[ph];
@@ -377,7 +374,7 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     /* 3. the disk (where its decode is disk-bound) */
     for (int i = 0; disk && i < rounds && !st; i++) {
         snprintf(tag, sizeof tag, "disk-%d", i);
-        if ((st = calib_run(&cb, path, tag, Kc, B, Gd, weights_disk, 0, &m))) break;
+        if ((st = calib_run(&cb, path, tag, 1, B, Gd, weights_disk, 0, &m))) break;
         if (m.disk_bound[1]) v[F_DISK][n[F_DISK]++] = m.m[1] / m.p[1];
     }
     if (!st) {
