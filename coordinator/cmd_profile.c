@@ -161,7 +161,7 @@ typedef struct {
  * it, by phase (0 prefill, 1 decode). */
 typedef struct {
     double m[2], p[2];
-    double copy_p[2], disk_p[2];   /* predicted seconds of copies (cpu->gpu and gpu->cpu), of disk transfers */
+    double copy_p[2];              /* predicted seconds of copies (cpu->gpu and gpu->cpu) */
     int copy_bound[2], disk_bound[2];   /* the predicted bottleneck is a copy, the disk */
 } calib_meas;
 
@@ -241,7 +241,6 @@ static fg_status calib_run(calib *cb, const char *hw, const char *tag, int K, in
         r->m[i] = report_num(j, ph[i][0], NULL, NULL), r->p[i] = report_num(j, "predicted", ph[i][0], NULL);
         r->copy_p[i] = report_num(j, "predicted", ph[i][1], fg_cost_res_name(R_H2D)) +
                        report_num(j, "predicted", ph[i][1], fg_cost_res_name(R_D2H));
-        r->disk_p[i] = report_num(j, "predicted", ph[i][1], fg_cost_res_name(R_DISK));
         const char *bn = json_string_value(json_object_get(json_object_get(j, "predicted"), ph[i][2]));
         r->copy_bound[i] = bn && (!strcmp(bn, fg_cost_res_name(R_H2D)) || !strcmp(bn, fg_cost_res_name(R_D2H)));
         r->disk_bound[i] = bn && !strcmp(bn, fg_cost_res_name(R_DISK));
