@@ -154,7 +154,6 @@ typedef struct {
     const fg_profile_opts *o;
     char dir[PATH_MAX];       /* scratch: prompts, reports, logs */
     char model[sizeof ((fg_opt_config *)0)->name + 16];   /* NAME:LAYERS */
-    int L, G;
 } calib;
 
 /* What one calibration run measured, and what the cost model predicted for
@@ -165,11 +164,9 @@ typedef struct {
     int copy_bound[2], disk_bound[2];   /* the predicted bottleneck is a copy, the disk */
 } calib_meas;
 
-/* The prompts of a run of n sequences: 32 tokens of arbitrary ids each,
- * at dir/ids-N.json. */
-static fg_status write_ids(const calib *cb, int n) {
-    char ids[PATH_MAX + 16];
-    snprintf(ids, sizeof ids, "%s/ids-%d.json", cb->dir, n);
+/* The prompts of a run of n sequences at `ids`: 32 tokens of arbitrary ids
+ * each. */
+static fg_status write_ids(const char *ids, int n) {
     FILE *f = fopen(ids, "w");
     if (!f) return fg_err_set(FG_ERUNTIME, "%s: %s", ids, strerror(errno));
     for (int i = 0; i < n; i++) {
@@ -211,7 +208,7 @@ static fg_status calib_run(calib *cb, const char *hw, const char *tag, int K, in
     for (int i = 0; i < 6; i++) argv[a++] = (char *)percent[i];
     if (ca) argv[a++] = "--cpu-cache-compute";
     argv[a] = NULL;
-    fg_status st = write_ids(cb, K * B);
+    fg_status st = access(ids, R_OK) == 0 ? FG_OK : write_ids(ids, K * B);   /* once per size */
     if (st) return st;
     pid_t pid = fork();
     if (pid < 0) return fg_err_set(FG_ERUNTIME, "fork: %s", strerror(errno));
@@ -276,10 +273,10 @@ static double clamp(double v, double lo, double hi) { return v < lo ? lo : v > h
 
 #define CALIB_MAX_ROUNDS 3
 
-/* engine[k] = the median of v[0..n), clamped; nothing where n is 0 (the
- * figure's default then: no effect) */
-static void set_fig(json_t *eng, const char *k, double *v, int n, double lo, double hi) {
-    if (n) json_object_set_new(eng, k, json_real(clamp(median(v, n), lo, hi)));
+/* engine[k] = *fig = the median of v[0..n), clamped; nothing where n is 0
+ * (*fig keeps the figure's default: no effect) */
+static void set_fig(json_t *eng, const char *k, double *v, int n, double lo, double hi, double *fig) {
+    if (n) json_object_set_new(eng, k, json_real(*fig = clamp(median(v, n), lo, hi)));
 }
 
 /* The "engine" section of prof, measured against prof itself (written to
@@ -295,7 +292,7 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     fg_wsrc_destroy(&ws);
     double layer = cs.layer_bytes, globals = cs.model_bytes;
     double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    calib cb = {.o = o, .G = o->quick ? 4 : 16};
+    calib cb = {.o = o};
     /* the compute runs K = 4 batches of B, as a block commonly has (a run's
      * one-off costs spread as in use); the cache runs 2, whose prefill is
      * not used */
@@ -305,17 +302,17 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
      * 24-layer opt-1.3b decoded 30% slower than a 6-layer one here, the
      * larger arena's page walks; else as many layers as 1.5 GB holds, at
      * least 2 */
-    cb.L = c.n_layers;
-    if (2 * (cb.L * layer + globals) > 0.25 * ram) {
-        cb.L = (int)(1.5e9 / layer);
-        cb.L = cb.L < 2 ? 2 : cb.L > c.n_layers ? c.n_layers : cb.L;
+    int L = c.n_layers;
+    if (2 * (L * layer + globals) > 0.25 * ram) {
+        L = (int)(1.5e9 / layer);
+        L = L < 2 ? 2 : L > c.n_layers ? c.n_layers : L;
     }
-    if (2 * (cb.L * layer + globals) > 0.4 * ram) {
+    if (2 * (L * layer + globals) > 0.4 * ram) {
         fg_info("profile: %s at %d layers needs %.1f GB of this host's %.1f GB: no engine calibration (the tiers' "
-                "figures alone)", o->model, cb.L, 2 * (cb.L * layer + globals) / 1e9, ram / 1e9);
+                "figures alone)", o->model, L, 2 * (L * layer + globals) / 1e9, ram / 1e9);
         return FG_OK;
     }
-    if (cb.L < c.n_layers) snprintf(cb.model, sizeof cb.model, "%s:%d", c.name, cb.L);
+    if (L < c.n_layers) snprintf(cb.model, sizeof cb.model, "%s:%d", c.name, L);
     else snprintf(cb.model, sizeof cb.model, "%s", c.name);
     const char *tmpd = getenv("TMPDIR");
     snprintf(cb.dir, sizeof cb.dir, "%s/flexgen-calib.XXXXXX", tmpd && tmpd[0] ? tmpd : "/tmp");
@@ -325,20 +322,22 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     static const char *const weights_disk[6] = {"0", "0", "100", "0", "100", "0"};
     static const char *const cache_cpu[6] = {"100", "0", "0", "100", "100", "0"};
     const int shared = json_is_true(json_object_get(json_object_get(prof, "gpu"), "shares_host_cpu"));
-    const int G = cb.G, Gd = G < 8 ? G : 8;   /* a disk-bound token is slow */
-    const int disk = cb.L == c.n_layers && cb.L * layer + globals < (double)o->disk_test_bytes;
-    double v[7][CALIB_MAX_ROUNDS];   /* each figure's value by round (n[f] of them) */
-    int n[7] = {0};
-    enum { F_DEC, F_PRE, F_COPY, F_PCOPY, F_DISK, F_CA, F_CL };
-    static const char *const key[7] = {"decode_compute_factor", "prefill_compute_factor", "copy_factor",
-                                       "prefill_copy_factor", "disk_factor", "cpu_attn_unit_s", "cache_load_unit_s"};
+    const int G = o->quick ? 4 : 16, Gd = G < 8 ? G : 8;   /* a disk-bound token is slow */
+    const int disk = L == c.n_layers && L * layer + globals < (double)o->disk_test_bytes;
+    enum { F_DEC, F_PRE, F_COPY, F_PCOPY, F_DISK, F_CA, F_CL, F_COUNT };
+    static const char *const key[F_COUNT] = {"decode_compute_factor", "prefill_compute_factor", "copy_factor",
+                                             "prefill_copy_factor", "disk_factor", "cpu_attn_unit_s",
+                                             "cache_load_unit_s"};
+    double v[F_COUNT][CALIB_MAX_ROUNDS];   /* each figure's value by round (n[f] of them) */
+    double fig[F_COUNT] = {1, 1, 1, 1, 1, 0, 0};   /* the figures (as fg_hw_load defaults those not measured) */
+    int n[F_COUNT] = {0};
     calib_meas m;
     char tag[32];
     /* decode units per K x B run: (G - 1) tokens, K batches, L layers */
-    const double units = (double)(G - 1) * K * cb.L;
+    const double units = (double)(G - 1) * K * L;
     json_t *eng = json_object();
     json_object_set_new(prof, "engine", eng);
-    fg_info("profile: the engine itself, on %d layers of %s (%d runs)", cb.L, c.name, (disk ? 5 : 4) * rounds);
+    fg_info("profile: the engine itself, on %d layers of %s (%d runs)", L, c.name, (disk ? 5 : 4) * rounds);
     /* 1. the compute stream */
     if (!st) st = write_json(prof, path);
     for (int i = 0; i < rounds && !st; i++) {
@@ -348,7 +347,7 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     }
     /* each figure as it is known, so the runs after it predict with it */
     if (!st) {
-        set_fig(eng, key[F_DEC], v[F_DEC], n[F_DEC], 0.5, 4), set_fig(eng, key[F_PRE], v[F_PRE], n[F_PRE], 0.5, 4);
+        for (int f = F_DEC; f <= F_PRE; f++) set_fig(eng, key[f], v[f], n[f], 0.5, 4, &fig[f]);
         st = write_json(prof, path);
     }
     /* 2. the copies, each phase: the time a run took beyond its
@@ -366,8 +365,7 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
         }
     }
     if (!st) {
-        set_fig(eng, key[F_COPY], v[F_COPY], n[F_COPY], 0.5, 4);
-        set_fig(eng, key[F_PCOPY], v[F_PCOPY], n[F_PCOPY], 0.5, 4);
+        for (int f = F_COPY; f <= F_PCOPY; f++) set_fig(eng, key[f], v[f], n[f], 0.5, 4, &fig[f]);
         st = write_json(prof, path);
     }
     /* 3. the disk (where its decode is disk-bound) */
@@ -377,7 +375,7 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
         if (m.disk_bound[1]) v[F_DISK][n[F_DISK]++] = m.m[1] / m.p[1];
     }
     if (!st) {
-        set_fig(eng, key[F_DISK], v[F_DISK], n[F_DISK], 0.25, 4);
+        set_fig(eng, key[F_DISK], v[F_DISK], n[F_DISK], 0.25, 4, &fig[F_DISK]);
         st = write_json(prof, path);
     }
     /* 4. a cache on the CPU tier, attended there and loaded from there */
@@ -390,19 +388,16 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
         v[F_CL][n[F_CL]++] = m.m[1] > m.p[1] ? (m.m[1] - m.p[1]) / units : 0;
     }
     if (!st) {
-        set_fig(eng, key[F_CA], v[F_CA], n[F_CA], 0, 0.999), set_fig(eng, key[F_CL], v[F_CL], n[F_CL], 0, 0.999);
+        for (int f = F_CA; f <= F_CL; f++) set_fig(eng, key[f], v[f], n[f], 0, 0.999, &fig[f]);
         json_object_set_new(eng, "model", json_string(cb.model));
         json_object_set_new(eng, "rounds", json_integer(rounds));
         fg_info("profile: in the engine, decode compute takes %.2fx the tiers' figures, prefill compute %.2fx, a "
                 "copy %.2fx in decode and %.2fx in prefill, a disk transfer %.2fx%s; a decode unit adds %.3f ms "
                 "with CPU attention, %.3f ms with its cache loaded from the CPU (medians of %d runs)",
-                report_num(eng, key[F_DEC], NULL, NULL), report_num(eng, key[F_PRE], NULL, NULL),
-                n[F_COPY] ? report_num(eng, key[F_COPY], NULL, NULL) : 1,
-                n[F_PCOPY] ? report_num(eng, key[F_PCOPY], NULL, NULL) : 1,
-                n[F_DISK] ? report_num(eng, key[F_DISK], NULL, NULL) : 1,
+                fig[F_DEC], fig[F_PRE], fig[F_COPY], fig[F_PCOPY], fig[F_DISK],
                 n[F_DISK] ? "" : disk ? " (not measured: the run was not disk-bound)"
                                       : " (the test file's rate: the store is larger, or only its first layers run)",
-                report_num(eng, key[F_CA], NULL, NULL) * 1e3, report_num(eng, key[F_CL], NULL, NULL) * 1e3, rounds);
+                fig[F_CA] * 1e3, fig[F_CL] * 1e3, rounds);
     } else {
         json_object_del(prof, "engine");   /* a part-measured section is not kept */
     }

@@ -97,12 +97,12 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
         return st;
     /* the engine's own figures (optional; 0 allowed for the added seconds) */
     json_t *eng = json_object_get(root, "engine");
-    if (eng && ((st = num(path, eng, "engine", "decode_compute_factor", 0, &hw->eng_decode_factor)) ||
-                (st = num(path, eng, "engine", "prefill_compute_factor", 0, &hw->eng_prefill_factor)) ||
-                (st = num(path, eng, "engine", "copy_factor", 0, &hw->eng_copy_factor)) ||
-                (st = num(path, eng, "engine", "prefill_copy_factor", 0, &hw->eng_prefill_copy_factor)) ||
-                (st = num(path, eng, "engine", "disk_factor", 0, &hw->eng_disk_factor))))
-        return st;
+    const char *factors[5] = {"decode_compute_factor", "prefill_compute_factor", "copy_factor", "prefill_copy_factor",
+                              "disk_factor"};
+    double *factor_to[5] = {&hw->eng_decode_factor, &hw->eng_prefill_factor, &hw->eng_copy_factor,
+                            &hw->eng_prefill_copy_factor, &hw->eng_disk_factor};
+    for (int i = 0; eng && i < 5; i++)
+        if ((st = num(path, eng, "engine", factors[i], 0, factor_to[i]))) return st;
     const char *adds[2] = {"cpu_attn_unit_s", "cache_load_unit_s"};
     double *add_to[2] = {&hw->eng_cpu_attn_unit_s, &hw->eng_cache_load_unit_s};
     for (int i = 0; eng && i < 2; i++) {

@@ -141,7 +141,7 @@ need = {"gpu": ["h2d_GBps", "d2h_GBps", "attn_decode_GBps", "attn_prefill_TFLOPS
         "disk": ["disk_read_GBps", "disk_write_GBps", "engine_read_GBps", "engine_write_GBps"], "runtime": ["cmd_s"]}
 ok = all(math.isfinite(p[s][k]) and p[s][k] > 0 for s in need for k in need[s]) and len(p["gpu"]["mm"]) >= 4
 ok = ok and p["gpu"]["model"] == "opt-125m" and len(p["gpu"]["mm_q4"]) >= 4   # the host backend runs 4-bit weights
-# the engine run on the size's first layers against the tiers' figures
+# the engine run on the size (whole: opt-125m fits) against the tiers' figures
 e = p["engine"]
 ok = ok and e["model"] == "opt-125m" and e["rounds"] == 1   # --quick: one run of each kind
 ok = ok and all(0.5 <= e[k] <= 4 for k in ("decode_compute_factor", "prefill_compute_factor", "copy_factor",
@@ -153,9 +153,9 @@ if not ok: print(json.dumps(p.get("engine")))
 sys.exit(0 if ok else 1)
 PY
   # the engine's figures enter the cost model where they belong: prefill
-  # compute scaled by prefill_compute_factor; every copy's seconds by
-  # copy_factor, and on a host that shares its cores (this one), the compute
-  # stream's by what the copies added
+  # compute scaled by prefill_compute_factor; every copy's seconds by the
+  # copy factors, and on a host that shares its cores (this one), the compute
+  # stream's by what the copies added; every disk transfer's by disk_factor
   "$py" - "$prof" "$work" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
