@@ -338,24 +338,24 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     json_t *eng = json_object();
     json_object_set_new(prof, "engine", eng);
     fg_info("profile: the engine itself, on %d layers of %s (%d runs)", L, c.name, (disk ? 5 : 4) * rounds);
-    /* 1. the compute stream */
+    /* Round by round, each kind of run once a round, so that a slow spell
+     * of this host (they last minutes) falls on one run of each figure, which
+     * the median sets aside, rather than on every run of one figure. After
+     * each run its figures are set from the rounds so far (medians), so the
+     * runs after it predict with them. */
     if (!st) st = write_json(prof, path);
     for (int i = 0; i < rounds && !st; i++) {
+        /* 1. the compute stream */
         snprintf(tag, sizeof tag, "gpu-%d", i);
         if ((st = calib_run(&cb, path, tag, Kc, B, G, all_gpu, 0, &m))) break;
         v[F_DEC][n[F_DEC]++] = m.m[1] / m.p[1], v[F_PRE][n[F_PRE]++] = m.m[0] / m.p[0];
-    }
-    /* each figure as it is known, so the runs after it predict with it */
-    if (!st) {
         for (int f = F_DEC; f <= F_PRE; f++) set_fig(eng, key[f], v[f], n[f], 0.5, 4, &fig[f]);
-        st = write_json(prof, path);
-    }
-    /* 2. the copies, each phase: the time a run took beyond its
-     * prediction, over the seconds it predicted for copies, where they
-     * share the cores with the compute (the host backend); where copies
-     * bound the phase, the whole ratio; where they overlap the compute on
-     * an engine of their own (a GPU's) and do not bound it, nothing */
-    for (int i = 0; i < rounds && !st; i++) {
+        if ((st = write_json(prof, path))) break;
+        /* 2. the copies, each phase: the time a run took beyond its
+         * prediction, over the seconds it predicted for copies, where they
+         * share the cores with the compute (the host backend); where copies
+         * bound the phase, the whole ratio; where they overlap the compute on
+         * an engine of their own (a GPU's) and do not bound it, nothing */
         snprintf(tag, sizeof tag, "copy-%d", i);
         if ((st = calib_run(&cb, path, tag, 1, B, G, weights_cpu, 0, &m))) break;
         for (int ph = 0; ph < 2; ph++) {
@@ -363,32 +363,27 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
             if (m.copy_bound[ph]) v[f][n[f]++] = m.m[ph] / m.p[ph];
             else if (shared && m.copy_p[ph] > 0) v[f][n[f]++] = 1 + (m.m[ph] - m.p[ph]) / m.copy_p[ph];
         }
-    }
-    if (!st) {
         for (int f = F_COPY; f <= F_PCOPY; f++) set_fig(eng, key[f], v[f], n[f], 0.5, 4, &fig[f]);
-        st = write_json(prof, path);
-    }
-    /* 3. the disk (where its decode is disk-bound) */
-    for (int i = 0; disk && i < rounds && !st; i++) {
-        snprintf(tag, sizeof tag, "disk-%d", i);
-        if ((st = calib_run(&cb, path, tag, 1, B, Gd, weights_disk, 0, &m))) break;
-        if (m.disk_bound[1]) v[F_DISK][n[F_DISK]++] = m.m[1] / m.p[1];
-    }
-    if (!st) {
-        set_fig(eng, key[F_DISK], v[F_DISK], n[F_DISK], 0.25, 4, &fig[F_DISK]);
-        st = write_json(prof, path);
-    }
-    /* 4. a cache on the CPU tier, attended there and loaded from there */
-    for (int i = 0; i < rounds && !st; i++) {
+        if ((st = write_json(prof, path))) break;
+        /* 3. the disk (where its decode is disk-bound) */
+        if (disk) {
+            snprintf(tag, sizeof tag, "disk-%d", i);
+            if ((st = calib_run(&cb, path, tag, 1, B, Gd, weights_disk, 0, &m))) break;
+            if (m.disk_bound[1]) v[F_DISK][n[F_DISK]++] = m.m[1] / m.p[1];
+            set_fig(eng, key[F_DISK], v[F_DISK], n[F_DISK], 0.25, 4, &fig[F_DISK]);
+            if ((st = write_json(prof, path))) break;
+        }
+        /* 4. a cache on the CPU tier, attended there and loaded from there */
         snprintf(tag, sizeof tag, "cpu-attn-%d", i);
         if ((st = calib_run(&cb, path, tag, K, B, G, cache_cpu, 1, &m))) break;
         v[F_CA][n[F_CA]++] = m.m[1] > m.p[1] ? (m.m[1] - m.p[1]) / units : 0;
         snprintf(tag, sizeof tag, "cache-load-%d", i);
         if ((st = calib_run(&cb, path, tag, K, B, G, cache_cpu, 0, &m))) break;
         v[F_CL][n[F_CL]++] = m.m[1] > m.p[1] ? (m.m[1] - m.p[1]) / units : 0;
+        for (int f = F_CA; f <= F_CL; f++) set_fig(eng, key[f], v[f], n[f], 0, 0.999, &fig[f]);
+        st = write_json(prof, path);
     }
     if (!st) {
-        for (int f = F_CA; f <= F_CL; f++) set_fig(eng, key[f], v[f], n[f], 0, 0.999, &fig[f]);
         json_object_set_new(eng, "model", json_string(cb.model));
         json_object_set_new(eng, "rounds", json_integer(rounds));
         fg_info("profile: in the engine, decode compute takes %.2fx the tiers' figures, prefill compute %.2fx, a "
