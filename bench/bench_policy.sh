@@ -18,14 +18,15 @@
 #     takes about 2 minutes at prompt 4, 4 new tokens, 32 prompts:
 #       bench/bench_policy.sh auto opt-13b 4 4   with PROMPTS=32).
 # The profile is this machine's (flexgen profile, cached; measured first if
-# missing). Defaults: opt-1.3b, prompt 32, 8 new tokens.
+# missing). Defaults: opt-1.3b, prompt 32, 8 new tokens. KEEP=DIR keeps each
+# run's report (--report) and log there for a later look; else they go.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-predict} model=${2:-opt-1.3b} S=${3:-32} G=${4:-8}
 py=/usr/bin/python3
 flexgen=$root/build/bin/flexgen
 work=$(mktemp -d /var/tmp/flexgen-policy.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+trap 'if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp -r "$work"/. "$KEEP"/; fi; rm -rf "$work"' EXIT
 off=$root/flexgen-offload   # the profile's filesystem; the tier store is reused between runs
 mkdir -p "$off"
 "$flexgen" profile --offload-dir "$off" --model "$model" >/dev/null
