@@ -134,8 +134,10 @@ static fg_status measure_cmd(const char *device, double *cmd_s, double *rtt_s) {
  * profiled size (or, where that does not fit this host twice over, its
  * first layers) against the tiers' figures, and records what the cost
  * model missed (fg_hw.h, "engine"), each figure the median of `rounds`
- * runs (3; 1 with --quick) and each kind measured with the figures before
- * it already in the profile:
+ * runs (3; 1 with --quick). Each round runs every kind once, in the order
+ * below, so that a slow spell of the host (they last minutes) falls on one
+ * run of each figure, which the median sets aside, not on every run of
+ * one; each run predicts with the figures measured so far (their medians):
  *   1. everything on the GPU tier: the compute stream's measured / predicted
  *      time, decode and prefill;
  *   2. the weights on the CPU tier, one batch of 8 (copies dominate): a
@@ -338,11 +340,8 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     json_t *eng = json_object();
     json_object_set_new(prof, "engine", eng);
     fg_info("profile: the engine itself, on %d layers of %s (%d runs)", L, c.name, (disk ? 5 : 4) * rounds);
-    /* Round by round, each kind of run once a round, so that a slow spell
-     * of this host (they last minutes) falls on one run of each figure, which
-     * the median sets aside, rather than on every run of one figure. After
-     * each run its figures are set from the rounds so far (medians), so the
-     * runs after it predict with them. */
+    /* round by round (above); after each run, its figures into the
+     * profile the next runs read */
     if (!st) st = write_json(prof, path);
     for (int i = 0; i < rounds && !st; i++) {
         /* 1. the compute stream */
