@@ -5,9 +5,13 @@
 #     runs policies of every kind (disk-bound, copy-bound, compute-bound, CPU
 #     attention on and off, several block sizes) with --report, REPS times
 #     each (default 3, interleaved), and prints the prediction beside the
-#     measured medians of prefill and decode time and their errors; the
-#     profile is measured afresh first (this disk drifts by tens of percent
-#     within an hour), unless REPROFILE=0;
+#     measured medians of prefill and decode time and their errors (each
+#     repetition's error against its own report's prediction, the median of
+#     them); the profile is measured afresh first (this disk drifts by tens of
+#     percent within an hour), unless REPROFILE=0; PAIRED=1 measures it afresh
+#     before every repetition instead (about 9 minutes each on opt-1.3b here),
+#     so each run is predicted from the profile taken minutes before it: this
+#     host's speed moves from one quarter hour to the next;
 #   bench/bench_policy.sh auto [MODEL] [PROMPT_LEN] [GEN] [GPU_MEM] [CPU_MEM]
 #     runs --policy auto and a grid of at least 12 hand-written policies under
 #     the same budgets (auto first and last, so the disk's drift shows), and
@@ -51,8 +55,10 @@ if [ "$mode" = predict ]; then
     "weights-cpu-k8|32|--percent 0 100 100 0 100 0 --gpu-batch-size 4 --num-gpu-batches 8"
   )
   reps=${REPS:-3}
-  [ "${REPROFILE:-1}" = 0 ] || "$flexgen" profile --reprofile --offload-dir "$off" --model "$model" >/dev/null
+  paired=${PAIRED:-0}
+  [ "${REPROFILE:-1}" = 0 ] || [ "$paired" = 1 ] || "$flexgen" profile --reprofile --offload-dir "$off" --model "$model" >/dev/null
   for rep in $(seq "$reps"); do
+    [ "$paired" = 1 ] && "$flexgen" profile --reprofile --offload-dir "$off" --model "$model" >/dev/null
     for c in "${cases[@]}"; do
       IFS='|' read -r name n args <<<"$c"
       gen_prompts "$n"
@@ -60,27 +66,29 @@ if [ "$mode" = predict ]; then
       run "$name.$rep" "$n" $args
     done
   done
-  "$py" - "$work" "$reps" "${cases[@]}" <<'PY'
+  "$py" - "$work" "$reps" "$paired" "${cases[@]}" <<'PY'
 import json, statistics, sys
-w, reps = sys.argv[1], int(sys.argv[2])
+w, reps, paired = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 print(f"{'policy':16} {'prefill s pred':>14} {'meas':>8} {'err':>7} {'decode s pred':>14} {'meas':>8} {'err':>7}"
-      f" {'tok/s pred':>10} {'meas':>8} {'err':>7}  bottleneck (prefill / decode); measured: median of {reps}, [range]")
+      f" {'tok/s pred':>10} {'meas':>8} {'err':>7}  bottleneck (prefill / decode); medians of {reps}; "
+      f"[range of each repetition's prefill and decode error]")
 errs = []
 med = statistics.median
-for c in sys.argv[3:]:
+keys = ("prefill_s", "decode_s", "throughput_tokens_per_s")
+for c in sys.argv[4:]:
     name = c.split("|")[0]
     rs = [json.load(open(f"{w}/{name}.{k}.json")) for k in range(1, reps + 1)]
-    p = rs[0]["predicted"]
-    e = lambda pr, me: (pr - me) / me * 100
-    m = {k: med([r[k] for r in rs]) for k in ("prefill_s", "decode_s", "throughput_tokens_per_s")}
-    rng = {k: (min(r[k] for r in rs), max(r[k] for r in rs)) for k in ("prefill_s", "decode_s")}
-    row = [(p["prefill_s"], m["prefill_s"]), (p["decode_s"], m["decode_s"]),
-           (p["throughput_tokens_per_s"], m["throughput_tokens_per_s"])]
-    errs += [abs(e(*row[0])), abs(e(*row[1]))]
-    print(f"{name:16} " + " ".join(f"{pr:14.3f} {me:8.3f} {e(pr, me):+6.1f}%" for pr, me in row)
-          + f"  {p['prefill_bottleneck']} / {p['decode_bottleneck']}"
-          + "  [" + ", ".join(f"{a:.2f}-{b:.2f}" for a, b in rng.values()) + "]")
-print(f"prefill and decode errors: median {statistics.median(errs):.1f}%, max {max(errs):.1f}% (target: every one within 15%)")
+    # each repetition against its own prediction (the profile it ran with:
+    # one for all, or with PAIRED=1 the one measured just before it)
+    e = {k: [(r["predicted"][k] - r[k]) / r[k] * 100 for r in rs] for k in keys}
+    p = {k: med([r["predicted"][k] for r in rs]) for k in keys}
+    m = {k: med([r[k] for r in rs]) for k in keys}
+    errs += [abs(med(e["prefill_s"])), abs(med(e["decode_s"]))]
+    print(f"{name:16} " + " ".join(f"{p[k]:14.3f} {m[k]:8.3f} {med(e[k]):+6.1f}%" for k in keys)
+          + f"  {rs[0]['predicted']['prefill_bottleneck']} / {rs[0]['predicted']['decode_bottleneck']}"
+          + "  [" + ", ".join(f"{min(e[k]):+.0f}..{max(e[k]):+.0f}%" for k in keys[:2]) + "]")
+print(f"prefill and decode errors (median of each policy's repetitions; {'each repetition predicted from a profile measured just before it' if paired else 'one profile'}): "
+      f"median {med(errs):.1f}%, max {max(errs):.1f}%, {sum(x <= 15 for x in errs)} of {len(errs)} within 15% (target: every one)")
 PY
 else
   np=${PROMPTS:-64}
