@@ -137,7 +137,11 @@ static fg_status measure_cmd(const char *device, double *cmd_s, double *rtt_s) {
  * runs (3; 1 with --quick). Each round runs every kind once, in the order
  * below, so that a slow spell of the host (they last minutes) falls on one
  * run of each figure, which the median sets aside, not on every run of
- * one; each run predicts with the figures measured so far (their medians):
+ * one. Each run predicts with the other kinds' figures measured so far
+ * (their medians) but without its own, so that every run of a figure
+ * measures the same ratio, against the tiers' figures alone (a run
+ * predicted with its own figure from the rounds before would measure only
+ * what is left beyond it, near 1 or 0, and pull the median there):
  *   1. everything on the GPU tier: the compute stream's measured / predicted
  *      time, decode and prefill;
  *   2. the weights on the CPU tier, one batch of 8 (copies dominate): a
@@ -281,9 +285,21 @@ static void set_fig(json_t *eng, const char *k, double *v, int n, double lo, dou
     if (n) json_object_set_new(eng, k, json_real(*fig = clamp(median(v, n), lo, hi)));
 }
 
+/* Write prof to path as the next run is to read it: without figures
+ * key[f0..f1], the ones that run measures. */
+static fg_status write_for_run(json_t *prof, const char *path, const char *const *key, int f0, int f1) {
+    json_t *c = json_deep_copy(prof);
+    if (!c) return fg_err_set(FG_ERUNTIME, "%s: out of memory", path);
+    json_t *eng = json_object_get(c, "engine");
+    for (int f = f0; f <= f1; f++) json_object_del(eng, key[f]);
+    fg_status st = write_json(c, path);
+    json_decref(c);
+    return st;
+}
+
 /* The "engine" section of prof, measured against prof itself (written to
- * path first, then rewritten as each figure is added). A model too large
- * for this host's memory at two layers is not run: no section. */
+ * path before each run, without the figures that run measures). A model
+ * too large for this host's memory at two layers is not run: no section. */
 static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *path) {
     fg_wsrc *ws = NULL;   /* the size's tensors (no weights are made) */
     fg_status st = fg_wsrc_open_dummy(o->model, 0, &ws);
@@ -340,47 +356,51 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     json_t *eng = json_object();
     json_object_set_new(prof, "engine", eng);
     fg_info("profile: the engine itself, on %d layers of %s (%d runs)", L, c.name, (disk ? 5 : 4) * rounds);
-    /* round by round (above); after each run, its figures into the
-     * profile the next runs read */
-    if (!st) st = write_json(prof, path);
+    /* round by round, each run against the profile without its own
+     * figures (above) */
     for (int i = 0; i < rounds && !st; i++) {
         /* 1. the compute stream */
         snprintf(tag, sizeof tag, "gpu-%d", i);
-        if ((st = calib_run(&cb, path, tag, Kc, B, G, all_gpu, 0, &m))) break;
+        if ((st = write_for_run(prof, path, key, F_DEC, F_PRE)) ||
+            (st = calib_run(&cb, path, tag, Kc, B, G, all_gpu, 0, &m)))
+            break;
         v[F_DEC][n[F_DEC]++] = m.m[1] / m.p[1], v[F_PRE][n[F_PRE]++] = m.m[0] / m.p[0];
         for (int f = F_DEC; f <= F_PRE; f++) set_fig(eng, key[f], v[f], n[f], 0.5, 4, &fig[f]);
-        if ((st = write_json(prof, path))) break;
         /* 2. the copies, each phase: the time a run took beyond its
          * prediction, over the seconds it predicted for copies, where they
          * share the cores with the compute (the host backend); where copies
          * bound the phase, the whole ratio; where they overlap the compute on
          * an engine of their own (a GPU's) and do not bound it, nothing */
         snprintf(tag, sizeof tag, "copy-%d", i);
-        if ((st = calib_run(&cb, path, tag, 1, B, G, weights_cpu, 0, &m))) break;
+        if ((st = write_for_run(prof, path, key, F_COPY, F_PCOPY)) ||
+            (st = calib_run(&cb, path, tag, 1, B, G, weights_cpu, 0, &m)))
+            break;
         for (int ph = 0; ph < 2; ph++) {
             int f = ph ? F_COPY : F_PCOPY;
             if (m.copy_bound[ph]) v[f][n[f]++] = m.m[ph] / m.p[ph];
             else if (shared && m.copy_p[ph] > 0) v[f][n[f]++] = 1 + (m.m[ph] - m.p[ph]) / m.copy_p[ph];
         }
         for (int f = F_COPY; f <= F_PCOPY; f++) set_fig(eng, key[f], v[f], n[f], 0.5, 4, &fig[f]);
-        if ((st = write_json(prof, path))) break;
         /* 3. the disk (where its decode is disk-bound) */
         if (disk) {
             snprintf(tag, sizeof tag, "disk-%d", i);
-            if ((st = calib_run(&cb, path, tag, 1, B, Gd, weights_disk, 0, &m))) break;
+            if ((st = write_for_run(prof, path, key, F_DISK, F_DISK)) ||
+                (st = calib_run(&cb, path, tag, 1, B, Gd, weights_disk, 0, &m)))
+                break;
             if (m.disk_bound[1]) v[F_DISK][n[F_DISK]++] = m.m[1] / m.p[1];
             set_fig(eng, key[F_DISK], v[F_DISK], n[F_DISK], 0.25, 4, &fig[F_DISK]);
-            if ((st = write_json(prof, path))) break;
         }
-        /* 4. a cache on the CPU tier, attended there and loaded from there */
+        /* 4. a cache on the CPU tier, attended there and loaded from there
+         * (each run's prediction adds only its own path's figure) */
         snprintf(tag, sizeof tag, "cpu-attn-%d", i);
-        if ((st = calib_run(&cb, path, tag, K, B, G, cache_cpu, 1, &m))) break;
+        if ((st = write_for_run(prof, path, key, F_CA, F_CL)) ||
+            (st = calib_run(&cb, path, tag, K, B, G, cache_cpu, 1, &m)))
+            break;
         v[F_CA][n[F_CA]++] = m.m[1] > m.p[1] ? (m.m[1] - m.p[1]) / units : 0;
         snprintf(tag, sizeof tag, "cache-load-%d", i);
         if ((st = calib_run(&cb, path, tag, K, B, G, cache_cpu, 0, &m))) break;
         v[F_CL][n[F_CL]++] = m.m[1] > m.p[1] ? (m.m[1] - m.p[1]) / units : 0;
         for (int f = F_CA; f <= F_CL; f++) set_fig(eng, key[f], v[f], n[f], 0, 0.999, &fig[f]);
-        st = write_json(prof, path);
     }
     if (!st) {
         json_object_set_new(eng, "model", json_string(cb.model));
