@@ -134,14 +134,15 @@ static fg_status measure_cmd(const char *device, double *cmd_s, double *rtt_s) {
  * profiled size (or, where that does not fit this host twice over, its
  * first layers) against the tiers' figures, and records what the cost
  * model missed (fg_hw.h, "engine"), each figure the median of `rounds`
- * runs (3; 1 with --quick). Each round runs every kind once, in the order
- * below, so that a slow spell of the host (they last minutes) falls on one
- * run of each figure, which the median sets aside, not on every run of
- * one. Each run predicts with the other kinds' figures measured so far
- * (their medians) but without its own, so that every run of a figure
- * measures the same ratio, against the tiers' figures alone (a run
- * predicted with its own figure from the rounds before would measure only
- * what is left beyond it, near 1 or 0, and pull the median there):
+ * runs (--rounds, default 3; 1 with --quick). Each round runs every kind
+ * once, in the order below, so that a slow spell of the host (they last
+ * minutes) falls on one run of each figure, which the median sets aside,
+ * not on every run of one. Each run predicts with the other kinds'
+ * figures measured so far (their medians) but without its own, so that
+ * every run of a figure measures the same ratio, against the tiers'
+ * figures alone (a run predicted with its own figure from the rounds
+ * before would measure only what is left beyond it, near 1 or 0, and pull
+ * the median there):
  *   1. everything on the GPU tier: the compute stream's measured / predicted
  *      time, decode and prefill;
  *   2. the weights on the CPU tier, one batch of 8 (copies dominate): a
@@ -277,7 +278,7 @@ static double median(double *v, int n) {
 
 static double clamp(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-#define CALIB_MAX_ROUNDS 3
+#define CALIB_MAX_ROUNDS 9
 
 /* engine[k] = *fig = the median of v[0..n), clamped; nothing where n is 0
  * (*fig keeps the figure's default: no effect) */
@@ -314,7 +315,7 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     /* the compute runs K = 4 batches of B, as a block commonly has (a run's
      * one-off costs spread as in use); the cache runs 2, whose prefill is
      * not used */
-    const int rounds = o->quick ? 1 : CALIB_MAX_ROUNDS, Kc = 4, K = 2, B = 8;
+    const int rounds = o->rounds ? o->rounds : o->quick ? 1 : 3, Kc = 4, K = 2, B = 8;
     /* the whole model where its weights fit twice (their host copy and the
      * device arena) in a quarter of this host's memory: per layer, a
      * 24-layer opt-1.3b decoded 30% slower than a 6-layer one here, the
@@ -333,8 +334,13 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     if (L < c.n_layers) snprintf(cb.model, sizeof cb.model, "%s:%d", c.name, L);
     else snprintf(cb.model, sizeof cb.model, "%s", c.name);
     const char *tmpd = getenv("TMPDIR");
-    snprintf(cb.dir, sizeof cb.dir, "%s/flexgen-calib.XXXXXX", tmpd && tmpd[0] ? tmpd : "/tmp");
-    if (!mkdtemp(cb.dir)) return fg_err_set(FG_ERUNTIME, "%s: cannot create a scratch directory: %s", cb.dir, strerror(errno));
+    if (o->keep_runs) {
+        snprintf(cb.dir, sizeof cb.dir, "%s", o->keep_runs);   /* made and checked with the options */
+    } else {
+        snprintf(cb.dir, sizeof cb.dir, "%s/flexgen-calib.XXXXXX", tmpd && tmpd[0] ? tmpd : "/tmp");
+        if (!mkdtemp(cb.dir))
+            return fg_err_set(FG_ERUNTIME, "%s: cannot create a scratch directory: %s", cb.dir, strerror(errno));
+    }
     static const char *const all_gpu[6] = {"100", "0", "100", "0", "100", "0"};
     static const char *const weights_cpu[6] = {"0", "100", "100", "0", "100", "0"};
     static const char *const weights_disk[6] = {"0", "0", "100", "0", "100", "0"};
@@ -415,7 +421,7 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     } else {
         json_object_del(prof, "engine");   /* a part-measured section is not kept */
     }
-    fg_remove_flat_dir(cb.dir);
+    if (!o->keep_runs) fg_remove_flat_dir(cb.dir);
     return st;
 }
 
@@ -481,19 +487,24 @@ static void usage(FILE *f) {
         "                          and policy measure the size nearest their model's)\n"
         "  --disk-test-size SIZE   the disk test file (default 8G: larger than the host's cache\n"
         "                          of a virtual disk is what a big model sees)\n"
-        "  --quick                 fewer repetitions, small buffers (tests; not for real use)\n");
+        "  --rounds N              the engine calibration's rounds, each figure the median of N runs\n"
+        "                          (1-%d; default 3, 1 with --quick)\n"
+        "  --keep-runs DIR         keep the calibration runs' prompts, reports and logs in DIR (created)\n"
+        "  --quick                 fewer repetitions, small buffers (tests; not for real use)\n",
+        CALIB_MAX_ROUNDS);
 }
 
 int fg_cmd_profile(int argc, char **argv) {
     fg_profile_opts o = {.offload_dir = "flexgen-offload", .model = "opt-1.3b", .disk_test_bytes = 8ull << 30};
     const char *out = NULL;
     int reprofile = 0;
-    enum { O_OFF = 256, O_DEV, O_MODEL, O_OUT, O_RE, O_SIZE, O_QUICK };
+    enum { O_OFF = 256, O_DEV, O_MODEL, O_OUT, O_RE, O_SIZE, O_QUICK, O_ROUNDS, O_KEEP };
     static const struct option opts[] = {
         {"offload-dir", required_argument, 0, O_OFF}, {"device", required_argument, 0, O_DEV},
         {"model", required_argument, 0, O_MODEL},     {"out", required_argument, 0, O_OUT},
         {"reprofile", no_argument, 0, O_RE},          {"disk-test-size", required_argument, 0, O_SIZE},
         {"quick", no_argument, 0, O_QUICK},           {"help", no_argument, 0, 'h'},
+        {"rounds", required_argument, 0, O_ROUNDS},   {"keep-runs", required_argument, 0, O_KEEP},
         {0, 0, 0, 0},
     };
     opterr = 0;
@@ -509,6 +520,8 @@ int fg_cmd_profile(int argc, char **argv) {
         case O_RE: reprofile = 1; break;
         case O_SIZE: st = fg_parse_size(optarg, &o.disk_test_bytes); break;
         case O_QUICK: o.quick = 1; break;
+        case O_ROUNDS: st = fg_parse_int("--rounds", optarg, 1, CALIB_MAX_ROUNDS, &o.rounds); break;
+        case O_KEEP: o.keep_runs = optarg; break;
         case 'h': usage(stdout); return 0;
         default:
             fprintf(stderr, "flexgen profile: unknown or incomplete option '%s'\n\n", argv[optind - 1]);
@@ -517,6 +530,14 @@ int fg_cmd_profile(int argc, char **argv) {
         }
     }
     if (!st && optind < argc) st = fg_err_set(FG_EINPUT, "flexgen profile: unexpected argument '%s'", argv[optind]);
+    char keep[PATH_MAX];
+    if (!st && o.keep_runs) {   /* before minutes of measuring, not after */
+        snprintf(keep, sizeof keep, "%s", o.keep_runs);
+        mkdirs(keep);
+        struct stat sb;
+        if (stat(keep, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(keep, W_OK | X_OK) != 0)
+            st = fg_err_set(FG_EINPUT, "--keep-runs %s: not a directory this user can write", o.keep_runs);
+    }
     fg_opt_config cfg;
     if (!st) st = fg_config_by_name(o.model, &cfg);
     if (!o.device) o.device = fg_backend_default();

@@ -13,6 +13,9 @@ typedef struct {
     const char *model;           /* OPT size whose shapes the GEMMs take */
     uint64_t disk_test_bytes;    /* the disk test file */
     int quick;                   /* fewer repetitions (tests) */
+    int rounds;                  /* the engine calibration's rounds (0: 3, 1 with quick) */
+    const char *keep_runs;       /* a directory the calibration runs' prompts, reports and logs stay in
+                                    (NULL: a scratch one, removed) */
 } fg_profile_opts;
 
 /* ~/.cache/flexgen/profile-HOST-DEVICE-devMAJOR.MINOR-MODEL.json

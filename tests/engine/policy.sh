@@ -12,7 +12,9 @@
 #  4. bad input: an unknown preset, a profile with a missing key, budgets
 #     nothing fits, a prompts file missing or too long, exit status 2 with
 #     the reason;
-#  5. flexgen profile measures every tier, caches and reuses the file;
+#  5. flexgen profile measures every tier, caches and reuses the file; its
+#     engine calibration predicts each run without the figure that run
+#     measures (same-shaped runs of two rounds predict the same);
 #  6. --prompts FILE sizes the workload as flexgen run would tokenize it.
 # The hardware is FlexGen's T4 preset (no profiling in CI).
 # Usage: policy.sh FLEXGEN WORKDIR
@@ -128,8 +130,9 @@ fi
 export XDG_CACHE_HOME=$work/cache
 # (the checkpoint's shapes are nearest opt-125m's: the profile of that size is
 # the one a run of it reads; a test file larger than its 0.25 GB store, so
-# the calibration runs it from disk too)
-if ! prof=$("$flexgen" profile --quick --disk-test-size 512M --model opt-125m --offload-dir "$work/off" 2>"$work/prof.err"); then
+# the calibration runs it from disk too; 2 rounds, their runs kept)
+if ! prof=$("$flexgen" profile --quick --rounds 2 --keep-runs "$work/calib" --disk-test-size 512M --model opt-125m \
+    --offload-dir "$work/off" 2>"$work/prof.err"); then
   fail "flexgen profile: $(grep error: "$work/prof.err")"
 else
   again=$("$flexgen" profile --quick --disk-test-size 512M --model opt-125m --offload-dir "$work/off" 2>"$work/prof2.err")
@@ -143,13 +146,30 @@ ok = all(math.isfinite(p[s][k]) and p[s][k] > 0 for s in need for k in need[s]) 
 ok = ok and p["gpu"]["model"] == "opt-125m" and len(p["gpu"]["mm_q4"]) >= 4   # the host backend runs 4-bit weights
 # the engine run on the size (whole: opt-125m fits) against the tiers' figures
 e = p["engine"]
-ok = ok and e["model"] == "opt-125m" and e["rounds"] == 1   # --quick: one run of each kind
+ok = ok and e["model"] == "opt-125m" and e["rounds"] == 2   # --rounds 2: two runs of each kind
 ok = ok and all(0.5 <= e[k] <= 4 for k in ("decode_compute_factor", "prefill_compute_factor", "copy_factor",
                                             "prefill_copy_factor"))
 # the weights-on-disk run: its factor, or the log says that run was not disk-bound
 ok = ok and (0.25 <= e["disk_factor"] <= 4 if "disk_factor" in e else "not disk-bound" in open(sys.argv[2]).read())
 ok = ok and all(0 <= e[k] < 1 for k in ("cpu_attn_unit_s", "cache_load_unit_s"))
 if not ok: print(json.dumps(p.get("engine")))
+sys.exit(0 if ok else 1)
+PY
+  # the compute runs of both rounds predict their compute from the tiers'
+  # figures alone: the same seconds (had round 2 used round 1's compute
+  # factors, its prediction would be theirs times it, and it would measure
+  # the ratio left beyond them, near 1, pulling the median there); their
+  # copies (the logits) take the copy figure measured in between, and on a
+  # host whose cores the compute shares they count in its seconds: set aside
+  if "$py" - "$work/calib" "$prof" <<'PY'; then echo "ok   calibration: each run predicted without its own figure"; else fail "calibration: round 2 predicted with round 1's figure"; fi
+import json, sys
+shared = json.load(open(sys.argv[2]))["gpu"].get("shares_host_cpu")
+def compute(i, ph):
+    r = json.load(open(f"{sys.argv[1]}/gpu-{i}.report.json"))["predicted"][ph + "_resource_s"]
+    return r["compute"] - (r["cpu->gpu"] + r["gpu->cpu"] if shared else 0)
+c = [[compute(i, ph) for ph in ("prefill", "decode")] for i in (0, 1)]
+ok = all(abs(c[0][k] - c[1][k]) <= 1e-9 * c[0][k] for k in (0, 1))
+if not ok: print(c)
 sys.exit(0 if ok else 1)
 PY
   # the engine's figures enter the cost model where they belong: prefill
@@ -220,6 +240,9 @@ expect2() {  # name, expected text, command...
   else echo "ok   $name: $(grep error: "$work/e.err" | head -1)"; fi
 }
 expect2 "unknown preset" "nope" "$flexgen" policy --dummy opt-125m --prompt-len 8 --hardware nope
+expect2 "profile --rounds 0" "rounds" "$flexgen" profile --rounds 0 --out "$work/never.json"
+: >"$work/afile"
+expect2 "profile --keep-runs on a file" "keep-runs" "$flexgen" profile --keep-runs "$work/afile" --out "$work/never.json"
 echo '{"gpu": {"backend": "host"}, "cpu": {}, "disk": {}}' >"$work/bad.json"
 expect2 "profile without a key" "h2d_GBps" "$flexgen" policy --dummy opt-125m --prompt-len 8 --hardware "$work/bad.json"
 expect2 "budgets nothing fits" "no policy fits" "$flexgen" policy --dummy opt-125m --prompt-len 8 --hardware flexgen-t4 \
