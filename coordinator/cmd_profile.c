@@ -396,8 +396,8 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
             if (m.disk_bound[1]) v[F_DISK][n[F_DISK]++] = m.m[1] / m.p[1];
             set_fig(eng, key[F_DISK], v[F_DISK], n[F_DISK], 0.25, 4, &fig[F_DISK]);
         }
-        /* 4. a cache on the CPU tier, attended there and loaded from there
-         * (each run's prediction adds only its own path's figure) */
+        /* 4. a cache on the CPU tier, attended there and loaded from there:
+         * one profile without both figures serves both runs */
         snprintf(tag, sizeof tag, "cpu-attn-%d", i);
         if ((st = write_for_run(prof, path, key, F_CA, F_CL)) ||
             (st = calib_run(&cb, path, tag, K, B, G, cache_cpu, 1, &m)))
