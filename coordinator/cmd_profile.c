@@ -278,6 +278,7 @@ static double median(double *v, int n) {
 
 static double clamp(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+#define CALIB_ROUNDS 3       /* the default */
 #define CALIB_MAX_ROUNDS 9
 
 /* engine[k] = *fig = the median of v[0..n), clamped; nothing where n is 0
@@ -315,7 +316,7 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     /* the compute runs K = 4 batches of B, as a block commonly has (a run's
      * one-off costs spread as in use); the cache runs 2, whose prefill is
      * not used */
-    const int rounds = o->rounds ? o->rounds : o->quick ? 1 : 3, Kc = 4, K = 2, B = 8;
+    const int rounds = o->rounds ? o->rounds : o->quick ? 1 : CALIB_ROUNDS, Kc = 4, K = 2, B = 8;
     /* the whole model where its weights fit twice (their host copy and the
      * device arena) in a quarter of this host's memory: per layer, a
      * 24-layer opt-1.3b decoded 30% slower than a 6-layer one here, the
@@ -333,10 +334,10 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     }
     if (L < c.n_layers) snprintf(cb.model, sizeof cb.model, "%s:%d", c.name, L);
     else snprintf(cb.model, sizeof cb.model, "%s", c.name);
-    const char *tmpd = getenv("TMPDIR");
     if (o->keep_runs) {
         snprintf(cb.dir, sizeof cb.dir, "%s", o->keep_runs);   /* made and checked with the options */
     } else {
+        const char *tmpd = getenv("TMPDIR");
         snprintf(cb.dir, sizeof cb.dir, "%s/flexgen-calib.XXXXXX", tmpd && tmpd[0] ? tmpd : "/tmp");
         if (!mkdtemp(cb.dir))
             return fg_err_set(FG_ERUNTIME, "%s: cannot create a scratch directory: %s", cb.dir, strerror(errno));
@@ -488,10 +489,10 @@ static void usage(FILE *f) {
         "  --disk-test-size SIZE   the disk test file (default 8G: larger than the host's cache\n"
         "                          of a virtual disk is what a big model sees)\n"
         "  --rounds N              the engine calibration's rounds, each figure the median of N runs\n"
-        "                          (1-%d; default 3, 1 with --quick)\n"
+        "                          (1-%d; default %d, 1 with --quick)\n"
         "  --keep-runs DIR         keep the calibration runs' prompts, reports and logs in DIR (created)\n"
         "  --quick                 fewer repetitions, small buffers (tests; not for real use)\n",
-        CALIB_MAX_ROUNDS);
+        CALIB_MAX_ROUNDS, CALIB_ROUNDS);
 }
 
 int fg_cmd_profile(int argc, char **argv) {
