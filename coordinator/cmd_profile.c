@@ -18,6 +18,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,6 +169,7 @@ typedef struct {
 typedef struct {
     double m[2], p[2];
     double copy_p[2];              /* predicted seconds of copies (cpu->gpu and gpu->cpu) */
+    double disk_p[2], comp_p[2];   /* predicted seconds of the disk, of the compute stream */
     int copy_bound[2], disk_bound[2];   /* the predicted bottleneck is a copy, the disk */
 } calib_meas;
 
@@ -245,6 +247,8 @@ static fg_status calib_run(calib *cb, const char *hw, const char *tag, int K, in
         r->m[i] = report_num(j, ph[i][0], NULL, NULL), r->p[i] = report_num(j, "predicted", ph[i][0], NULL);
         r->copy_p[i] = report_num(j, "predicted", ph[i][1], fg_cost_res_name(R_H2D)) +
                        report_num(j, "predicted", ph[i][1], fg_cost_res_name(R_D2H));
+        r->disk_p[i] = report_num(j, "predicted", ph[i][1], fg_cost_res_name(R_DISK));
+        r->comp_p[i] = report_num(j, "predicted", ph[i][1], fg_cost_res_name(R_COMPUTE));
         const char *bn = json_string_value(json_object_get(json_object_get(j, "predicted"), ph[i][2]));
         r->copy_bound[i] = bn && (!strcmp(bn, fg_cost_res_name(R_H2D)) || !strcmp(bn, fg_cost_res_name(R_D2H)));
         r->disk_bound[i] = bn && !strcmp(bn, fg_cost_res_name(R_DISK));
@@ -277,6 +281,52 @@ static double median(double *v, int n) {
 }
 
 static double clamp(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* A phase of disk seconds D (at the disk's own rates) beside compute
+ * seconds C, as the cost model sees it with disk factor f and contention
+ * c (fg_cost.h) */
+static double disk_phase(double f, double c, double D, double C) {
+    return f * D + c * C > C + c * f * D ? f * D + c * C : C + c * f * D;
+}
+
+/* The disk factor that makes disk_phase(f, c, D, C) = m: it grows with f;
+ * 0 where the compute alone takes m or longer (no figure). */
+static double fit_disk_factor(double c, double D, double C, double m) {
+    double lo = 1e-3, hi = 100;
+    if (!(D > 0) || disk_phase(lo, c, D, C) >= m || disk_phase(hi, c, D, C) <= m) return 0;
+    for (int i = 0; i < 100; i++) {
+        double mid = sqrt(lo * hi);
+        *(disk_phase(mid, c, D, C) < m ? &lo : &hi) = mid;
+    }
+    return sqrt(lo * hi);
+}
+
+/* The contention c in [0, 1] and the disk factor *f that explain two runs
+ * of the same weights on disk: a, with little compute beside the reads,
+ * gives f for each c; b, with more, the c whose f predicts it (bisection:
+ * its prediction grows with c while b has more compute than a). -1 where
+ * they cannot: a's compute alone takes its time, or b does not have more
+ * compute than a. */
+static double fit_contention(const calib_meas *a, const calib_meas *b, double *f) {
+    const double Da = a->disk_p[1], Ca = a->comp_p[1], Db = b->disk_p[1], Cb = b->comp_p[1];
+    if (!(Cb > 1.2 * Ca) || !(fit_disk_factor(0, Da, Ca, a->m[1]) > 0)) return -1;
+    /* b's predicted seconds beyond its measured ones at contention c; past
+     * the c where a's compute alone explains a, no factor: too large */
+#define OVER_B(c) (fit_disk_factor(c, Da, Ca, a->m[1]) > 0 \
+                       ? disk_phase(fit_disk_factor(c, Da, Ca, a->m[1]), c, Db, Cb) - b->m[1] : HUGE_VAL)
+    double lo = 0, hi = 1;
+    if (OVER_B(0) >= 0) {
+        /* c = 0: b is no slower than a full overlap */
+    } else if (OVER_B(1) < 0) lo = 1;
+    else
+        for (int i = 0; i < 60; i++) {   /* OVER_B(lo) < 0 <= OVER_B(hi) */
+            double mid = (lo + hi) / 2;
+            *(OVER_B(mid) < 0 ? &lo : &hi) = mid;
+        }
+#undef OVER_B
+    *f = fit_disk_factor(lo, Da, Ca, a->m[1]);   /* > 0: at lo = 0 checked above, else OVER_B(lo) < 0 */
+    return *f > 0 ? lo : -1;
+}
 
 #define CALIB_ROUNDS 3       /* the default */
 #define CALIB_MAX_ROUNDS 9
@@ -349,20 +399,20 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     const int shared = json_is_true(json_object_get(json_object_get(prof, "gpu"), "shares_host_cpu"));
     const int G = o->quick ? 4 : 16, Gd = G < 8 ? G : 8;   /* a disk-bound token is slow */
     const int disk = L == c.n_layers && L * layer + globals < (double)o->disk_test_bytes;
-    enum { F_DEC, F_PRE, F_COPY, F_PCOPY, F_DISK, F_CA, F_CL, F_COUNT };
+    enum { F_DEC, F_PRE, F_COPY, F_PCOPY, F_DISK, F_DC, F_CA, F_CL, F_COUNT };
     static const char *const key[F_COUNT] = {"decode_compute_factor", "prefill_compute_factor", "copy_factor",
-                                             "prefill_copy_factor", "disk_factor", "cpu_attn_unit_s",
-                                             "cache_load_unit_s"};
+                                             "prefill_copy_factor", "disk_factor", "disk_contention",
+                                             "cpu_attn_unit_s", "cache_load_unit_s"};
     double v[F_COUNT][CALIB_MAX_ROUNDS];   /* each figure's value by round (n[f] of them) */
-    double fig[F_COUNT] = {1, 1, 1, 1, 1, 0, 0};   /* the figures (as fg_hw_load defaults those not measured) */
+    double fig[F_COUNT] = {1, 1, 1, 1, 1, 0, 0, 0};   /* the figures (as fg_hw_load defaults those not measured) */
     int n[F_COUNT] = {0};
-    calib_meas m;
+    calib_meas m, md;
     char tag[32];
     /* decode units per K x B run: (G - 1) tokens, K batches, L layers */
     const double units = (double)(G - 1) * K * L;
     json_t *eng = json_object();
     json_object_set_new(prof, "engine", eng);
-    fg_info("profile: the engine itself, on %d layers of %s (%d runs)", L, c.name, (disk ? 5 : 4) * rounds);
+    fg_info("profile: the engine itself, on %d layers of %s (%d runs)", L, c.name, (disk ? 6 : 4) * rounds);
     /* round by round, each run against the profile without its own
      * figures (above) */
     for (int i = 0; i < rounds && !st; i++) {
@@ -388,14 +438,23 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
             else if (shared && m.copy_p[ph] > 0) v[f][n[f]++] = 1 + (m.m[ph] - m.p[ph]) / m.copy_p[ph];
         }
         for (int f = F_COPY; f <= F_PCOPY; f++) set_fig(eng, key[f], v[f], n[f], 0.5, 4, &fig[f]);
-        /* 3. the disk (where its decode is disk-bound) */
+        /* 3. the disk (where its decode is disk-bound), twice: with little
+         * compute beside the reads (1 batch), and with about as much as
+         * the reads take (Kc batches); the pair gives the disk's factor and
+         * how far the reads and the compute slow each other (fit_contention;
+         * where the second run does not tell, the first's ratio alone) */
         if (disk) {
             snprintf(tag, sizeof tag, "disk-%d", i);
-            if ((st = write_for_run(prof, path, key, F_DISK, F_DISK)) ||
+            if ((st = write_for_run(prof, path, key, F_DISK, F_DC)) ||
                 (st = calib_run(&cb, path, tag, 1, B, Gd, weights_disk, 0, &m)))
                 break;
-            if (m.disk_bound[1]) v[F_DISK][n[F_DISK]++] = m.m[1] / m.p[1];
+            snprintf(tag, sizeof tag, "disk-compute-%d", i);
+            if (m.disk_bound[1] && (st = calib_run(&cb, path, tag, Kc, B, Gd, weights_disk, 0, &md))) break;
+            double f = 0, dc = m.disk_bound[1] ? fit_contention(&m, &md, &f) : -1;
+            if (dc >= 0) v[F_DISK][n[F_DISK]++] = f, v[F_DC][n[F_DC]++] = dc;
+            else if (m.disk_bound[1]) v[F_DISK][n[F_DISK]++] = m.m[1] / m.p[1];
             set_fig(eng, key[F_DISK], v[F_DISK], n[F_DISK], 0.25, 4, &fig[F_DISK]);
+            set_fig(eng, key[F_DC], v[F_DC], n[F_DC], 0, 1, &fig[F_DC]);
         }
         /* 4. a cache on the CPU tier, attended there and loaded from there:
          * one profile without both figures serves both runs */
@@ -413,12 +472,13 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
         json_object_set_new(eng, "model", json_string(cb.model));
         json_object_set_new(eng, "rounds", json_integer(rounds));
         fg_info("profile: in the engine, decode compute takes %.2fx the tiers' figures, prefill compute %.2fx, a "
-                "copy %.2fx in decode and %.2fx in prefill, a disk transfer %.2fx%s; a decode unit adds %.3f ms "
-                "with CPU attention, %.3f ms with its cache loaded from the CPU (medians of %d runs)",
+                "copy %.2fx in decode and %.2fx in prefill, a disk transfer %.2fx%s, and beside compute the disk "
+                "and the compute each add %.2f of the other's seconds%s; a decode unit adds %.3f ms with CPU "
+                "attention, %.3f ms with its cache loaded from the CPU (medians of %d runs)",
                 fig[F_DEC], fig[F_PRE], fig[F_COPY], fig[F_PCOPY], fig[F_DISK],
                 n[F_DISK] ? "" : disk ? " (not measured: the run was not disk-bound)"
                                       : " (the test file's rate: the store is larger, or only its first layers run)",
-                fig[F_CA] * 1e3, fig[F_CL] * 1e3, rounds);
+                fig[F_DC], n[F_DC] ? "" : " (not measured)", fig[F_CA] * 1e3, fig[F_CL] * 1e3, rounds);
     } else {
         json_object_del(prof, "engine");   /* a part-measured section is not kept */
     }

@@ -66,6 +66,13 @@ static void lin_add(fg_lin *d, const fg_lin *s, double k) {
     for (int v = 0; v < FG_COST_NX; v++) d->a[v] += k * s->a[v];
 }
 
+void fg_cost_bounds(const fg_lin res[FG_COST_NRES], double contention, fg_lin bound[FG_COST_NBOUND]) {
+    memcpy(bound, res, FG_COST_NRES * sizeof *res);
+    bound[B_DISK_COMPUTE] = res[R_DISK], bound[B_COMPUTE_DISK] = res[R_COMPUTE];
+    lin_add(&bound[B_DISK_COMPUTE], &res[R_COMPUTE], contention);
+    lin_add(&bound[B_COMPUTE_DISK], &res[R_DISK], contention);
+}
+
 /* A step's terms in seconds per resource. A prefill step's copies take
  * their own engine factor: they overlap long GEMMs on the same cores. */
 static void to_res(const fg_hw *hw, const step *s, int prefill, fg_lin res[FG_COST_NRES]) {
@@ -86,6 +93,7 @@ static void to_res(const fg_hw *hw, const step *s, int prefill, fg_lin res[FG_CO
 
 void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_case *cs, fg_cost_terms *t) {
     memset(t, 0, sizeof *t);
+    t->contention = hw->eng_disk_contention;
     const double B = cs->gbs, K = cs->K, S = cs->S, G = cs->G, H = c->hidden, F = c->ffn_dim, V = c->vocab_size;
     const double Wl = cs->layer_bytes, Wm = cs->model_bytes;
     const double ctx = S + G / 2, past = ctx - 1;      /* the mean decode context and cached prefix */
@@ -158,13 +166,16 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     }
 }
 
-/* max over resources of res at x, and which one */
-static double step_max(const fg_lin res[FG_COST_NRES], const double *x, double *acc, int *arg) {
+/* A step's seconds at x: the largest of its bounds (each resource's busy
+ * seconds added to acc) */
+static double step_max(const fg_lin res[FG_COST_NRES], double contention, const double *x, double *acc) {
+    fg_lin b[FG_COST_NBOUND];
+    fg_cost_bounds(res, contention, b);
     double best = 0;
-    for (int r = 0; r < FG_COST_NRES; r++) {
-        double v = fg_lin_eval(&res[r], x);
-        if (acc) acc[r] += v;
-        if (v > best) best = v, *arg = r;
+    for (int r = 0; r < FG_COST_NBOUND; r++) {
+        double v = fg_lin_eval(&b[r], x);
+        if (acc && r < FG_COST_NRES) acc[r] += v;
+        if (v > best) best = v;
     }
     return best;
 }
@@ -198,17 +209,17 @@ void fg_cost_eval_plan(const fg_plan *pl, const fg_hw *hw, int n_prompts, fg_cos
     fg_cost_terms t;
     fg_cost_terms_make(pl->c, hw, &cs, &t);
     double x[FG_COST_NX];
-    int arg = 0;
+    const double ct = t.contention;
     for (int l = 0; l < pl->L; l++) {   /* each layer with its own weight split and cache tier */
         weight_fracs(pl, l, x);
         x[X_CG] = pl->ctier[l] == FG_TIER_GPU, x[X_CC] = pl->ctier[l] == FG_TIER_CPU, x[X_CN] = pl->ctier[l] == FG_TIER_DISK;
-        r->prefill_s += step_max(t.pre, x, r->pre_res, &arg);
-        r->decode_s += (pl->G - 1) * step_max(t.gen, x, NULL, &arg);
+        r->prefill_s += step_max(t.pre, ct, x, r->pre_res);
+        r->decode_s += (pl->G - 1) * step_max(t.gen, ct, x, NULL);
         for (int q = 0; q < FG_COST_NRES; q++) r->gen_res[q] += (pl->G - 1) * fg_lin_eval(&t.gen[q], x);
     }
     weight_fracs(pl, -1, x);
-    r->prefill_s += step_max(t.head_pre, x, r->pre_res, &arg);
-    r->decode_s += (pl->G - 1) * step_max(t.head_gen, x, NULL, &arg);
+    r->prefill_s += step_max(t.head_pre, ct, x, r->pre_res);
+    r->decode_s += (pl->G - 1) * step_max(t.head_gen, ct, x, NULL);
     for (int q = 0; q < FG_COST_NRES; q++) r->gen_res[q] += (pl->G - 1) * fg_lin_eval(&t.head_gen[q], x);
     r->pre_bottleneck = argmax(r->pre_res), r->gen_bottleneck = argmax(r->gen_res);
     /* n prompts run as ceil(n / (K*B)) blocks, the last one possibly part full */

@@ -8,7 +8,10 @@
  *    the longest of the gpu compute stream, the host-to-device copies, the
  *    device-to-host copies and the disk (reads and writes share it); on a
  *    backend that computes on the host's cores (the host backend) compute
- *    and copies share those cores and add up;
+ *    and copies share those cores and add up; the disk and the compute
+ *    overlap only as far as the profile measured (its disk contention c:
+ *    the step takes at least disk + c * compute and compute + c * disk,
+ *    c = 0 where they overlap fully, 1 where they take turns);
  *  - CPU attention (cpu_cache_compute) as a choice: the coordinator waits
  *    for it, so it adds to the compute stream's time, at the cpu profile's
  *    rate for the batch size and mean context of the run;
@@ -36,6 +39,12 @@ typedef struct {
     double c, a[FG_COST_NX];
 } fg_lin;
 
+/* A step's time is the largest of its bounds: each resource alone
+ * (R_*), then the disk with c times the compute, and the compute with c
+ * times the disk (c: the disk contention above). */
+enum { B_DISK_COMPUTE = FG_COST_NRES, B_COMPUTE_DISK, FG_COST_NBOUND };
+void fg_cost_bounds(const fg_lin res[FG_COST_NRES], double contention, fg_lin bound[FG_COST_NBOUND]);
+
 typedef struct {
     int gbs, K, S, G;
     int cpu_attn;            /* cpu_cache_compute */
@@ -53,6 +62,7 @@ void fg_cost_case_weights(fg_cost_case *cs, const fg_opt_config *c, const fg_spe
 typedef struct {
     fg_lin pre[FG_COST_NRES], gen[FG_COST_NRES];             /* one decoder layer: prefill; a decode token */
     fg_lin head_pre[FG_COST_NRES], head_gen[FG_COST_NRES];   /* the embedding + LM head group, per token */
+    double contention;                                       /* the hardware's disk contention */
 } fg_cost_terms;
 
 void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_case *cs, fg_cost_terms *t);

@@ -14,11 +14,13 @@
  *   request size and queue depth), runtime.cmd_s and runtime.rtt_s (optional: seconds a
  *   command costs in a pipeline, and one waited for), engine.decode_compute_factor,
  *   engine.prefill_compute_factor, engine.copy_factor, engine.prefill_copy_factor,
- *   engine.disk_factor, engine.cpu_attn_unit_s and engine.cache_load_unit_s
- *   (optional: the engine run against the rest, see cmd_profile.c: decode and
- *   prefill compute measured / predicted, a copy's (decode, prefill) and a
- *   disk transfer's measured / predicted seconds, and the seconds a decode
- *   unit adds with CPU attention, and with its cache loaded from off the GPU).
+ *   engine.disk_factor, engine.disk_contention, engine.cpu_attn_unit_s and
+ *   engine.cache_load_unit_s (optional: the engine run against the rest, see
+ *   cmd_profile.c: decode and prefill compute measured / predicted, a copy's
+ *   (decode, prefill) and a disk transfer's measured / predicted seconds, how
+ *   far the disk and the compute slow each other where they overlap, and the
+ *   seconds a decode unit adds with CPU attention, and with its cache loaded
+ *   from off the GPU).
  * A preset may instead give gpu.mm_prefill_TFLOPS / gpu.mm_decode_TFLOPS
  * (FlexGen's constants do not depend on rows) and gpu.d2h_cache_GBps. */
 #ifndef FG_HW_H
@@ -53,6 +55,8 @@ typedef struct {
     double eng_disk_factor;     /* a disk transfer's seconds in the engine / at the disk's rates (1: none measured) */
     double eng_cpu_attn_unit_s; /* a decode unit with CPU attention: seconds added in the engine */
     double eng_cache_load_unit_s; /* a decode unit whose cache is loaded from the CPU or disk: the same */
+    double eng_disk_contention; /* the disk and the compute overlapped: each takes this share of the other's
+                                   seconds on top of its own (0: they overlap fully; 1: they take turns) */
 } fg_hw;
 
 /* A preset name ("flexgen-t4": FlexGen's constants fitted on a T4, from its

@@ -83,20 +83,23 @@ static int solve(glp_prob **lpp, const fg_cost_terms *t, const mem_coef *m, cons
     glp_set_obj_coef(lp, C_THG, cs->G - 1);
 
     /* rows, as (column, coefficient) lists; memory rows in GB for scale */
-    int ia[1 + 256], ja[1 + 256], ne = 0, row = 0;
-    double ar[1 + 256];
+    int ia[1 + 512], ja[1 + 512], ne = 0, row = 0;
+    double ar[1 + 512];
 #define ROW(type, lo, hi) ((fresh ? glp_add_rows(lp, 1) : 0), glp_set_row_bnds(lp, ++row, type, lo, hi))
 #define COEF(col, v) (ia[++ne] = row, ja[ne] = (col), ar[ne] = (v))
     ROW(GLP_FX, 1, 1), COEF(C_WG, 1), COEF(C_WC, 1), COEF(C_WN, 1);
     ROW(GLP_FX, 1, 1), COEF(C_CG, 1), COEF(C_CC, 1), COEF(C_CN, 1);
     const fg_lin *sets[4] = {t->pre, t->gen, t->head_pre, t->head_gen};
     const int tcol[4] = {C_TPRE, C_TGEN, C_THP, C_THG};
-    for (int q = 0; q < 4; q++)   /* T >= each resource: the max() of the step */
-        for (int r = 0; r < FG_COST_NRES; r++) {
-            ROW(GLP_LO, sets[q][r].c, 0), COEF(tcol[q], 1);
+    for (int q = 0; q < 4; q++) {   /* T >= each bound: the max() of the step */
+        fg_lin b[FG_COST_NBOUND];
+        fg_cost_bounds(sets[q], t->contention, b);
+        for (int r = 0; r < FG_COST_NBOUND; r++) {
+            ROW(GLP_LO, b[r].c, 0), COEF(tcol[q], 1);
             for (int v = 0; v < FG_COST_NX; v++)
-                if (sets[q][r].a[v] != 0) COEF(C_WG + v, -sets[q][r].a[v]);
+                if (b[r].a[v] != 0) COEF(C_WG + v, -b[r].a[v]);
         }
+    }
     ROW(GLP_UP, 0, 0), COEF(C_CC, 1), COEF(C_CN, 1), COEF(C_ZCS, -1);
     ROW(GLP_UP, 0, 0), COEF(C_CN, 1), COEF(C_ZCD, -1);
     ROW(GLP_UP, 0, 0), COEF(C_WN, 1), COEF(C_ZWD, -1);

@@ -151,6 +151,9 @@ ok = ok and all(0.5 <= e[k] <= 4 for k in ("decode_compute_factor", "prefill_com
                                             "prefill_copy_factor"))
 # the weights-on-disk run: its factor, or the log says that run was not disk-bound
 ok = ok and (0.25 <= e["disk_factor"] <= 4 if "disk_factor" in e else "not disk-bound" in open(sys.argv[2]).read())
+# and with more compute beside the reads, how far the two slow each other: a
+# share, or the log says it was not measured
+ok = ok and (0 <= e["disk_contention"] <= 1 if "disk_contention" in e else "(not measured)" in open(sys.argv[2]).read())
 ok = ok and all(0 <= e[k] < 1 for k in ("cpu_attn_unit_s", "cache_load_unit_s"))
 if not ok: print(json.dumps(p.get("engine")))
 sys.exit(0 if ok else 1)
@@ -175,15 +178,19 @@ PY
   # the engine's figures enter the cost model where they belong: prefill
   # compute scaled by prefill_compute_factor; every copy's seconds by the
   # copy factors, and on a host that shares its cores (this one), the compute
-  # stream's by what the copies added; every disk transfer's by disk_factor
+  # stream's by what the copies added; every disk transfer's by disk_factor;
+  # with disk_contention 1 the disk and the compute take turns: each step
+  # takes their sum (the copies, inside the compute or faster than the
+  # disk, do not bound it), so a phase takes the sum of their seconds
   "$py" - "$prof" "$work" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 for name, e in (("f1", {}), ("pre2", {"prefill_compute_factor": 2}),
-                ("copy2", {"copy_factor": 2, "prefill_copy_factor": 2}), ("disk2", {"disk_factor": 2})):
+                ("copy2", {"copy_factor": 2, "prefill_copy_factor": 2}), ("disk2", {"disk_factor": 2}),
+                ("turns", {"disk_contention": 1})):
     json.dump(dict(p, engine=e), open(f"{sys.argv[2]}/eng-{name}.json", "w"))
 PY
-  for vp in f1:gpu f1:wcpu f1:wdisk pre2:gpu copy2:wcpu disk2:wdisk; do
+  for vp in f1:gpu f1:wcpu f1:wdisk pre2:gpu copy2:wcpu disk2:wdisk turns:wdisk; do
     v=${vp%:*} pol=${vp#*:}
     case $pol in gpu) pct="100 0 100 0 100 0" ;; wcpu) pct="0 100 100 0 100 0" ;; *) pct="0 0 100 0 100 0" ;; esac
     # shellcheck disable=SC2086
@@ -206,6 +213,11 @@ for ph in ("prefill_resource_s", "decode_resource_s"):
     if json.load(open(sys.argv[2]))["gpu"].get("shares_host_cpu"):
         ok = ok and near(b["compute"] - a["compute"], a["cpu->gpu"] + a["gpu->cpu"])
     ok = ok and d1[ph]["disk"] > 0 and near(d2[ph]["disk"], 2 * d1[ph]["disk"])
+t, ph1 = s["turns", "wdisk"], d1["predicted_decode_s"]
+for ph in ("prefill", "decode"):
+    r = t[ph + "_resource_s"]
+    ok = ok and near(r["disk"], d1[ph + "_resource_s"]["disk"]) and near(t["predicted_" + ph + "_s"], r["disk"] + r["compute"])
+ok = ok and t["predicted_decode_s"] > ph1   # full overlap took the larger alone
 if not ok: print(json.dumps({k[0] + "/" + k[1]: [v["prefill_resource_s"], v["decode_resource_s"]] for k, v in s.items()}))
 sys.exit(0 if ok else 1)
 PY
