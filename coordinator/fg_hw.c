@@ -107,11 +107,11 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
     double *add_to[3] = {&hw->eng_cpu_attn_unit_s, &hw->eng_cache_load_unit_s, &hw->eng_disk_contention};
     for (int i = 0; eng && i < 3; i++) {
         json_t *v = json_object_get(eng, adds[i]);
-        double hi = i < 2 ? 1 : 1 + 1e-9;   /* seconds in [0, 1); a share in [0, 1] */
-        if (v && (!json_is_number(v) || !(json_number_value(v) >= 0) || !(json_number_value(v) < hi)))
+        double x = json_number_value(v);   /* seconds in [0, 1); the contention, a share in [0, 1] */
+        if (v && (!json_is_number(v) || !(x >= 0) || !(i < 2 ? x < 1 : x <= 1)))
             return fg_err_set(FG_EINPUT, "%s: engine.%s must be %s", path, adds[i],
                               i < 2 ? "seconds in [0, 1)" : "a number in [0, 1]");
-        if (v) *add_to[i] = json_number_value(v) > 1 ? 1 : json_number_value(v);
+        if (v) *add_to[i] = x;
     }
     hw->d2h_cache_gbps = hw->d2h_gbps;
     if ((st = num(path, gpu, "gpu", "d2h_cache_GBps", 0, &hw->d2h_cache_gbps))) return st;

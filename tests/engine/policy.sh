@@ -257,6 +257,12 @@ expect2 "profile --rounds 0" "rounds" "$flexgen" profile --rounds 0 --out "$work
 expect2 "profile --keep-runs on a file" "keep-runs" "$flexgen" profile --keep-runs "$work/afile" --out "$work/never.json"
 echo '{"gpu": {"backend": "host"}, "cpu": {}, "disk": {}}' >"$work/bad.json"
 expect2 "profile without a key" "h2d_GBps" "$flexgen" policy --dummy opt-125m --prompt-len 8 --hardware "$work/bad.json"
+if [ -f "$work/eng-f1.json" ]; then   # an engine figure out of its range (the contention is a share)
+  "$py" -c 'import json, sys; p = json.load(open(sys.argv[1])); p["engine"] = {"disk_contention": 1.5}
+json.dump(p, open(sys.argv[2], "w"))' "$work/eng-f1.json" "$work/bad-eng.json"
+  expect2 "engine figure out of range" "bad-eng.json: engine.disk_contention must be a number in \[0, 1\]" \
+    "$flexgen" policy --dummy opt-125m --prompt-len 8 --hardware "$work/bad-eng.json"
+fi
 expect2 "budgets nothing fits" "no policy fits" "$flexgen" policy --dummy opt-125m --prompt-len 8 --hardware flexgen-t4 \
   --gpu-mem 1M --cpu-mem 1M --disk-mem 1M --offload-dir "$work/off"
 expect2 "no prompt length" "--prompt-len" "$flexgen" policy --dummy opt-125m --hardware flexgen-t4
