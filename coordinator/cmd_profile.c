@@ -301,6 +301,14 @@ static double fit_disk_factor(double c, double D, double C, double m) {
     return sqrt(lo * hi);
 }
 
+/* b's predicted seconds beyond its measured ones at contention c, with the
+ * disk factor a gives for that c; past the c where a's compute alone
+ * explains a there is no factor: too large */
+static double over_b(double c, const calib_meas *a, const calib_meas *b) {
+    double f = fit_disk_factor(c, a->disk_p[1], a->comp_p[1], a->m[1]);
+    return f > 0 ? disk_phase(f, c, b->disk_p[1], b->comp_p[1]) - b->m[1] : HUGE_VAL;
+}
+
 /* The contention c in [0, 1] and the disk factor *f that explain two runs
  * of the same weights on disk: a, with little compute beside the reads,
  * gives f for each c; b, with more, the c whose f predicts it (bisection:
@@ -308,23 +316,18 @@ static double fit_disk_factor(double c, double D, double C, double m) {
  * they cannot: a's compute alone takes its time, or b does not have more
  * compute than a. */
 static double fit_contention(const calib_meas *a, const calib_meas *b, double *f) {
-    const double Da = a->disk_p[1], Ca = a->comp_p[1], Db = b->disk_p[1], Cb = b->comp_p[1];
-    if (!(Cb > 1.2 * Ca) || !(fit_disk_factor(0, Da, Ca, a->m[1]) > 0)) return -1;
-    /* b's predicted seconds beyond its measured ones at contention c; past
-     * the c where a's compute alone explains a, no factor: too large */
-#define OVER_B(c) (fit_disk_factor(c, Da, Ca, a->m[1]) > 0 \
-                       ? disk_phase(fit_disk_factor(c, Da, Ca, a->m[1]), c, Db, Cb) - b->m[1] : HUGE_VAL)
+    if (!(b->comp_p[1] > 1.2 * a->comp_p[1]) || !(fit_disk_factor(0, a->disk_p[1], a->comp_p[1], a->m[1]) > 0))
+        return -1;
     double lo = 0, hi = 1;
-    if (OVER_B(0) >= 0) {
+    if (over_b(0, a, b) >= 0) {
         /* c = 0: b is no slower than a full overlap */
-    } else if (OVER_B(1) < 0) lo = 1;
+    } else if (over_b(1, a, b) < 0) lo = 1;
     else
-        for (int i = 0; i < 60; i++) {   /* OVER_B(lo) < 0 <= OVER_B(hi) */
+        for (int i = 0; i < 60; i++) {   /* over_b(lo) < 0 <= over_b(hi) */
             double mid = (lo + hi) / 2;
-            *(OVER_B(mid) < 0 ? &lo : &hi) = mid;
+            *(over_b(mid, a, b) < 0 ? &lo : &hi) = mid;
         }
-#undef OVER_B
-    *f = fit_disk_factor(lo, Da, Ca, a->m[1]);   /* > 0: at lo = 0 checked above, else OVER_B(lo) < 0 */
+    *f = fit_disk_factor(lo, a->disk_p[1], a->comp_p[1], a->m[1]);   /* > 0: at lo = 0 checked above, else over_b(lo) < 0 */
     return *f > 0 ? lo : -1;
 }
 
@@ -414,7 +417,8 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
     const double units = (double)(G - 1) * K * L;
     json_t *eng = json_object();
     json_object_set_new(prof, "engine", eng);
-    fg_info("profile: the engine itself, on %d layers of %s (%d runs)", L, c.name, (disk ? 6 : 4) * rounds);
+    fg_info("profile: the engine itself, on %d layers of %s (%s%d runs)", L, c.name, disk ? "up to " : "",
+            (disk ? 6 : 4) * rounds);
     /* round by round, each run against the profile without its own
      * figures (above) */
     for (int i = 0; i < rounds && !st; i++) {
