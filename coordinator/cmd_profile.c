@@ -282,21 +282,16 @@ static double median(double *v, int n) {
 
 static double clamp(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* A phase of disk seconds D (at the disk's own rates) beside compute
- * seconds C, as the cost model sees it with disk factor f and contention
- * c (fg_cost.h) */
-static double disk_phase(double f, double c, double D, double C) {
-    return f * D + c * C > C + c * f * D ? f * D + c * C : C + c * f * D;
-}
-
-/* The disk factor that makes disk_phase(f, c, D, C) = m: it grows with f;
- * 0 where the compute alone takes m or longer (no figure). */
+/* The disk factor f that makes a phase of disk seconds D (at the disk's
+ * own rates) beside compute seconds C take m, as the cost model sees it
+ * with contention c (fg_cost_disk_compute_s, which grows with f); 0 where
+ * the compute alone takes m or longer (no figure). */
 static double fit_disk_factor(double c, double D, double C, double m) {
     double lo = 1e-3, hi = 100;
-    if (!(D > 0) || disk_phase(lo, c, D, C) >= m || disk_phase(hi, c, D, C) <= m) return 0;
+    if (!(D > 0) || fg_cost_disk_compute_s(lo * D, C, c) >= m || fg_cost_disk_compute_s(hi * D, C, c) <= m) return 0;
     for (int i = 0; i < 100; i++) {
         double mid = sqrt(lo * hi);
-        *(disk_phase(mid, c, D, C) < m ? &lo : &hi) = mid;
+        *(fg_cost_disk_compute_s(mid * D, C, c) < m ? &lo : &hi) = mid;
     }
     return sqrt(lo * hi);
 }
@@ -306,7 +301,7 @@ static double fit_disk_factor(double c, double D, double C, double m) {
  * explains a there is no factor: too large */
 static double over_b(double c, const calib_meas *a, const calib_meas *b) {
     double f = fit_disk_factor(c, a->disk_p[1], a->comp_p[1], a->m[1]);
-    return f > 0 ? disk_phase(f, c, b->disk_p[1], b->comp_p[1]) - b->m[1] : HUGE_VAL;
+    return f > 0 ? fg_cost_disk_compute_s(f * b->disk_p[1], b->comp_p[1], c) - b->m[1] : HUGE_VAL;
 }
 
 /* The contention c in [0, 1] and the disk factor *f that explain two runs
@@ -454,11 +449,13 @@ static fg_status calibrate(const fg_profile_opts *o, json_t *prof, const char *p
             if ((st = write_for_run(prof, path, key, F_DISK, F_DC)) ||
                 (st = calib_run(&cb, path, tag, 1, B, Gd, weights_disk, 0, &m)))
                 break;
-            snprintf(tag, sizeof tag, "disk-compute-%d", i);
-            if (m.disk_bound[1] && (st = calib_run(&cb, path, tag, K, B, Gd, weights_disk, 0, &md))) break;
-            double f = 0, dc = m.disk_bound[1] ? fit_contention(&m, &md, &f) : -1;
-            if (dc >= 0) v[F_DISK][n[F_DISK]++] = f, v[F_DC][n[F_DC]++] = dc;
-            else if (m.disk_bound[1]) v[F_DISK][n[F_DISK]++] = m.m[1] / m.p[1];
+            if (m.disk_bound[1]) {
+                snprintf(tag, sizeof tag, "disk-compute-%d", i);
+                if ((st = calib_run(&cb, path, tag, K, B, Gd, weights_disk, 0, &md))) break;
+                double f = 0, dc = fit_contention(&m, &md, &f);
+                if (dc >= 0) v[F_DISK][n[F_DISK]++] = f, v[F_DC][n[F_DC]++] = dc;
+                else v[F_DISK][n[F_DISK]++] = m.m[1] / m.p[1];
+            }
             set_fig(eng, key[F_DISK], v[F_DISK], n[F_DISK], 0.25, 4, &fig[F_DISK]);
             set_fig(eng, key[F_DC], v[F_DC], n[F_DC], 0, 1, &fig[F_DC]);
         }

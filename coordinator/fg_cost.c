@@ -73,6 +73,11 @@ void fg_cost_bounds(const fg_lin res[FG_COST_NRES], double contention, fg_lin bo
     lin_add(&bound[B_COMPUTE_DISK], &res[R_DISK], contention);
 }
 
+double fg_cost_disk_compute_s(double disk_s, double comp_s, double contention) {
+    double a = disk_s + contention * comp_s, b = comp_s + contention * disk_s;
+    return a > b ? a : b;
+}
+
 /* A step's terms in seconds per resource. A prefill step's copies take
  * their own engine factor: they overlap long GEMMs on the same cores. */
 static void to_res(const fg_hw *hw, const step *s, int prefill, fg_lin res[FG_COST_NRES]) {

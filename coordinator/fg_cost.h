@@ -44,6 +44,10 @@ typedef struct {
  * times the disk (c: the disk contention above). */
 enum { B_DISK_COMPUTE = FG_COST_NRES, B_COMPUTE_DISK, FG_COST_NBOUND };
 void fg_cost_bounds(const fg_lin res[FG_COST_NRES], double contention, fg_lin bound[FG_COST_NBOUND]);
+/* The same two bounds for plain seconds: disk and compute seconds that
+ * overlap with this contention take the larger of disk + c * compute and
+ * compute + c * disk (the calibration fits c with it). */
+double fg_cost_disk_compute_s(double disk_s, double comp_s, double contention);
 
 typedef struct {
     int gbs, K, S, G;
