@@ -133,8 +133,11 @@ static fg_status journal_block(void *ctx, int first, int count) {
 static fg_status write_report(const char *path, const run_args *a, const fg_opt_config *c, int n, int resumed,
                               const fg_gen_stats *s, const fg_flex_stats *fs, const fg_search_result *pred) {
     double gen_s = s->prefill_s + s->decode_s;
+    /* the batch the run computed: a flexgen run's GPU batch (the policy's,
+     * which --policy auto chose where no --gpu-batch-size was given) */
+    int batch = !strcmp(a->engine, "flexgen") ? a->flex.policy.gbs : a->batch ? a->batch : n;
     json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:I}", "engine", a->engine,
-                          "model", c->name, "prompts", n, "gen_len", a->gen_len, "batch", a->batch ? a->batch : n,
+                          "model", c->name, "prompts", n, "gen_len", a->gen_len, "batch", batch,
                           "throughput_tokens_per_s", gen_s > 0 ? (double)s->generated / gen_s : 0.0,
                           "prefill_s", s->prefill_s, "decode_s", s->decode_s, "gemm_s", s->gemm_s,
                           "gemm_share", gen_s > 0 ? s->gemm_s / gen_s : 0.0, "load_s", s->load_s,

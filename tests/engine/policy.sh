@@ -122,6 +122,9 @@ if grep -q "policy auto" "$work/auto.err"; then
   else fail "auto run: logits differ from the reference at gbs $gbs"; fi
   "$py" -c 'import json, sys; p = json.load(open(sys.argv[1]))["predicted"]; assert p["throughput_tokens_per_s"] > 0' \
     "$work/auto.report" || fail "auto run: no prediction in the report"
+  # the report's batch is the GPU batch the search chose, not the prompt count
+  "$py" -c 'import json, sys; b = json.load(open(sys.argv[1]))["batch"]; assert b == int(sys.argv[2]), b' \
+    "$work/auto.report" "$gbs" || fail "auto run: the report's batch is not the chosen gbs $gbs"
 else
   fail "auto run: the log does not say the policy was searched"
 fi
