@@ -178,7 +178,10 @@ for n in names:
 for n, (m, rs) in sorted(res.items(), key=lambda x: -x[1][0]):
     print(f"  {n:6} median {m:6.2f} tokens/s of {len(rs)} [" + ", ".join(f"{r['throughput_tokens_per_s']:.2f}" for r in rs)
           + f"]  {rs[0]['policy']}")
-best = max((m, n) for n, (m, _) in res.items() if n != "auto")
+hands = [(m, n) for n, (m, _) in res.items() if n != "auto"]
+if "auto" not in res or not hands:
+    sys.exit("final: no result to compare: the runs failed (KEEP=DIR keeps their logs)")
+best = max(hands)
 print(f"final: auto median {res['auto'][0]:.2f} tokens/s; best hand-written median {best[0]:.2f} ({best[1]}); "
       f"ratio {res['auto'][0] / best[0]:.3f} (target >= 0.95)")
 PY
