@@ -122,13 +122,13 @@ else
   gen_prompts "$np"
   "$flexgen" policy --dummy "$model" --prompt-ids "$work/p$np.json" --gen-len "$G" --offload-dir "$off" "${budgets[@]}"
   run auto "$np" "${budgets[@]}"   # first and last, so the disk's drift shows
-  i=0
-  for h in "${hand[@]}"; do
-    IFS='|' read -r pct gbs k extra <<<"$h"
+  run_hand() {  # run name, index into hand (a failed run leaves no report: it drops out)
+    local pct gbs k extra
+    IFS='|' read -r pct gbs k extra <<<"${hand[$2]}"
     # shellcheck disable=SC2086
-    run "hand$i" "$np" "${budgets[@]}" --percent $pct --gpu-batch-size "$gbs" --num-gpu-batches "$k" $extra || true
-    i=$((i + 1))
-  done
+    run "$1" "$np" "${budgets[@]}" --percent $pct --gpu-batch-size "$gbs" --num-gpu-batches "$k" $extra || true
+  }
+  for i in "${!hand[@]}"; do run_hand "hand$i" "$i"; done
   cp "$work/auto.json" "$work/auto-first.json"
   run auto "$np" "${budgets[@]}"
   "$py" - "$work" "${#hand[@]}" <<'PY'
@@ -158,13 +158,8 @@ print('\n'.join(str(i) for _, i in sorted(t, reverse=True)[:k]))" "$work" "${#ha
   for r in $(seq "$rounds"); do
     for j in $(seq 0 $((${#names[@]} - 1))); do
       name=${names[$(((j + r - 1) % ${#names[@]}))]}
-      if [ "$name" = auto ]; then
-        run "final-auto.$r" "$np" "${budgets[@]}"
-      else
-        IFS='|' read -r pct gbs k extra <<<"${hand[${name#hand}]}"
-        # shellcheck disable=SC2086
-        run "final-$name.$r" "$np" "${budgets[@]}" --percent $pct --gpu-batch-size "$gbs" --num-gpu-batches "$k" $extra || true
-      fi
+      if [ "$name" = auto ]; then run "final-auto.$r" "$np" "${budgets[@]}"
+      else run_hand "final-$name.$r" "${name#hand}"; fi
     done
   done
   "$py" - "$work" "$rounds" "${names[@]}" <<'PY'
