@@ -152,11 +152,13 @@ fg_status fg_run_job_apply(run_args *a, const json_t *rec) {
             if (json_is_string(json_array_get(v, i))) a->stop[a->n_stop++] = json_string_value(json_array_get(v, i));
     });
     /* where the job ran */
-    TAKE(O_OFFDIR, res, "offload_dir", JSON_STRING, 0, a->flex.offload_dir = json_string_value(v));
+    TAKE(O_OFFDIR, res, "offload_dir", JSON_STRING, 1, if (json_is_string(v)) a->flex.offload_dir = json_string_value(v));
     TAKE(O_GPUMEM, res, "gpu_mem", JSON_INTEGER, 0, a->flex.gpu_mem = (uint64_t)json_integer_value(v));
     TAKE(O_CPUMEM, res, "cpu_mem", JSON_INTEGER, 0, a->flex.cpu_mem = (uint64_t)json_integer_value(v));
     TAKE(O_DISKMEM, res, "disk_mem", JSON_INTEGER, 0, a->flex.disk_mem = (uint64_t)json_integer_value(v));
-    if (json_object_get(res, "device")) TAKE(O_DEVICE, res, "device", JSON_STRING, 0, a->flex.device = json_string_value(v));
+    /* null where the run took the default (no --device: cuda where a GPU is found, else host), and it is
+     * the default again; a record without the key predates it */
+    if (json_object_get(res, "device")) TAKE(O_DEVICE, res, "device", JSON_STRING, 1, a->flex.device = json_string_value(v));
     /* the policy the job ran, not a new search: the blocks stay the same */
     if (strcmp(a->engine, "flexgen")) {
         TAKE(O_GBS, pol, "batch", JSON_INTEGER, 0, a->batch = (int)json_integer_value(v));

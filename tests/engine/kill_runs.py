@@ -22,6 +22,13 @@ output must equal an uninterrupted run's, and the reference engine's.
       byte, its log saying it skipped the journaled blocks and computing only
       the rest (journal lines, generated-token count).
 
+  kill_runs.py default-device FLEXGEN WORKDIR [--seed S]
+      A user's path: no --device flag and no FLEXGEN_DEVICE in the
+      environment. The job is SIGKILLed once before its first journaled block
+      and once after it; each `--resume --job DIR` must end with the
+      uninterrupted run's output (and the reference engine's, where the
+      default backend is the host one, whose bits it equals).
+
 The oracle is the reference engine (`--engine reference`, one process, all in
 memory) at the same GPU batch size, which the offloading engine equals bit for
 bit (docs/ARCHITECTURE.md, Numerics); sampling is on (temperature, top-p), so
@@ -364,9 +371,54 @@ def coordinator(flexgen, work, rng, trials):
     return fails
 
 
+# ---------------------------------------------------------------- default device
+
+
+def default_device(flexgen, work):
+    os.environ.pop("FLEXGEN_DEVICE", None)   # as users run it: the device is the default one
+    ref = reference(flexgen, work)
+    cmd = model_args(work) + ["--gpu-batch-size", str(GBS), "--num-gpu-batches", str(K), "--percent", "50", "30",
+                              "0", "100", "0", "0", "--cpu-cache-compute", "--offload-dir", f"{work}/off"]
+    out = f"{work}/d-u.jsonl"
+    rc, _ = block_times(flexgen, cmd + ["--out", out], f"{work}/d-u.log")
+    uninterrupted = open(out, "rb").read() if rc == 0 and os.path.exists(out) else None
+    if uninterrupted is None:
+        return fail(f"uninterrupted run without --device: exit {rc}")
+    host = "gpu worker backend: host" in open(f"{work}/d-u.log").read()
+    if host and uninterrupted != ref:
+        return fail("uninterrupted run on the default (host) backend differs from the reference engine's")
+    print(f"ok   uninterrupted run on the default backend ({'host' if host else 'not host'})")
+    fails = 0
+    for when in ("before", "after"):
+        job, out, log = f"{work}/d-{when}.job", f"{work}/d-{when}.jsonl", f"{work}/d-{when}.log"
+        p = start(flexgen, cmd + ["--out", out, "--job", job], log)
+        # before: once the record is written (workers starting, nothing journaled); after: one block journaled
+        ready = (lambda: os.path.exists(f"{job}/job.json")) if when == "before" else (lambda: journaled(log) >= 1)
+        while not ready() and p.poll() is None:
+            time.sleep(0.002)
+        done = journaled(log)
+        if p.poll() is not None or (when == "before" and done > 0):
+            fails += fail(f"killed {when} the first block: the run got past that point first ({done} journaled)")
+            p.kill(); p.wait()
+            continue
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        device = json.load(open(f"{job}/job.json"))["resources"].get("device", "absent")
+        r = subprocess.run([flexgen, "run", "--resume", "--job", job], stderr=open(f"{log}.r", "w"))
+        got = open(out, "rb").read() if os.path.exists(out) else b""
+        tag = f"killed {when} the first journaled block ({done} journaled; job.json device {device})"
+        if r.returncode != 0:
+            fails += fail(f"{tag}: --resume exited {r.returncode}: {open(f'{log}.r').read().strip().splitlines()[-1:]}")
+        elif got != uninterrupted:
+            fails += fail(f"{tag}: the resumed output differs from the uninterrupted run's")
+        else:
+            print(f"ok   {tag}; resumed to the uninterrupted output" + (" and the reference engine's" if host else ""))
+    return fails
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["workers", "coordinator"])
+    ap.add_argument("mode", choices=["workers", "coordinator", "default-device"])
     ap.add_argument("flexgen")
     ap.add_argument("work")
     ap.add_argument("--seed", type=int, default=1)
@@ -382,8 +434,12 @@ def main():
     rng = random.Random(a.seed)
     print(f"seed {a.seed}")
     make_inputs(a.work, rng)
-    fails = workers(a.flexgen, a.work, rng, a.kills) if a.mode == "workers" else \
-        coordinator(a.flexgen, a.work, rng, a.trials)
+    if a.mode == "workers":
+        fails = workers(a.flexgen, a.work, rng, a.kills)
+    elif a.mode == "coordinator":
+        fails = coordinator(a.flexgen, a.work, rng, a.trials)
+    else:
+        fails = default_device(a.flexgen, a.work)
     print(f"{a.mode}: {'FAILED' if fails else 'passed'}")
     if not fails:
         shutil.rmtree(a.work, ignore_errors=True)
