@@ -12,6 +12,7 @@
 
 #include "fg_backend.h"
 #include "fg_cmds.h"
+#include "fg_policy_auto.h"
 #include "fg_profile_run.h"
 #include "fg_prompt_enc.h"
 #include "fg_search.h"
@@ -220,7 +221,11 @@ int fg_cmd_policy(int argc, char **argv) {
     if (S + a.G > c->max_pos)
         fg_exit_on(fg_err_set(FG_EINPUT, "prompt %d + %d new tokens exceed the model's %d positions", S, a.G, c->max_pos));
     fg_hw hw;
-    fg_exit_on(fg_profile_hw(a.hardware, a.offload_dir, a.device, fg_config_nearest_size(c), &hw));
+    /* this machine's profile, measured first as far as the choice needs: the disk only where it may be used */
+    fg_search_opts need = {.S = S, .G = a.G, .n_prompts = n, .gpu_mem = a.gpu_mem, .cpu_mem = a.cpu_mem,
+                           .disk_mem = a.disk_mem, .backend = a.device, .gbs = a.gbs, .K = a.K};
+    fg_exit_on(fg_profile_for_run(a.hardware, a.offload_dir, a.device, c,
+                                  a.hardware ? 0 : fg_auto_disk_bytes(c, fg_wsrc_specs(ws), &need), &hw));
     /* memory is planned for the backend the hardware was measured with (a
      * preset's GPU), as a run on that hardware would use it */
     fg_search_opts so = {.S = S, .G = a.G, .n_prompts = n, .gpu_mem = a.gpu_mem, .cpu_mem = a.cpu_mem,

@@ -224,8 +224,8 @@ ok = ok and t["predicted_decode_s"] > ph1   # full overlap took the larger alone
 if not ok: print(json.dumps({k[0] + "/" + k[1]: [v["prefill_resource_s"], v["decode_resource_s"]] for k, v in s.items()}))
 sys.exit(0 if ok else 1)
 PY
-  # the cached profile is what --policy auto uses when no --hardware is given
-  "$flexgen" run --model "$work/m" --prompt-ids "$work/p.json" --gen-len 2 --ignore-eos --gpu-mem 1M \
+  # the cached profile is what --policy auto uses when no --hardware is given (and the GPU cannot hold it all)
+  "$flexgen" run --model "$work/m" --prompt-ids "$work/p.json" --gen-len 2 --ignore-eos --gpu-mem 300K --cpu-mem 64M \
     --offload-dir "$work/off" --out "$work/cached.jsonl" 2>"$work/cached.err" || fail "auto run on the cached profile"
   grep -q "policy auto ($prof)" "$work/cached.err" && echo "ok   auto run used the cached profile" \
     || fail "auto run did not use $prof: $(grep policy "$work/cached.err")"
