@@ -133,12 +133,13 @@ fi
 export XDG_CACHE_HOME=$work/cache
 # (the checkpoint's shapes are nearest opt-125m's: the profile of that size is
 # the one a run of it reads; a test file larger than its 0.25 GB store, so
-# the calibration runs it from disk too; 2 rounds, their runs kept)
+# the calibration runs it from disk too; 2 rounds, their runs kept; the offload
+# directory does not exist yet: profile creates it with its parents, as run does)
 if ! prof=$("$flexgen" profile --quick --rounds 2 --keep-runs "$work/calib" --disk-test-size 512M --model opt-125m \
-    --offload-dir "$work/off" 2>"$work/prof.err"); then
+    --offload-dir "$work/prof-off/a/b" 2>"$work/prof.err"); then
   fail "flexgen profile: $(grep error: "$work/prof.err")"
 else
-  again=$("$flexgen" profile --quick --disk-test-size 512M --model opt-125m --offload-dir "$work/off" 2>"$work/prof2.err")
+  again=$("$flexgen" profile --quick --disk-test-size 512M --model opt-125m --offload-dir "$work/prof-off/a/b" 2>"$work/prof2.err")
   if [ "$again" != "$prof" ] || ! grep -q "cached" "$work/prof2.err"; then fail "profile: not reused from $prof"; fi
   if "$py" - "$prof" "$work/prof.err" <<'PY'; then echo "ok   profile: $prof"; else fail "profile: keys"; fi
 import json, math, sys
