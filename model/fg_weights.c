@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -95,9 +96,10 @@ static fg_status bind_tensor(fg_wsrc *ws, const char *file, const char *name, dt
     int idx = fg_spec_lookup(&ws->cfg, ws->specs, name);
     char a[64], b[64];
     if (idx == -1)
-        return fg_err_set(FG_EINPUT, "%s: tensor '%s' is not part of an OPT model with this config "
-                                     "(%d layers, word_embed_proj_dim %d)",
-                          file, name, ws->cfg.n_layers, ws->cfg.word_embed_proj_dim);
+        return fg_err_set(FG_EINPUT, "%s: tensor '%s' is not part of a %s model with this config "
+                                     "(%d layers, word_embed_proj_dim %d%s)",
+                          file, name, fg_config_family_name(&ws->cfg), ws->cfg.n_layers,
+                          ws->cfg.word_embed_proj_dim, ws->cfg.qkv_bias ? "" : ", no q/k/v biases");
     if (idx == -2) { /* tied LM head: only its shape must fit */
         if (ndim != 2 || dims[0] != ws->cfg.vocab_size || dims[1] != ws->cfg.word_embed_proj_dim)
             return fg_err_set(FG_EINPUT, "%s: tensor '%s' has shape %s, expected [%d, %d]", file, name,
@@ -486,6 +488,12 @@ uint64_t fg_wsrc_identity(const fg_wsrc *ws) {
     const int shape[] = {c->vocab_size, c->hidden, c->n_heads, c->n_layers, c->ffn_dim, c->max_pos,
                          c->word_embed_proj_dim, c->pre_ln};
     for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++) id_u64(h, (uint64_t)(int64_t)shape[i]);
+    if (c->family != FG_FAMILY_OPT) {   /* (OPT's identity as it always was: its stores stay valid) */
+        fg_model_desc d = fg_config_desc(c);
+        d.v[9] &= ~(uint32_t)(FG_DESC_F_COMPRESS_WEIGHT | FG_DESC_F_COMPRESS_CACHE);   /* the run's, not the source's */
+        id_u64(h, d.family);
+        for (int i = 0; i < FG_MODEL_DESC_N; i++) id_u64(h, d.v[i]);
+    }
     if (ws->kind == WS_DUMMY) id_u64(h, ws->seed);
     /* name order: readdir's order (npy) and the index's (shards) are not
      * properties of the checkpoint */
@@ -517,7 +525,7 @@ static inline uint64_t mix64(uint64_t z) {
 static void fill_dummy(const fg_wsrc *ws, int idx, fg_half *dst) {
     const fg_spec *s = &ws->specs[idx];
     int64_t n = fg_spec_numel(s);
-    int is_ln_w = strstr(s->name, "layer_norm.weight") != NULL;
+    int is_ln_w = strstr(s->name, "norm.weight") != NULL;   /* OPT's *_layer_norm, Llama's *layernorm, norm */
     int is_bias = s->ndim == 1 && !is_ln_w;
     /* uniform on [-a, a] has std a/sqrt(3) */
     float std = is_bias ? 0.01f : 0.02f, a = std * 1.7320508f, center = is_ln_w ? 1.0f : 0.0f;
@@ -534,6 +542,18 @@ static void fill_dummy(const fg_wsrc *ws, int idx, fg_half *dst) {
     }
 }
 
+/* m floats to fp16, counting the values fp16 cannot hold: finite ones past
+ * its range (written as inf) and nonzero ones below its smallest subnormal
+ * (written as 0). */
+static void narrow_counted(const float *buf, fg_half *dst, size_t m, uint64_t *over, uint64_t *flushed) {
+    fg_float_to_half_n(buf, dst, m);
+    for (size_t i = 0; i < m; i++) {
+        uint16_t e = dst[i] & 0x7fff;
+        if (e == 0x7c00 && isfinite(buf[i])) (*over)++;
+        else if (e == 0 && buf[i] != 0) (*flushed)++;
+    }
+}
+
 fg_status fg_wsrc_read(fg_wsrc *ws, int idx, fg_half *dst) {
     FG_ASSERT(idx >= 0 && idx < fg_spec_count(&ws->cfg) && ws->specs[idx].present);
     if (ws->kind == WS_DUMMY) {
@@ -544,33 +564,27 @@ fg_status fg_wsrc_read(fg_wsrc *ws, int idx, fg_half *dst) {
     const mapped_file *f = &ws->files[l->file];
     size_t n = (size_t)fg_spec_numel(&ws->specs[idx]);
     const uint8_t *src = f->map + l->offset;
-    switch (l->dt) {
-    case DT_F16:
+    uint64_t over = 0, flushed = 0;
+    if (l->dt == DT_F16) {
         memcpy(dst, src, n * 2);
-        break;
-    case DT_BF16: {
-        float buf[1024];
-        for (size_t i0 = 0; i0 < n; i0 += 1024) {
-            size_t m = n - i0 < 1024 ? n - i0 : 1024;
+        return FG_OK;
+    }
+    float buf[1024];
+    for (size_t i0 = 0; i0 < n; i0 += 1024) {
+        size_t m = n - i0 < 1024 ? n - i0 : 1024;
+        if (l->dt == DT_F32) memcpy(buf, src + 4 * i0, m * 4);
+        else
             for (size_t i = 0; i < m; i++) {
                 uint16_t b;
                 memcpy(&b, src + 2 * (i0 + i), 2);
                 buf[i] = fg_bf16_to_float(b);
             }
-            fg_float_to_half_n(buf, dst + i0, m);
-        }
-        break;
+        narrow_counted(buf, dst + i0, m, &over, &flushed);
     }
-    case DT_F32: {
-        float buf[1024];
-        for (size_t i0 = 0; i0 < n; i0 += 1024) {
-            size_t m = n - i0 < 1024 ? n - i0 : 1024;
-            memcpy(buf, src + 4 * i0, m * 4);
-            fg_float_to_half_n(buf, dst + i0, m);
-        }
-        break;
-    }
-    }
+    if (over || flushed)   /* reported, never hidden: the engine computes on the fp16 values */
+        fg_warn("%s: tensor '%s' (%s): %llu of %zu values overflow fp16 (stored as inf), %llu underflow it "
+                "(stored as 0)", f->path, ws->specs[idx].name, l->dt == DT_BF16 ? "BF16" : "F32",
+                (unsigned long long)over, n, (unsigned long long)flushed);
     return FG_OK;
 }
 
