@@ -12,7 +12,9 @@
     (K/V are num_key_value_heads x head_dim rows), a missing tensor;
   * generation_config.json's EOS list ends generation at any of its ids;
   * every --dummy name of the family has its published parameter count
-    (its shapes are the real ones); the two smallest run their first layer.
+    (its shapes are the real ones), and flexgen policy's arithmetic reads the
+    description: a KV cache of the kv heads only, decode FLOPs of 2 per
+    parameter computed with; the two smallest run their first layer.
 """
 import json
 import os
@@ -144,8 +146,23 @@ params = {"tinyllama-1.1b": 1100048384, "llama-3.2-1b": 1235814400, "llama-2-7b"
 for name, want in params.items():
     p = subprocess.run([flexgen, "policy", "--dummy", name, "--prompt-len", "8", "--gen-len", "8", "--gpu-mem", "1T",
                         "--cpu-mem", "1T", "--hardware", "flexgen-t4", "--json"], capture_output=True, text=True)
-    got = json.loads(p.stdout)["arithmetic"]["weight_bytes_total"] / 2 if p.returncode == 0 else 0
+    ar = json.loads(p.stdout)["arithmetic"] if p.returncode == 0 else {}
+    got = ar.get("weight_bytes_total", 0) / 2
     check("dummy_shape_" + name, abs(got - want) <= 1e-3 * want, "%d parameters, published %d" % (got, want))
+    # the cost model's arithmetic from the description: the cache holds the
+    # kv heads only (k and v, fp16, 16 positions); a decode token costs 2
+    # FLOPs per parameter computed with (the embedding lookup is none, a tied
+    # head's matrix is the embedding) plus its attention, within 3%
+    L, KV, d, V, H, tied = {"tinyllama-1.1b": (22, 4, 64, 32000, 2048, 0), "llama-3.2-1b": (16, 8, 64, 128256, 2048, 1),
+                            "llama-2-7b": (32, 32, 128, 32000, 4096, 0), "llama-2-13b": (40, 40, 128, 32000, 5120, 0),
+                            "llama-2-70b": (80, 8, 128, 32000, 8192, 0), "llama-3.1-8b": (32, 8, 128, 128256, 4096, 0),
+                            "llama-3.1-70b": (80, 8, 128, 128256, 8192, 0), "mistral-7b": (32, 8, 128, 32000, 4096, 0),
+                            "qwen2.5-7b": (28, 4, 128, 152064, 3584, 0)}[name]
+    kv_want, fl_want = 2 * L * 16 * KV * d * 2, 2 * (want - (0 if tied else V * H))
+    kv, fl = ar.get("kv_cache_bytes_per_sequence", 0), ar.get("decode_flops_per_token", 0)
+    check("dummy_arithmetic_" + name, kv == kv_want and fl_want < fl < 1.03 * fl_want,
+          "cache %d bytes per sequence (want %d), decode %.4g FLOPs per token (%.4g in its matrices)"
+          % (kv, kv_want, fl, fl_want))
 for name in ("tinyllama-1.1b", "llama-3.2-1b"):
     rc, err = run(name + ":1", dummy=True, gen=2)
     check("dummy_run_" + name, rc == 0 and "model: " + name in err, [x for x in err.splitlines() if "model:" in x][0]
