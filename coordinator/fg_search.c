@@ -308,9 +308,7 @@ fg_status fg_search_least_fits(const fg_opt_config *c, const fg_spec *sp, const 
     fg_plan pl;
     fg_status st = fg_plan_build(&pl, c, sp, &least, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
     fg_plan_free(&pl);
-    if (!st) return FG_OK;
-    char why[512];
-    snprintf(why, sizeof why, "%s", fg_err_msg());   /* the slot is written anew below */
-    return fg_err_set(FG_EINPUT, "no policy fits the budgets (even with every weight and the cache on disk and one "
-                                 "sequence per batch: %s)", why);
+    return st ? fg_err_set(FG_EINPUT, "no policy fits the budgets (even with every weight and the cache on disk and "
+                                      "one sequence per batch: %s)", fg_err_msg())
+              : FG_OK;
 }
