@@ -33,11 +33,13 @@
  * real templates, this follows Python: strip/lstrip/rstrip with an argument
  * strip those characters (the JavaScript ignores the argument and strips
  * white space), == between different types is false (no JavaScript loose
- * equality), and % rounds toward minus infinity. It follows the JavaScript in
- * how values print: none and undefined print nothing, booleans print as
- * true/false, lists and dicts as JSON. Strings are indexed, sliced and
- * measured in code points; upper/lower use one-to-one case mappings (so 'ß'
- * stays 'ß').
+ * equality), % takes the sign of the divisor, and strings are indexed,
+ * sliced and measured in code points (the JavaScript measures and indexes
+ * UTF-16 units). Where the JavaScript fails outright (a loop over a string or
+ * an undefined value, < between strings, an integer key on a dict) this
+ * renders as Jinja2 does. It follows the JavaScript in how values print: none
+ * and undefined print nothing, booleans print as true/false, lists and dicts
+ * as JSON. upper/lower use one-to-one case mappings (so 'ß' stays 'ß').
  *
  * Rendering is bounded (steps, memory, output, nesting): a template is outside
  * input, so a loop that does not end or a value that grows without bound is
