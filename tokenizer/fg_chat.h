@@ -11,8 +11,9 @@
  *    `for k, v in d.items()`, `for x in xs if cond`, {% else %}; `loop.index`,
  *    index0, revindex, revindex0, first, last, length, previtem, nextitem),
  *    {% set x = ... %}, {% set a, b = ... %}, {% set ns.attr = ... %},
- *    {% set x %}...{% endset %}, comments, whitespace control ({%- -%} {{- -}}
- *    {#- -#});
+ *    {% set x %}...{% endset %}, {% generation %}...{% endgeneration %} (the
+ *    marker transformers puts around assistant text: its body renders),
+ *    comments, whitespace control ({%- -%} {{- -}} {#- -#});
  *  - literals (strings with escapes, integers, floats, true/false/none in
  *    either case, lists, dicts, tuples), names, attribute and item access,
  *    slices, + - * / // % ~, comparisons, and/or/not, in/not in,

@@ -84,7 +84,7 @@ static int at_tag(const fg_chat_parser *p, const char *const *names) {
 
 static void parse_any(fg_chat_parser *p, fg_chat_nodes *out);
 
-static const char *const closers[] = {"elif", "else", "endif", "endfor", "endset", NULL};
+static const char *const closers[] = {"elif", "else", "endif", "endfor", "endset", "endgeneration", NULL};
 
 /* Statements up to one of the tags in `until`; the template ending first, or another block's end, is an error
  * naming the block. */
@@ -205,6 +205,16 @@ static fg_chat_node *parse_tag(fg_chat_parser *p) {
     }
     if (!strcmp(name, "for")) return parse_for(p, line);
     if (!strcmp(name, "set")) return parse_set(p, line);
+    if (!strcmp(name, "generation")) { /* transformers' marker of the assistant's part: renders its body */
+        static const char *const end[] = {"endgeneration", NULL};
+        fg_chat_node *x = fg_chat_new_node(p, N_IF, line);
+        x->a = fg_chat_new_node(p, E_CONST, line);
+        x->a->op = CONST_TRUE;
+        fg_chat_expect(p, TK_CLOSE_STMT, "%}");
+        parse_body(p, &x->body, end, "generation", line);
+        expect_tag(p, "endgeneration");
+        return x;
+    }
     for (const char *const *c = closers; *c; c++)
         if (!strcmp(name, *c)) fg_chat_parse_fail(p, line, "{%% %s %%} without the block it would end", name);
     fg_chat_parse_fail(p, line, "unsupported tag '%s'", name);

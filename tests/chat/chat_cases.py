@@ -178,6 +178,9 @@ UNITS = [
                  "message['content'] | trim + '\\n' }}\n    {%- if not loop.last and messages[loop.index0 + 1].role "
                  "== message.role %}{{- raise_exception('Roles must alternate') }}{% endif %}\n{%- endfor %}\n"
                  "{%- if add_generation_prompt %}\n    {{- 'assistant:' }}\n{%- endif %}\n"),
+    ("generation tags", "{% for m in messages %}{% if m.role == 'assistant' %}A:  {% generation %}{{ m.content }}"
+                        "{% endgeneration %}  |{%- generation -%}  x  {%- endgeneration -%}  |\n  {% generation %}\n"
+                        "y{% endgeneration %}\n{% else %}{{ m.content }}{% endif %}{% endfor %}"),
     ("raise_exception", "{% if true %}{{ raise_exception('Conversation roles must alternate') }}{% endif %}", True),
 ]
 UNIT_VARS = {"messages": [{"role": "user", "content": " hi \n"}, {"role": "assistant", "content": "yo"}],
