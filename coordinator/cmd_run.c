@@ -260,7 +260,8 @@ int fg_cmd_run(int argc, char **argv) {
     fg_seq_in *in = NULL;
     int n = 0;
     if (a.prompts) {
-        fg_exit_on(fg_prompt_encode(a.prompts, io.tok, c, a.gen_len, a.truncate, &io.text, &in, &n));
+        fg_chat_src chat = {a.model_dir, a.chat_template};
+        fg_exit_on(fg_prompt_encode(a.prompts, io.tok, c, &chat, a.gen_len, a.truncate, &io.text, &in, &n));
     } else {
         fg_exit_on(fg_prompt_ids_read(a.prompt_ids, c->vocab_size, &in, &n));
         for (int i = 0; i < n; i++)

@@ -25,6 +25,10 @@ static void run_usage(FILE *f) {
         "  --prompts FILE        text prompts: one a line, or JSONL objects {\"id\": ..., \"prompt\": \"...\"};\n"
         "                        tokenized with the model's vocab.json + merges.txt (--dummy: GPT-2's,\n"
         "                        fetched by scripts/fetch-gpt2-vocab.sh), BOS first as Hugging Face does\n"
+        "                        (a JSONL line may hold a conversation instead, {\"messages\":\n"
+        "                        [{\"role\": ..., \"content\": ...}, ...]}: rendered with the model's chat\n"
+        "                        template and add_generation_prompt, no BOS added)\n"
+        "  --chat-template FILE  render \"messages\" prompts with this Jinja template instead\n"
         "  --prompt-ids FILE     pre-tokenized prompts: a JSON list of lists of token ids\n"
         "  --truncate            cut prompts longer than the context (max positions - gen-len) from\n"
         "                        the left, keeping BOS, instead of refusing them; reported in the log\n"
@@ -111,6 +115,7 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
         {"attach", required_argument, 0, O_ATTACH},
         {"compress-weight", no_argument, 0, O_CW},     {"compress-cache", no_argument, 0, O_CC},
         {"resume", no_argument, 0, O_RESUME},          {"help", no_argument, 0, 'h'},
+        {"chat-template", required_argument, 0, O_CHAT},
         {0, 0, 0, 0},
     };
     *a = (run_args){.gen_len = 32, .top_p = 1.0f, .engine = "flexgen", .policy = "auto"};
@@ -144,6 +149,7 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
         case O_ENGINE: a->engine = optarg; break;
         case O_REPORT: a->report = optarg; break;
         case O_PROMPTS: a->prompts = optarg; break;
+        case O_CHAT: a->chat_template = optarg; break;
         case O_PERCENT:
             st = fg_policy_parse_percent(&a->flex.policy, optarg, argc, argv, &optind);
             a->have_percent = 1;
