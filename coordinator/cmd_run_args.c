@@ -7,7 +7,8 @@
 #include <string.h>
 
 #include "cmd_run.h"
-#include "fg_backend.h"
+#include "fg_devsize.h"
+#include "fg_msg.h"
 
 
 
@@ -174,7 +175,7 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
             else a->flex.attach |= 1u << r;
             break;
         }
-        case O_DEVICE: st = fg_backend_usable(optarg), a->flex.device = optarg; break;
+        case O_DEVICE: st = fg_devsize_usable(optarg), a->flex.device = optarg; break;
         case O_TRUNC: a->truncate = 1; break;
         case O_STOP:
             if (a->n_stop == FG_MAX_STOPS) st = fg_err_set(FG_EINPUT, "--stop: at most %d stop strings", FG_MAX_STOPS);

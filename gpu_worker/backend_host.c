@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 
 #include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_pool.h"
 #include "fg_sample.h"
 
@@ -29,13 +30,6 @@ typedef struct {
 } host_ctx;
 
 /* ---- memory ------------------------------------------------------------- */
-
-/* Workspace bytes for max_rows rows: fg_opt's scratch, h, SAMPLE's scratch
- * (the coordinator's memory plan calls this same function). */
-static uint64_t host_workspace_bytes(const fg_opt_config *c, uint32_t max_rows) {
-    return fg_opt_ws_bytes(c, (int)max_rows) + sizeof(float) * (uint64_t)max_rows * (uint64_t)c->hidden +
-           8ull * (uint64_t)c->vocab_size;
-}
 
 #define HUGE_2M (2u << 20)
 
@@ -95,7 +89,7 @@ static int alloc_ws(host_ctx *hc, const fg_opt_config *c, uint32_t rows) {
 
 static fg_status host_device_init(void *ctx, const fg_op_init *p, const fg_opt_config *c) {
     host_ctx *hc = ctx;
-    uint64_t ws = host_workspace_bytes(c, p->max_rows);
+    uint64_t ws = fg_devsize_host_bytes(c, p->max_rows);   /* what the plan counted */
     fg_status st = FG_OK;
     if (p->arena_bytes > UINT64_MAX - ws || (p->budget_bytes && p->arena_bytes + ws > p->budget_bytes)) {
         st = fg_err_set(FG_EINPUT, "DEVICE_INIT: arena %" PRIu64 " + workspace %" PRIu64 " bytes (%" PRIu32
@@ -279,7 +273,7 @@ const fg_backend fg_backend_host = {
     .shares_host_cpu = 1,                    /* the arena and the ops are the CPU's */
     .open = host_open,                       /* a context; the arena waits for DEVICE_INIT */
     .close = host_close,                     /* frees arena and workspace */
-    .workspace_bytes = host_workspace_bytes, /* fg_opt's scratch + fp32 h + SAMPLE's scratch */
+    .workspace_bytes = fg_devsize_host_bytes, /* fg_opt's scratch + fp32 h + SAMPLE's scratch */
     .device_init = host_device_init,         /* posix_memalign arena + fp32 workspace, budget-checked */
     .mem_bytes = host_mem_bytes,             /* arena + workspace, now / peak */
     .dev_ptr = host_dev_ptr,                 /* arena + offset */

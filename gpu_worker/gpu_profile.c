@@ -62,6 +62,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "fg_devsize.h"
 #include "fg_profile.h"
 #include "gpu_ops.h"
 #ifdef FG_HAVE_CUDA
@@ -79,7 +80,7 @@ static const uint32_t mm_rows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 
 #define PRE_S 512u
 
 typedef struct {
-    const char *device;   /* --device; NULL: fg_backend_default() */
+    const char *device;   /* --device; NULL: fg_devsize_default() */
     uint64_t budget;      /* --gpu-mem; 0: what the profile needs */
 } gpu_flags;
 
@@ -362,7 +363,7 @@ int fg_gpu_profile_main(int argc, char **argv) {
     gpu_flags f = {0};
     int rc = fg_profile_parse(&g.pa, PROG, argc, argv, gpu_flag, &f, USAGE);
     if (rc) return rc;
-    if (!(g.be = fg_backend_find(f.device ? f.device : fg_backend_default()))) {
+    if (!(g.be = fg_backend_find(f.device ? f.device : fg_devsize_default()))) {
         fprintf(stderr, PROG ": --profile: %s\n", fg_err_msg());
         return 2;
     }
