@@ -19,6 +19,7 @@ static struct {
     char once[512];
 } spec;
 static pthread_once_t parsed = PTHREAD_ONCE_INIT;
+static const char *const kind_names[FG_FAULT_NKINDS] = {"", "crash", "stop", "garble", "truncate", "hang"};
 
 static void parse(void) {
     const char *e = getenv("FLEXGEN_FAULT");
@@ -31,9 +32,8 @@ static void parse(void) {
         return;
     }
     if (e[used] == ':') snprintf(spec.once, sizeof spec.once, "%s", e + used + 1);
-    spec.kind = !strcmp(kind, "crash") ? FG_FAULT_CRASH : !strcmp(kind, "stop") ? FG_FAULT_STOP
-              : !strcmp(kind, "garble") ? FG_FAULT_GARBLE : !strcmp(kind, "truncate") ? FG_FAULT_TRUNCATE
-              : FG_FAULT_NONE;
+    for (int k = FG_FAULT_NONE + 1; k < FG_FAULT_NKINDS; k++)
+        if (!strcmp(kind, kind_names[k])) spec.kind = (fg_fault_kind)k;
     if (!spec.kind) fg_warn("FLEXGEN_FAULT=%s: unknown kind '%s'; ignored", e, kind);
     spec.n = n;
 }
@@ -46,10 +46,13 @@ fg_fault_kind fg_fault_at(const char *who, uint64_t n) {
         if (fd < 0) return FG_FAULT_NONE;   /* fired before, in an earlier incarnation */
         close(fd);
     }
-    static const char *const names[] = {"", "crash", "stop", "garble", "truncate"};
-    fg_warn("fault injection (FLEXGEN_FAULT): %s at command %llu", names[spec.kind],
+    fg_warn("fault injection (FLEXGEN_FAULT): %s at command %llu", kind_names[spec.kind],
             (unsigned long long)n);
     return spec.kind;
+}
+
+void fg_fault_hang(void) {
+    for (;;) pause();
 }
 
 int fg_fault_send(void *sock, const char *identity, const fg_msg *m, fg_fault_kind kind) {
