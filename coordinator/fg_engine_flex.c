@@ -208,7 +208,8 @@ static fg_status open_store(fg_engine *e, const fg_flex_opts *fo) {
 static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
     fg_plan *pl = &e->pl;
     fg_super_opts so = {.worker_dir = fo->worker_dir, .offload_dir = fo->offload_dir, .gpu_device = fo->device,
-                        .attach = fo->attach, .restore = on_restore, .restore_ctx = e};
+                        .attach = fo->attach, .cmd_timeout_ms = fo->cmd_timeout_ms, .restore = on_restore,
+                        .restore_ctx = e};
     fg_status st = fg_super_new(&so, &e->sup);
     e->q.sup = e->sup;
     for (int s = FG_PLAN_FIRST_SHM; s < FG_PLAN_END_SHM && !st; s++)
