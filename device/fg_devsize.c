@@ -115,15 +115,16 @@ static uint64_t max2(uint64_t a, uint64_t b) { return a > b ? a : b; }
 void fg_devsize_cuda_layout(const fg_opt_config *c, uint32_t max_rows, fg_cuda_ws *ws) {
     uint64_t R = max_rows, H = (uint64_t)c->hidden, F = (uint64_t)c->ffn_dim, D = (uint64_t)c->word_embed_proj_dim;
     uint64_t P = (uint64_t)c->max_pos + 2, off = 0;
-    ws->x16 = off, off += up(2 * R * max2(H, D));
-    ws->q16 = off, off += up(2 * R * H);
-    ws->k16 = off, off += up(2 * R * H);
-    ws->v16 = off, off += up(2 * R * H);
-    ws->y32_bytes = up(max2(4 * R * H, 6 * P));
+    const uint64_t h16 = sizeof(uint16_t);   /* an fp16 element */
+    ws->x16 = off, off += up(h16 * R * max2(H, D));
+    ws->q16 = off, off += up(h16 * R * H);
+    ws->k16 = off, off += up(h16 * R * H);
+    ws->v16 = off, off += up(h16 * R * H);
+    ws->y32_bytes = up(max2(sizeof(float) * R * H, FG_CUDA_SCORE_BYTES * P));
     ws->y32 = off, off += ws->y32_bytes;
-    ws->ff16 = off, off += up(2 * R * max2(F, D));
+    ws->ff16 = off, off += up(h16 * R * max2(F, D));
     ws->flags = off, off += FG_CUDA_FLAGS_BYTES;
-    uint64_t blas = up(4 * R * max2(F, H));
+    uint64_t blas = up(sizeof(float) * R * max2(F, H));
     ws->blas_bytes = blas < FG_CUDA_BLAS_WS_MAX ? blas : FG_CUDA_BLAS_WS_MAX;
     ws->blas = off, off += ws->blas_bytes;
     ws->total = off;

@@ -19,6 +19,10 @@ static struct {
     char once[512];
 } spec;
 static pthread_once_t parsed = PTHREAD_ONCE_INIT;
+
+#define BODY_LEN_OFFSET 20   /* the header's body_len field (proto/fg_msg.h): damaged, the message never decodes */
+#define GARBLE_MASK 0x5a     /* flips bits in it, never to its own value */
+#define TRUNCATE_BYTES 7     /* cut off a message's end: its length field then disagrees with what arrived */
 static const char *const kind_names[FG_FAULT_NKINDS] = {"", "crash", "stop", "garble", "truncate", "hang"};
 
 static void parse(void) {
@@ -59,8 +63,8 @@ int fg_fault_send(void *sock, const char *identity, const fg_msg *m, fg_fault_ki
     uint8_t buf[FG_MSG_MAX_BYTES];
     size_t len = 0;
     if (fg_msg_encode(m, buf, sizeof buf, &len) != 0) return -2;
-    if (kind == FG_FAULT_GARBLE) buf[20] ^= 0x5a;   /* body_len: the header's offset 20 */
-    else if (kind == FG_FAULT_TRUNCATE) len = len > 7 ? len - 7 : 0;
+    if (kind == FG_FAULT_GARBLE) buf[BODY_LEN_OFFSET] ^= GARBLE_MASK;
+    else if (kind == FG_FAULT_TRUNCATE) len = len > TRUNCATE_BYTES ? len - TRUNCATE_BYTES : 0;
     if (identity && zmq_send(sock, identity, strlen(identity), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) return -1;
     return zmq_send(sock, buf, len, identity ? ZMQ_DONTWAIT : 0) < 0 ? -1 : 0;
 }

@@ -12,7 +12,7 @@
  *             keeps heartbeating: only the command deadline can tell
  *   garble    the message that answers it (worker) or carries it (coord)
  *             goes out with a wrong body length: it no longer decodes
- *   truncate  that message goes out 7 bytes short
+ *   truncate  that message goes out a few bytes short (TRUNCATE_BYTES)
  * With ONCE_FILE the fault fires only if that file can still be created
  * (O_EXCL): a restarted worker reads the same environment and must not
  * fault again. Spawned workers inherit the variable from the coordinator.

@@ -38,7 +38,7 @@ typedef struct {
     char dev_name[256];
     cudaStream_t st[NSTREAMS];
     cublasHandle_t blas;
-    uint8_t *mem;            /* arena (p.arena_bytes, rounded up to 256), then the workspace */
+    uint8_t *mem;            /* arena (p.arena_bytes, rounded up to FG_CUDA_WS_ALIGN), then the workspace */
     uint64_t arena_al;       /* the workspace's offset in mem */
     fg_cuda_ws ws;
     fg_op_init p;
@@ -84,13 +84,14 @@ static fg_status cu_device_init(void *ctx, const fg_op_init *p, const fg_opt_con
         return fg_err_set(FG_EINPUT, "DEVICE_INIT: --compress-weight/--compress-cache are not implemented on the cuda "
                                      "backend yet (HINT: --device host)");
     fg_devsize_cuda_layout(cfg, p->max_rows, &ws);   /* what the plan counted */
-    if (p->arena_bytes > UINT64_MAX - ws.total - 256 || (p->budget_bytes && p->arena_bytes + ws.total > p->budget_bytes))
+    if (p->arena_bytes > UINT64_MAX - ws.total - FG_CUDA_WS_ALIGN ||
+        (p->budget_bytes && p->arena_bytes + ws.total > p->budget_bytes))
         return fg_err_set(FG_EINPUT, "DEVICE_INIT: arena %" PRIu64 " + workspace %" PRIu64 " bytes (%" PRIu32
                           " rows) exceed the device budget of %" PRIu64 " bytes (--gpu-mem)",
                           p->arena_bytes, ws.total, p->max_rows, p->budget_bytes);
     for (int s = 0; s < NSTREAMS; s++) CU(cudaStreamSynchronize(c->st[s]), "DEVICE_INIT: waiting for the streams");
     release(c);
-    uint64_t arena_al = (p->arena_bytes + 255) / 256 * 256;
+    uint64_t arena_al = (p->arena_bytes + FG_CUDA_WS_ALIGN - 1) / FG_CUDA_WS_ALIGN * FG_CUDA_WS_ALIGN;
     void *mem = NULL;
     cudaError_t e = cudaMalloc(&mem, arena_al + ws.total);
     if (e != cudaSuccess) {
@@ -156,7 +157,7 @@ static fg_status cu_open(void **ctx, char *info, size_t cap) {
     if (!st && (cublasSetStream(c->blas, c->st[0]) != CUBLAS_STATUS_SUCCESS ||
                 cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS))
         st = fg_err_set(FG_ERUNTIME, "cuBLAS: cannot bind the compute stream");
-    if (!st && cudaMallocHost((void **)&c->bad_host, 256)) st = cu_fail(cudaGetLastError(), "cudaMallocHost");
+    if (!st && cudaMallocHost((void **)&c->bad_host, FG_CUDA_FLAGS_BYTES)) st = cu_fail(cudaGetLastError(), "cudaMallocHost");
     if (st) goto out;
     cudaRuntimeGetVersion(&rt);
     cublasGetVersion(c->blas, &bv);
