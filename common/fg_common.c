@@ -18,10 +18,13 @@ static const char *log_role = "flexgen";
 static fg_log_level log_level = FG_LOG_INFO;
 
 fg_status fg_err_set(fg_status st, const char *fmt, ...) {
+    /* formatted aside first: an argument may be fg_err_msg() itself (a message wrapping the one before) */
+    char msg[sizeof err_buf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(err_buf, msg, sizeof err_buf);
     return st;
 }
 

@@ -14,6 +14,7 @@
 
 #include "fg_devsize.h"
 #include "fg_cmds.h"
+#include "fg_policy_auto.h"
 #include "fg_profile_run.h"
 #include "fg_search.h"
 #include "fg_engine_flex.h"
@@ -198,8 +199,17 @@ static fg_status choose_policy(run_args *a, fg_wsrc *ws, int n, int S, fg_search
     char d[256];
     fg_hw hw;
     fg_status st = FG_OK;
-    if (!a->have_percent && !strcmp(a->policy, "auto")) {
-        if ((st = fg_profile_hw(a->hardware, a->flex.offload_dir, device, fg_config_nearest_size(c), &hw)) ||
+    if (!a->have_percent && !strcmp(a->policy, "auto") && !a->hardware &&
+        fg_auto_all_gpu(c, fg_wsrc_specs(ws), &so, &pred->p)) {
+        /* the whole run fits the GPU budget: all on the GPU, whatever a profile would say */
+        int ov = p->overlap;
+        *p = pred->p, p->overlap = ov;
+        fg_policy_describe(p, d, sizeof d);
+        fg_info("policy auto: %s (everything fits the GPU budget: no profile needed)", d);
+    } else if (!a->have_percent && !strcmp(a->policy, "auto")) {
+        if ((st = fg_search_least_fits(c, fg_wsrc_specs(ws), &so)) ||
+            (st = fg_profile_for_run(a->hardware, a->flex.offload_dir, device, c,
+                                     fg_auto_disk_bytes(c, fg_wsrc_specs(ws), &so), &hw)) ||
             (st = fg_search_policy(c, fg_wsrc_specs(ws), &hw, &so, pred)))
             return st;
         int ov = p->overlap;
@@ -210,7 +220,7 @@ static fg_status choose_policy(run_args *a, fg_wsrc *ws, int n, int S, fg_search
                 pred->seconds);
         return FG_OK;
     }
-    if (!a->have_percent) {
+    if (!a->have_percent && strcmp(a->policy, "auto")) {
         if ((st = fg_flex_default_policy(ws, &a->flex, S, a->gen_len))) return st;
         fg_policy_describe(p, d, sizeof d);
         fg_info("no --percent, --policy default: the fit rule chose %s", d);
@@ -218,10 +228,9 @@ static fg_status choose_policy(run_args *a, fg_wsrc *ws, int n, int S, fg_search
     /* a prediction beside the run when the hardware is known without measuring */
     char path[PATH_MAX];
     const char *hwsrc = a->hardware;
-    if (!hwsrc && !fg_profile_cache_path(a->flex.offload_dir, device, fg_config_nearest_size(c), path, sizeof path) &&
-        access(path, R_OK) == 0)
+    if (!hwsrc && !fg_profile_cache_path(a->flex.offload_dir, device, path, sizeof path) && access(path, R_OK) == 0)
         hwsrc = path;
-    if (hwsrc && !fg_hw_load(hwsrc, &hw) && !fg_search_score(c, fg_wsrc_specs(ws), &hw, &so, p, pred))
+    if (hwsrc && !fg_hw_load_for(hwsrc, c->hidden, &hw) && !fg_search_score(c, fg_wsrc_specs(ws), &hw, &so, p, pred))
         fg_info("predicted (%s): %.3g tokens/s (prefill %.3g s, decode %.3g s)", hw.source, pred->pred.throughput,
                 pred->pred.prefill_s, pred->pred.decode_s);
     return FG_OK;
@@ -251,7 +260,8 @@ int fg_cmd_run(int argc, char **argv) {
     fg_seq_in *in = NULL;
     int n = 0;
     if (a.prompts) {
-        fg_exit_on(fg_prompt_encode(a.prompts, io.tok, c, a.gen_len, a.truncate, &io.text, &in, &n));
+        fg_chat_src chat = {a.model_dir, a.chat_template};
+        fg_exit_on(fg_prompt_encode(a.prompts, io.tok, c, &chat, a.gen_len, a.truncate, &io.text, &in, &n));
     } else {
         fg_exit_on(fg_prompt_ids_read(a.prompt_ids, c->vocab_size, &in, &n));
         for (int i = 0; i < n; i++)

@@ -28,6 +28,10 @@ static void run_usage(FILE *f) {
         "  --prompts FILE        text prompts: one a line, or JSONL objects {\"id\": ..., \"prompt\": \"...\"};\n"
         "                        tokenized with the model's vocab.json + merges.txt (--dummy: GPT-2's,\n"
         "                        fetched by scripts/fetch-gpt2-vocab.sh), BOS first as Hugging Face does\n"
+        "                        (a JSONL line may hold a conversation instead, {\"messages\":\n"
+        "                        [{\"role\": ..., \"content\": ...}, ...]}: rendered with the model's chat\n"
+        "                        template and add_generation_prompt, no BOS added)\n"
+        "  --chat-template FILE  render \"messages\" prompts with this Jinja template instead\n"
         "  --prompt-ids FILE     pre-tokenized prompts: a JSON list of lists of token ids\n"
         "  --truncate            cut prompts longer than the context (max positions - gen-len) from\n"
         "                        the left, keeping BOS, instead of refusing them; reported in the log\n"
@@ -58,12 +62,13 @@ static void run_usage(FILE *f) {
         "placement (engine flexgen):\n"
         "  --percent WG WC CG CC HG HC   percent of weights, KV cache and activations on GPU and\n"
         "                        CPU, the rest on disk\n"
-        "  --policy auto|default without --percent: auto (default) searches the policy with the cost\n"
-        "                        model over this machine's profile (measured once first, then cached:\n"
-        "                        see flexgen profile), the --gpu-batch-size, --num-gpu-batches and\n"
-        "                        --cpu-cache-compute given fixed; default: everything on the GPU when\n"
-        "                        it fits --gpu-mem, else weights into the GPU 5%% at a time, cache and\n"
-        "                        activations on the CPU. The choice is logged\n"
+        "  --policy auto|default without --percent: auto (default) puts everything on the GPU where it\n"
+        "                        all fits --gpu-mem, else searches the policy with the cost model over\n"
+        "                        this machine's profile (cached; a first run measures only what the\n"
+        "                        choice depends on: see flexgen profile), the --gpu-batch-size,\n"
+        "                        --num-gpu-batches and --cpu-cache-compute given fixed; default: all\n"
+        "                        on the GPU when it fits --gpu-mem, else weights into the GPU 5%% at a\n"
+        "                        time, cache and activations on the CPU. The choice is logged\n"
         "  --hardware X          the cost model's profile file or preset (flexgen-t4) for --policy auto\n"
         "                        and the report's prediction\n"
         "  --num-gpu-batches N   GPU batches per block (default 1); --gpu-batch-size is per GPU batch\n"
@@ -116,6 +121,7 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
         {"attach", required_argument, 0, O_ATTACH},    {"cmd-timeout", required_argument, 0, O_CMDTIMEOUT},
         {"compress-weight", no_argument, 0, O_CW},     {"compress-cache", no_argument, 0, O_CC},
         {"resume", no_argument, 0, O_RESUME},          {"help", no_argument, 0, 'h'},
+        {"chat-template", required_argument, 0, O_CHAT},
         {0, 0, 0, 0},
     };
     *a = (run_args){.gen_len = 32, .top_p = 1.0f, .engine = "flexgen", .policy = "auto"};
@@ -149,6 +155,7 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
         case O_ENGINE: a->engine = optarg; break;
         case O_REPORT: a->report = optarg; break;
         case O_PROMPTS: a->prompts = optarg; break;
+        case O_CHAT: a->chat_template = optarg; break;
         case O_PERCENT:
             st = fg_policy_parse_percent(&a->flex.policy, optarg, argc, argv, &optind);
             a->have_percent = 1;

@@ -71,11 +71,38 @@ static fg_status table(const char *path, json_t *gpu, const char *key, int requi
     return FG_OK;
 }
 
-static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
+/* From "shapes" (an array of measured layer shapes), the one nearest
+ * `hidden` in log: its GEMM tables and attention rates replace the gpu
+ * section's. Nothing when hidden is 0 or there is no array. */
+static fg_status parse_shape(const char *path, json_t *shapes, int hidden, fg_hw *hw) {
+    size_t n = json_array_size(shapes);
+    if (shapes && !json_is_array(shapes)) return fg_err_set(FG_EINPUT, "%s: shapes must be an array", path);
+    json_t *best = NULL;
+    double best_h = 0;
+    for (size_t i = 0; hidden > 0 && i < n; i++) {
+        json_t *e = json_array_get(shapes, i);
+        double h = 0;
+        fg_status st = num(path, e, "shapes[]", "hidden", 1, &h);
+        if (st) return st;
+        if (!best || fabs(log(h / hidden)) < fabs(log(best_h / hidden))) best = e, best_h = h;
+    }
+    if (!best) return FG_OK;
+    fg_status st;
+    if ((st = table(path, best, "mm", 1, hw->mm_rows, hw->mm_tflops, &hw->n_mm)) ||
+        (st = table(path, best, "mm_q4", 0, hw->mm_q4_rows, hw->mm_q4_tflops, &hw->n_mm_q4)) ||
+        (st = num(path, best, "shapes[]", "attn_prefill_TFLOPS", 1, &hw->attn_prefill_tflops)) ||
+        (st = num(path, best, "shapes[]", "attn_decode_GBps", 1, &hw->attn_decode_gbps)))
+        return st;
+    hw->shape_hidden = (int)best_h;
+    return FG_OK;
+}
+
+static fg_status parse(const char *path, json_t *root, int hidden, fg_hw *hw) {
     json_t *gpu = json_object_get(root, "gpu"), *cpu = json_object_get(root, "cpu"), *disk = json_object_get(root, "disk");
     json_t *rt = json_object_get(root, "runtime");
-    if (!json_is_object(gpu) || !json_is_object(cpu) || !json_is_object(disk))
-        return fg_err_set(FG_EINPUT, "%s: a profile needs objects \"gpu\", \"cpu\" and \"disk\"", path);
+    if (!json_is_object(gpu) || !json_is_object(cpu) || (disk && !json_is_object(disk)))
+        return fg_err_set(FG_EINPUT, "%s: a profile needs objects \"gpu\" and \"cpu\" (and \"disk\", where "
+                                     "present, an object)", path);
     const char *be = json_string_value(json_object_get(gpu, "backend"));
     snprintf(hw->backend, sizeof hw->backend, "%s", be ? be : "?");
     hw->shares_host_cpu = json_is_true(json_object_get(gpu, "shares_host_cpu"));
@@ -84,12 +111,15 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
         (st = num(path, gpu, "gpu", "attn_prefill_TFLOPS", 1, &hw->attn_prefill_tflops)) ||
         (st = num(path, gpu, "gpu", "attn_decode_GBps", 1, &hw->attn_decode_gbps)) ||
         (st = num(path, cpu, "cpu", "attn_decode_GBps", 1, &hw->cpu_attn_gbps)) ||
-        (st = num(path, disk, "disk", "disk_read_GBps", 1, &hw->disk_read_gbps)) ||
-        (st = num(path, disk, "disk", "disk_write_GBps", 1, &hw->disk_write_gbps)) ||
+        (st = num(path, disk, "disk", "disk_read_GBps", disk != NULL, &hw->disk_read_gbps)) ||
+        (st = num(path, disk, "disk", "disk_write_GBps", disk != NULL, &hw->disk_write_gbps)) ||
+        (st = num(path, disk, "disk", "file_bytes", 0, &hw->disk_test_bytes)) ||
         (st = num(path, gpu, "gpu", "mm_prefill_TFLOPS", 0, &hw->mm_prefill_tflops)) ||
         (st = num(path, gpu, "gpu", "mm_decode_TFLOPS", 0, &hw->mm_decode_tflops)) ||
         (st = num(path, rt, "runtime", "cmd_s", 0, &hw->cmd_s)) || (st = num(path, rt, "runtime", "rtt_s", 0, &hw->rtt_s)))
         return st;
+    hw->disk_measured = disk != NULL;
+    if (!disk) hw->disk_read_gbps = hw->disk_write_gbps = FG_HW_DISK_UNMEASURED_GBPS;
     /* the disk at the engine's own request size and depth, where measured:
      * the rate a run gets, not the best setting's */
     if ((st = num(path, disk, "disk", "engine_read_GBps", 0, &hw->disk_read_gbps)) ||
@@ -119,6 +149,7 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
                     hw->mm_tflops, &hw->n_mm)))
         return st;
     if ((st = table(path, gpu, "mm_q4", 0, hw->mm_q4_rows, hw->mm_q4_tflops, &hw->n_mm_q4))) return st;
+    if ((st = parse_shape(path, json_object_get(root, "shapes"), hidden, hw))) return st;
     /* cpu.attn_points: [{"B", "ctx", "GBps"}], any order; absent: the one rate */
     json_t *pts = json_object_get(cpu, "attn_points");
     size_t n = json_array_size(pts);
@@ -147,7 +178,9 @@ static fg_status parse(const char *path, json_t *root, fg_hw *hw) {
     return FG_OK;
 }
 
-fg_status fg_hw_load(const char *what, fg_hw *hw) {
+fg_status fg_hw_load(const char *what, fg_hw *hw) { return fg_hw_load_for(what, 0, hw); }
+
+fg_status fg_hw_load_for(const char *what, int hidden, fg_hw *hw) {
     memset(hw, 0, sizeof *hw);
     /* no engine figures: the tiers' alone */
     hw->eng_decode_factor = hw->eng_prefill_factor = hw->eng_copy_factor = hw->eng_prefill_copy_factor = 1;
@@ -161,7 +194,7 @@ fg_status fg_hw_load(const char *what, fg_hw *hw) {
     json_t *root = NULL;
     fg_status st = fg_json_load_file(what, &root);
     if (st) return st;
-    st = json_is_object(root) ? parse(what, root, hw) : fg_err_set(FG_EINPUT, "%s: a profile is a JSON object", what);
+    st = json_is_object(root) ? parse(what, root, hidden, hw) : fg_err_set(FG_EINPUT, "%s: a profile is a JSON object", what);
     json_decref(root);
     return st;
 }

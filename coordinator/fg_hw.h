@@ -22,13 +22,23 @@
  *   seconds a decode unit adds with CPU attention, and with its cache loaded
  *   from off the GPU).
  * A preset may instead give gpu.mm_prefill_TFLOPS / gpu.mm_decode_TFLOPS
- * (FlexGen's constants do not depend on rows) and gpu.d2h_cache_GBps. */
+ * (FlexGen's constants do not depend on rows) and gpu.d2h_cache_GBps.
+ *
+ * A profile serves every model size: "shapes" (optional) holds the
+ * shape-dependent figures, one entry per layer shape measured ({hidden,
+ * ffn, heads, mm, mm_q4, attn_decode_GBps, attn_prefill_TFLOPS}), and a
+ * load for a model's hidden size takes the nearest (in log) over the gpu
+ * section's own. "disk" is optional too: a profile measured for a run that
+ * keeps nothing on disk has none, and then the disk is modelled as
+ * FG_HW_DISK_UNMEASURED_GBPS, too slow for any placement to choose it. */
 #ifndef FG_HW_H
 #define FG_HW_H
 
 #include "fg_common.h"
 
 #define FG_HW_MAX_MM 24
+/* The rate of a disk the profile did not measure: no placement is worth it. */
+#define FG_HW_DISK_UNMEASURED_GBPS 1e-6
 
 typedef struct {
     char source[512];           /* the file, or "preset NAME" */
@@ -46,6 +56,9 @@ typedef struct {
     int n_cpu_attn;             /* the same at measured (B, ctx) points (0: cpu_attn_gbps alone) */
     double cpu_attn_B[FG_HW_MAX_MM], cpu_attn_ctx[FG_HW_MAX_MM], cpu_attn_pt_gbps[FG_HW_MAX_MM];
     double disk_read_gbps, disk_write_gbps;
+    int disk_measured;          /* 0: no disk section (rates FG_HW_DISK_UNMEASURED_GBPS) */
+    double disk_test_bytes;     /* the test file the disk was measured with (0: unknown, a preset) */
+    int shape_hidden;           /* the measured layer shape the gpu figures are of (0: the gpu section's) */
     double cmd_s;               /* per command, pipelined (0: not modelled) */
     double rtt_s;               /* a command the coordinator waits for, round trip (0: not modelled) */
     double eng_decode_factor;   /* decode compute in the engine / as the tiers predict it (1: none measured) */
@@ -62,6 +75,9 @@ typedef struct {
 /* A preset name ("flexgen-t4": FlexGen's constants fitted on a T4, from its
  * cost model) or a profile file. FG_EINPUT naming the file and key. */
 fg_status fg_hw_load(const char *what, fg_hw *hw);
+/* The same, with the gpu figures of the measured shape nearest `hidden`
+ * (0: the gpu section's). */
+fg_status fg_hw_load_for(const char *what, int hidden, fg_hw *hw);
 /* 1 if `what` names a preset. */
 int fg_hw_is_preset(const char *what);
 

@@ -1,39 +1,75 @@
-/* fg_profile_run.h - the hardware profile `flexgen profile` writes and the
- * policy search reads (cmd_profile.c): where it is cached, and measuring
- * it (each worker's --profile alone, merged). */
+/* fg_profile_run.h - this machine's hardware profile, which the policy
+ * search reads (fg_hw.h): where it is cached, measuring it (each worker's
+ * --profile alone, fg_profile_tiers.c; the engine calibration,
+ * fg_profile_calib.c), and what a run measures of it before its first
+ * token (only what its choice depends on).
+ *
+ * One profile per machine, backend and offload filesystem serves every
+ * model size: the shape-dependent figures are kept per layer shape
+ * measured ("shapes", fg_hw.h), and a run of another size takes the
+ * nearest. */
 #ifndef FG_PROFILE_RUN_H
 #define FG_PROFILE_RUN_H
 
+#include <jansson.h>
+
 #include "fg_common.h"
+#include "fg_config.h"
 #include "fg_hw.h"
+
+#define CALIB_ROUNDS 3          /* the engine calibration's default rounds */
+#define CALIB_MAX_ROUNDS 9
+/* `flexgen profile`'s disk test file: larger than a virtual disk's host
+ * caches, as a model of tens of GB is. */
+#define FG_PROFILE_DISK_TEST_BYTES (8ull << 30)
+/* A run's own disk test: the bytes its tier store holds, within these. */
+#define FG_PROFILE_DISK_MIN_BYTES (256ull << 20)
+/* A disk figure is reused for runs that read up to this many times its test
+ * file; past that a cache that held the small file may not hold theirs. */
+#define FG_PROFILE_DISK_REUSE 4
 
 typedef struct {
     const char *offload_dir;     /* the disk tier measured */
     const char *device;          /* the gpu worker's backend */
-    const char *model;           /* OPT size whose shapes the GEMMs take */
-    uint64_t disk_test_bytes;    /* the disk test file */
+    const char *model;           /* OPT size whose layer shape the gpu and cpu tiers are measured at */
+    uint64_t disk_test_bytes;    /* the disk test file (0: no disk test) */
+    int new_shape;               /* measure o->model's shape where missing (0: only into a profile with none) */
     int quick;                   /* fewer repetitions (tests) */
-    int rounds;                  /* the engine calibration's rounds (0: 3, 1 with quick) */
+    int calibrate;               /* run the engine calibration after the tiers */
+    int rounds;                  /* the engine calibration's rounds (0: CALIB_ROUNDS, 1 with quick) */
     const char *keep_runs;       /* a directory the calibration runs' prompts, reports and logs stay in
                                     (NULL: a scratch one, removed) */
 } fg_profile_opts;
 
-/* ~/.cache/flexgen/profile-HOST-DEVICE-devMAJOR.MINOR-MODEL.json
- * (XDG_CACHE_HOME honoured): one per machine, backend, filesystem of the
- * offload directory (created if missing) and model size: a layer's rate
- * depends on its shapes (opt-13b's 630 MB layer does not stay in a cache
- * the way opt-1.3b's 100 MB partly does), so a big model is not predicted
- * from a small one's figures. MODEL is an OPT size name
- * (fg_config_nearest_size). */
-fg_status fg_profile_cache_path(const char *offload_dir, const char *device, const char *model, char *out, size_t cap);
+/* ~/.cache/flexgen/profile-HOST-DEVICE-devMAJOR.MINOR.json
+ * (XDG_CACHE_HOME honoured): one per machine, backend and filesystem of
+ * the offload directory (created with its parents if missing). */
+fg_status fg_profile_cache_path(const char *offload_dir, const char *device, char *out, size_t cap);
 
-/* Measure and write the profile to path (atomically). */
-fg_status fg_profile_run(const fg_profile_opts *o, const char *path);
+/* Measure what o asks and write it into the profile at path: the tiers at
+ * o->model's shape (if not measured yet, and new_shape or no shape is), the disk with a test file of
+ * o->disk_test_bytes (if asked and not measured with one at least a
+ * FG_PROFILE_DISK_REUSE-th as large), the calibration if asked. fresh:
+ * start from nothing rather than the file. Written atomically. */
+fg_status fg_profile_measure(const fg_profile_opts *o, const char *path, int fresh);
 
-/* The hardware for a policy search: `hardware` (a profile file or preset)
- * if given, else this machine's cached profile for offload_dir, device and
- * the OPT size `model`, measured first if there is none. */
-fg_status fg_profile_hw(const char *hardware, const char *offload_dir, const char *device, const char *model,
-                        fg_hw *hw);
+/* The hardware for a run's policy search of config c: `hardware` (a
+ * profile file or preset) if given; else this machine's cached profile,
+ * measured first as far as the run needs: the tiers at c's shape where no
+ * shape is measured yet, and the disk where disk_bytes > 0 (the bytes the
+ * run may read from disk; the test file is sized to them). */
+fg_status fg_profile_for_run(const char *hardware, const char *offload_dir, const char *device,
+                             const fg_opt_config *c, uint64_t disk_bytes, fg_hw *hw);
+
+/* The calibration: prof's "engine" section, measured against prof itself
+ * (written to path before each run, without the figures that run
+ * measures). A model too large for this host at two layers: no section. */
+fg_status fg_profile_calibrate(const fg_profile_opts *o, json_t *prof, const char *path);
+
+/* Whether prof holds the figures of c's layer shape. */
+int fg_profile_has_shape(json_t *prof, const fg_opt_config *c);
+
+/* prof to path, through PATH.partial and a rename. */
+fg_status fg_profile_write_json(json_t *prof, const char *path);
 
 #endif

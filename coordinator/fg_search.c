@@ -297,13 +297,18 @@ fg_status fg_search_policy(const fg_opt_config *c, const fg_spec *sp, const fg_h
     free(cands);
     r->seconds = fg_now() - t0;
     if (!found) {   /* say what the least demanding placement needs */
-        fg_policy least = {.gbs = 1, .num_gpu_batches = 1, .h_cpu = 100, .overlap = 1};
-        fg_plan pl;
-        fg_status st = fg_plan_build(&pl, c, sp, &least, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
-        fg_plan_free(&pl);
-        if (st) snprintf(why, sizeof why, "even with every weight and the cache on disk and one sequence per batch: %s",
-                         fg_err_msg());
-        return fg_err_set(FG_EINPUT, "no policy fits the budgets (%s)", why);
+        fg_status st = fg_search_least_fits(c, sp, o);
+        return st ? st : fg_err_set(FG_EINPUT, "no policy fits the budgets (%s)", why);
     }
     return FG_OK;
+}
+
+fg_status fg_search_least_fits(const fg_opt_config *c, const fg_spec *sp, const fg_search_opts *o) {
+    fg_policy least = {.gbs = 1, .num_gpu_batches = 1, .h_cpu = 100, .overlap = 1};
+    fg_plan pl;
+    fg_status st = fg_plan_build(&pl, c, sp, &least, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
+    fg_plan_free(&pl);
+    return st ? fg_err_set(FG_EINPUT, "no policy fits the budgets (even with every weight and the cache on disk and "
+                                      "one sequence per batch: %s)", fg_err_msg())
+              : FG_OK;
 }

@@ -36,8 +36,10 @@ wait_log() {  # ERE, what
 
 for case in pause kill; do
   log=$work/$case.err
+  # --device host as a flag, not the environment: the printed command carries it, as a user's would, and
+  # the output is held to the reference engine's bits, which the host backend equals
   "$flexgen" run "${common[@]}" --percent 0 0 100 0 100 0 --offload-dir "$work/off" --out "$work/$case.jsonl" \
-    --attach gpu 2>"$log" &
+    --device host --attach gpu 2>"$log" &
   coord=$!
   cmd=$(command_of 1) || die "no command printed for the gpu worker: $(tail -3 "$log")"
   case "$cmd" in *flexgen-gpu-worker\ --connect\ ipc://*) ;; *) die "odd command: $cmd" ;; esac

@@ -5,9 +5,9 @@ output must equal an uninterrupted run's, and the reference engine's.
   kill_runs.py workers FLEXGEN WORKDIR [--seed S] [--kills N]
       Runs the offloading engine on a small random checkpoint with weights on
       disk, a KV cache half on the CPU (CPU attention) and half on disk, and
-      activations on disk, and SIGKILLs the gpu, cpu and disk workers at random
-      moments until each role has been killed N times (default 20) over the
-      runs. The supervisor restarts each; a gpu worker's block is redone (the
+      activations on disk, and SIGKILLs the gpu, cpu and disk workers at
+      seeded random moments of the run's progress (see workers()) until each
+      role has been killed N times (default 20) over the runs. The supervisor restarts each; a gpu worker's block is redone (the
       engine redoes a block at most 3 times, so at most 2 gpu kills land in one
       block). Every run's JSONL must equal the reference engine's byte for byte.
 
@@ -21,6 +21,13 @@ output must equal an uninterrupted run's, and the reference engine's.
       `--resume --job DIR` must end with the uninterrupted run's output, byte for
       byte, its log saying it skipped the journaled blocks and computing only
       the rest (journal lines, generated-token count).
+
+  kill_runs.py default-device FLEXGEN WORKDIR [--seed S]
+      A user's path: no --device flag and no FLEXGEN_DEVICE in the
+      environment. The job is SIGKILLed once before its first journaled block
+      and once after it; each `--resume --job DIR` must end with the
+      uninterrupted run's output (and the reference engine's, where the
+      default backend is the host one, whose bits it equals).
 
 The oracle is the reference engine (`--engine reference`, one process, all in
 memory) at the same GPU batch size, which the offloading engine equals bit for
@@ -108,55 +115,88 @@ def fail(msg):
 # ---------------------------------------------------------------- workers
 
 
+def ready_pids(log):
+    """Pids of the workers the coordinator has seen say READY."""
+    try:
+        return {int(x) for x in re.findall(r"worker ready: pid (\d+)", open(log).read())}
+    except OSError:
+        return set()
+
+
+def kill_point(p, log, rng, need, mine, gpu_in_block):
+    """With the coordinator stopped (SIGSTOP: the run cannot move on, let alone
+    end, while its workers die), SIGKILL a random non-empty subset of the roles
+    in `need` whose worker has said READY; then SIGCONT. Returns the roles
+    killed, {role: journaled blocks at the kill}."""
+    os.kill(p.pid, signal.SIGSTOP)
+    killed = {}
+    try:
+        done = journaled(log)
+        if done >= N_BLOCKS:
+            return killed   # every block is out: the run is shutting down
+        up, ready = children(p.pid), ready_pids(log)
+        roles = [r for r in need if r in up and up[r][0] in ready and
+                 not (r == "gpu" and gpu_in_block.get(done, 0) >= 2)]   # the engine redoes a block 3 times at most
+        for r in rng.sample(roles, rng.randint(1, len(roles))) if roles else []:
+            try:
+                os.kill(up[r][0], signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            killed[r] = done
+            mine[r] += 1
+            if r == "gpu":
+                gpu_in_block[done] = gpu_in_block.get(done, 0) + 1
+    finally:
+        os.kill(p.pid, signal.SIGCONT)
+    return killed
+
+
 def workers(flexgen, work, rng, want):
+    """Kill points come from the run's own progress, not the clock: after each
+    journaled block but the last, at a random moment within the next block
+    (a random share of the block before's duration), the coordinator is
+    stopped and a random subset of the ready workers is killed. The first
+    block the test sees journaled is a kill point with every worker ready and
+    no wait, so every run kills at least once however fast or loaded the
+    machine, and the count is reached within 3 x N runs; no cap on runs.
+    A run that offered no kill point fails (the test saw no block)."""
     ref = reference(flexgen, work)
     policy = ["--gpu-batch-size", str(GBS), "--num-gpu-batches", str(K), "--percent", "30", "30", "0", "50", "0",
               "0", "--cpu-cache-compute", "--offload-dir", f"{work}/off", "--device", "host"]
     kills = {"gpu": 0, "cpu": 0, "disk": 0}
     fails, run = 0, 0
     t_start = time.time()
-    while min(kills.values()) < want and run < 30:
+    while min(kills.values()) < want:
         run += 1
         out, log = f"{work}/w{run}.jsonl", f"{work}/w{run}.log"
         with open(log, "w") as lf:
             p = subprocess.Popen([flexgen, "run", *model_args(work), *policy, "--out", out], stderr=lf)
         gpu_in_block = {}   # journaled blocks at the kill -> gpu kills in that block
         mine = {"gpu": 0, "cpu": 0, "disk": 0}
-        late = {"gpu": 0, "cpu": 0, "disk": 0}
+        points, seen_done, t_block = 0, 0, None
         while p.poll() is None:
-            time.sleep(rng.uniform(0.05, 0.3))
+            time.sleep(0.001)
             done = journaled(log)
-            if done >= N_BLOCKS:
-                break   # every block is out: the run is shutting down
+            if done == seen_done or done >= N_BLOCKS:
+                continue
+            now = time.time()
+            block_s = now - t_block if t_block else 0.0
+            seen_done, t_block = done, now
             need = [r for r in kills if kills[r] + mine[r] < want]
             if not need:
                 continue   # enough: the run ends undisturbed
-            role = rng.choice(need)
-            w = children(p.pid).get(role)
-            # a worker just restarted gets time to say READY and take its commands
-            if not w or (uptime_ticks() - w[1]) / os.sysconf("SC_CLK_TCK") < 0.25:
-                continue
-            if role == "gpu" and gpu_in_block.get(done, 0) >= 2:
-                continue
-            try:
-                os.kill(w[0], signal.SIGKILL)
-            except ProcessLookupError:
-                continue
-            if journaled(log) >= N_BLOCKS:   # it landed in the shutdown: no restart to count
-                late[role] += 1
-                continue
-            mine[role] += 1
-            if role == "gpu":
-                gpu_in_block[done] = gpu_in_block.get(done, 0) + 1
+            if done < N_BLOCKS - 1:   # not the last block: a moment inside it
+                time.sleep(rng.uniform(0, 0.8 * block_s))
+            if kill_point(p, log, rng, need, mine, gpu_in_block):
+                points += 1
         rc = p.wait()
         text = open(log).read()
         seen = {r: len(re.findall(rf"the {r} worker \(pid \d+\) killed by signal 9", text)) for r in kills}
         got = open(out, "rb").read() if os.path.exists(out) else b""
-        tag = f"run {run}: kills gpu {mine['gpu']} cpu {mine['cpu']} disk {mine['disk']}"
+        tag = f"run {run}: {points} kill points, kills gpu {mine['gpu']} cpu {mine['cpu']} disk {mine['disk']}"
         if rc != 0:
             fails += fail(f"{tag}: exit {rc}: {[l for l in text.splitlines() if 'error' in l][-3:]}")
-        elif any(seen[r] > mine[r] + late[r] or seen[r] < mine[r] - 1 for r in kills):
-            # a worker killed after its last command of the run may go unnoticed
+        elif seen != mine:
             fails += fail(f"{tag}: the coordinator saw {seen}")
         elif got != ref:
             fails += fail(f"{tag}: output differs from the reference engine's")
@@ -164,10 +204,12 @@ def workers(flexgen, work, rng, want):
             print(f"ok   {tag} (seen and restarted: {seen}); output equals the reference engine's")
         for r in kills:   # a kill counts once the coordinator saw the death and restarted the worker
             kills[r] += seen[r]
+        if points == 0:
+            fails += fail(f"{tag}: the run offered no kill point")
+        if fails:
+            break
     print(f"workers: {run} runs, kills seen gpu {kills['gpu']} cpu {kills['cpu']} disk {kills['disk']} "
           f"in {time.time() - t_start:.0f} s")
-    if min(kills.values()) < want:
-        fails += fail(f"fewer than {want} kills of some worker in {run} runs")
     return fails
 
 
@@ -364,9 +406,54 @@ def coordinator(flexgen, work, rng, trials):
     return fails
 
 
+# ---------------------------------------------------------------- default device
+
+
+def default_device(flexgen, work):
+    os.environ.pop("FLEXGEN_DEVICE", None)   # as users run it: the device is the default one
+    ref = reference(flexgen, work)
+    cmd = model_args(work) + ["--gpu-batch-size", str(GBS), "--num-gpu-batches", str(K), "--percent", "50", "30",
+                              "0", "100", "0", "0", "--cpu-cache-compute", "--offload-dir", f"{work}/off"]
+    out = f"{work}/d-u.jsonl"
+    rc, _ = block_times(flexgen, cmd + ["--out", out], f"{work}/d-u.log")
+    uninterrupted = open(out, "rb").read() if rc == 0 and os.path.exists(out) else None
+    if uninterrupted is None:
+        return fail(f"uninterrupted run without --device: exit {rc}")
+    host = "gpu worker backend: host" in open(f"{work}/d-u.log").read()
+    if host and uninterrupted != ref:
+        return fail("uninterrupted run on the default (host) backend differs from the reference engine's")
+    print(f"ok   uninterrupted run on the default backend ({'host' if host else 'not host'})")
+    fails = 0
+    for when in ("before", "after"):
+        job, out, log = f"{work}/d-{when}.job", f"{work}/d-{when}.jsonl", f"{work}/d-{when}.log"
+        p = start(flexgen, cmd + ["--out", out, "--job", job], log)
+        # before: once the record is written (workers starting, nothing journaled); after: one block journaled
+        ready = (lambda: os.path.exists(f"{job}/job.json")) if when == "before" else (lambda: journaled(log) >= 1)
+        while not ready() and p.poll() is None:
+            time.sleep(0.002)
+        done = journaled(log)
+        if p.poll() is not None or (when == "before" and done > 0):
+            fails += fail(f"killed {when} the first block: the run got past that point first ({done} journaled)")
+            p.kill(); p.wait()
+            continue
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        device = json.load(open(f"{job}/job.json"))["resources"].get("device", "absent")
+        r = subprocess.run([flexgen, "run", "--resume", "--job", job], stderr=open(f"{log}.r", "w"))
+        got = open(out, "rb").read() if os.path.exists(out) else b""
+        tag = f"killed {when} the first journaled block ({done} journaled; job.json device {device})"
+        if r.returncode != 0:
+            fails += fail(f"{tag}: --resume exited {r.returncode}: {open(f'{log}.r').read().strip().splitlines()[-1:]}")
+        elif got != uninterrupted:
+            fails += fail(f"{tag}: the resumed output differs from the uninterrupted run's")
+        else:
+            print(f"ok   {tag}; resumed to the uninterrupted output" + (" and the reference engine's" if host else ""))
+    return fails
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["workers", "coordinator"])
+    ap.add_argument("mode", choices=["workers", "coordinator", "default-device"])
     ap.add_argument("flexgen")
     ap.add_argument("work")
     ap.add_argument("--seed", type=int, default=1)
@@ -382,8 +469,12 @@ def main():
     rng = random.Random(a.seed)
     print(f"seed {a.seed}")
     make_inputs(a.work, rng)
-    fails = workers(a.flexgen, a.work, rng, a.kills) if a.mode == "workers" else \
-        coordinator(a.flexgen, a.work, rng, a.trials)
+    if a.mode == "workers":
+        fails = workers(a.flexgen, a.work, rng, a.kills)
+    elif a.mode == "coordinator":
+        fails = coordinator(a.flexgen, a.work, rng, a.trials)
+    else:
+        fails = default_device(a.flexgen, a.work)
     print(f"{a.mode}: {'FAILED' if fails else 'passed'}")
     if not fails:
         shutil.rmtree(a.work, ignore_errors=True)

@@ -133,12 +133,13 @@ fi
 export XDG_CACHE_HOME=$work/cache
 # (the checkpoint's shapes are nearest opt-125m's: the profile of that size is
 # the one a run of it reads; a test file larger than its 0.25 GB store, so
-# the calibration runs it from disk too; 2 rounds, their runs kept)
+# the calibration runs it from disk too; 2 rounds, their runs kept; the offload
+# directory does not exist yet: profile creates it with its parents, as run does)
 if ! prof=$("$flexgen" profile --quick --rounds 2 --keep-runs "$work/calib" --disk-test-size 512M --model opt-125m \
-    --offload-dir "$work/off" 2>"$work/prof.err"); then
+    --offload-dir "$work/prof-off/a/b" 2>"$work/prof.err"); then
   fail "flexgen profile: $(grep error: "$work/prof.err")"
 else
-  again=$("$flexgen" profile --quick --disk-test-size 512M --model opt-125m --offload-dir "$work/off" 2>"$work/prof2.err")
+  again=$("$flexgen" profile --quick --disk-test-size 512M --model opt-125m --offload-dir "$work/prof-off/a/b" 2>"$work/prof2.err")
   if [ "$again" != "$prof" ] || ! grep -q "cached" "$work/prof2.err"; then fail "profile: not reused from $prof"; fi
   if "$py" - "$prof" "$work/prof.err" <<'PY'; then echo "ok   profile: $prof"; else fail "profile: keys"; fi
 import json, math, sys
@@ -224,8 +225,8 @@ ok = ok and t["predicted_decode_s"] > ph1   # full overlap took the larger alone
 if not ok: print(json.dumps({k[0] + "/" + k[1]: [v["prefill_resource_s"], v["decode_resource_s"]] for k, v in s.items()}))
 sys.exit(0 if ok else 1)
 PY
-  # the cached profile is what --policy auto uses when no --hardware is given
-  "$flexgen" run --model "$work/m" --prompt-ids "$work/p.json" --gen-len 2 --ignore-eos --gpu-mem 1M \
+  # the cached profile is what --policy auto uses when no --hardware is given (and the GPU cannot hold it all)
+  "$flexgen" run --model "$work/m" --prompt-ids "$work/p.json" --gen-len 2 --ignore-eos --gpu-mem 300K --cpu-mem 64M \
     --offload-dir "$work/off" --out "$work/cached.jsonl" 2>"$work/cached.err" || fail "auto run on the cached profile"
   grep -q "policy auto ($prof)" "$work/cached.err" && echo "ok   auto run used the cached profile" \
     || fail "auto run did not use $prof: $(grep policy "$work/cached.err")"

@@ -1,0 +1,331 @@
+/* fg_profile_tiers.c - this machine's profile file: where it is cached,
+ * the tiers measured by their workers alone (each its own `--profile
+ * --json`, one after the other so they do not disturb each other) and by
+ * a runtime round trip, merged into one JSON object, and what a run
+ * measures of it before its first token. The engine calibration is
+ * fg_profile_calib.c's; reading the profile, fg_hw.c's.
+ *
+ * The file: {"flexgen_profile": 2, "host", "cores", "offload_dir",
+ * "created", "gpu": {the gpu worker's --profile of the first shape},
+ * "cpu": {...}, "runtime": {"cmd_s", "rtt_s"}, "shapes": [{hidden, ffn,
+ * heads, model, mm, mm_q4, attn_decode_GBps, attn_prefill_TFLOPS}, ...],
+ * "disk": {... "file_bytes"} (only once a run or `flexgen profile` needed
+ * the disk), "engine": {...} (only from `flexgen profile`)}. Each part is
+ * measured once, when first needed, and kept: a shape per layer shape, the
+ * disk again only for a run that reads far more than its test file. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fg_devsize.h"
+#include "fg_engine_ops.h"
+#include "fg_profile_run.h"
+#include "fg_super.h"
+#include "fg_super_proc.h"
+
+#define PROFILE_FORMAT 2
+
+/* mkdir -p, mode 0700; errors surface when the file is written. */
+static void mkdirs(char *dir) {
+    for (char *p = dir + 1; *p; p++)
+        if (*p == '/') *p = 0, mkdir(dir, 0700), *p = '/';
+    mkdir(dir, 0700);
+}
+
+fg_status fg_profile_cache_path(const char *offload_dir, const char *device, char *out, size_t cap) {
+    char host[256] = "host", off[PATH_MAX];
+    struct stat sb;
+    snprintf(off, sizeof off, "%s", offload_dir);
+    mkdirs(off);
+    if (stat(offload_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return fg_err_set(FG_EINPUT, "--offload-dir %s: cannot create it: %s", offload_dir,
+                          errno ? strerror(errno) : "not a directory");
+    gethostname(host, sizeof host - 1);
+    const char *base = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char dir[PATH_MAX];
+    if (base && base[0]) snprintf(dir, sizeof dir, "%s/flexgen", base);
+    else snprintf(dir, sizeof dir, "%s/.cache/flexgen", home && home[0] ? home : "/tmp");
+    snprintf(out, cap, "%s/profile-%s-%s-dev%u.%u.json", dir, host, device, major(sb.st_dev), minor(sb.st_dev));
+    return FG_OK;
+}
+
+fg_status fg_profile_write_json(json_t *prof, const char *path) {
+    char tmp[PATH_MAX + 16], dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) *slash = 0, mkdirs(dir);
+    snprintf(tmp, sizeof tmp, "%s.partial", path);
+    if (json_dump_file(prof, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return fg_err_set(FG_ERUNTIME, "%s: cannot write the profile", path);
+    }
+    return FG_OK;
+}
+
+/* ---- measuring ---------------------------------------------------------------- */
+
+/* Run argv (a worker's --profile --json) and parse its stdout as one JSON object. */
+static fg_status run_json(char *const argv[], json_t **out) {
+    int fd[2];
+    if (pipe(fd) != 0) return fg_err_set(FG_ERUNTIME, "pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) return fg_err_set(FG_ERUNTIME, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]), close(fd[1]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    size_t len = 0, cap = 4096;
+    char *buf = fg_xcalloc(cap, 1);
+    ssize_t r;
+    while ((r = read(fd[0], buf + len, cap - len - 1)) > 0)
+        if ((len += (size_t)r) + 1 == cap) {
+            buf = realloc(buf, cap *= 2);
+            FG_ASSERT(buf);
+        }
+    close(fd[0]);
+    buf[len] = 0;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    fg_status st = FG_OK;
+    json_error_t err;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        st = fg_err_set(WIFEXITED(status) && WEXITSTATUS(status) == 2 ? FG_EINPUT : FG_ERUNTIME,
+                        "%s --profile failed (exit status %d; its message is above)", argv[0],
+                        WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    else if (!(*out = json_loads(buf, 0, &err)) || !json_is_object(*out))
+        st = fg_err_set(FG_ERUNTIME, "%s --profile --json printed no JSON object: %s", argv[0], err.text);
+    free(buf);
+    return st;
+}
+
+/* NOP commands to the gpu worker: pipelined as the engine keeps it fed, and
+ * one at a time as where the coordinator waits for a result. */
+#define RT_PIPELINE_DEPTH 8
+#define RT_PIPELINED_CMDS 4000
+#define RT_WAITED_CMDS 1000
+
+/* What a command costs through the runtime: *cmd_s with RT_PIPELINE_DEPTH
+ * in flight, *rtt_s one at a time. */
+static fg_status measure_cmd(const char *device, double *cmd_s, double *rtt_s) {
+    fg_super_opts so = {.gpu_device = device};
+    fg_super *sup = NULL;
+    fg_status st = fg_super_new(&so, &sup);
+    const int depths[2] = {RT_PIPELINE_DEPTH, 1}, counts[2] = {RT_PIPELINED_CMDS, RT_WAITED_CMDS};
+    double *outs[2] = {cmd_s, rtt_s};
+    for (int d = 0; d < 2 && !st; d++) {
+        const int depth = depths[d], n = counts[d];
+        uint64_t seqs[RT_PIPELINE_DEPTH] = {0};
+        double t0 = fg_now();
+        for (int i = 0; i < n + depth && !st; i++) {
+            if (i >= depth && (st = fg_super_wait(sup, seqs[i % depth], 30000, &(fg_super_done){0}))) break;
+            if (i < n) {
+                fg_msg m;
+                fg_msg_init(&m, FG_MSG_COMPUTE);
+                m.u.compute.op = FG_OP_NOP;
+                st = fg_super_submit(sup, FG_ROLE_GPU, &m, NULL, &seqs[i % depth]);
+            }
+        }
+        *outs[d] = (fg_now() - t0) / n;
+    }
+    fg_super_destroy(&sup);
+    return st;
+}
+
+/* One worker's --profile --json with extra flags (NULL-terminated). */
+static fg_status worker_profile(const char *role, const char *const *flags, json_t **out) {
+    char prog[64], exe[PATH_MAX];
+    snprintf(prog, sizeof prog, "flexgen-%s-worker", role);
+    fg_status st = fg_sup_worker_path(NULL, NULL, prog, exe, sizeof exe);
+    if (st) return st;
+    char *argv[16] = {exe, "--profile", "--json"};
+    int a = 3;
+    for (int i = 0; flags[i] && a < 15; i++) argv[a++] = (char *)flags[i];
+    argv[a] = NULL;
+    return run_json(argv, out);
+}
+
+/* ---- progress: each step announced with an estimate of the time left ---------- */
+
+typedef struct {
+    int i, n;
+    double left_s;   /* the estimates of the steps not yet done */
+} progress;
+
+static void step_begin(progress *p, const char *what, double est_s) {
+    fg_info("profile [%d/%d]: %s (about %.0f s; about %.0f s left in all)", ++p->i, p->n, what, est_s, p->left_s);
+}
+
+/* Rough priors for the estimates: a layer's GEMM table at hidden h on a
+ * backend that computes on the host's cores grows with h^2. */
+static double est_gpu_s(const fg_opt_config *c, int quick, const char *device) {
+    double r = (double)c->hidden / 768;
+    return (quick ? 0.5 : 1) * (strcmp(device, "host") ? 15 : 6 + 10 * r * r);
+}
+#define EST_CPU_S 5.0
+#define EST_RUNTIME_S 2.0
+static double est_disk_s(uint64_t bytes) { return 2 + 40 * (double)bytes / 1e9; }   /* write, then a sweep of reads */
+
+/* ---- the profile file ----------------------------------------------------------- */
+
+static json_t *new_profile(const fg_profile_opts *o) {
+    json_t *prof = json_object();
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    json_object_set_new(prof, "flexgen_profile", json_integer(PROFILE_FORMAT));
+    json_object_set_new(prof, "host", json_string(host));
+    json_object_set_new(prof, "cores", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
+    json_object_set_new(prof, "offload_dir", json_string(o->offload_dir));
+    json_object_set_new(prof, "created", json_integer((json_int_t)time(NULL)));
+    return prof;
+}
+
+/* The cached profile at path, if it is one of this format and backend;
+ * else a new one. */
+static json_t *load_profile(const fg_profile_opts *o, const char *path, int fresh) {
+    json_t *prof = NULL;
+    if (!fresh && access(path, R_OK) == 0 && fg_json_load_file(path, &prof) == FG_OK) {
+        const char *be = json_string_value(json_object_get(json_object_get(prof, "gpu"), "backend"));
+        if (json_integer_value(json_object_get(prof, "flexgen_profile")) == PROFILE_FORMAT && be &&
+            !strcmp(be, o->device))
+            return prof;
+        fg_info("%s: another format or backend: measured afresh", path);
+        json_decref(prof);
+    }
+    return new_profile(o);
+}
+
+int fg_profile_has_shape(json_t *prof, const fg_opt_config *c) {
+    json_t *s;
+    size_t i;
+    json_array_foreach(json_object_get(prof, "shapes"), i, s) {
+        if (json_integer_value(json_object_get(s, "hidden")) == c->hidden &&
+            json_integer_value(json_object_get(s, "ffn")) == c->ffn_dim)
+            return 1;
+    }
+    return 0;
+}
+
+/* The shape-dependent part of a gpu worker's profile. */
+static json_t *shape_of(json_t *gpu) {
+    static const char *const keys[] = {"model", "hidden", "ffn", "heads", "mm", "mm_q4", "attn_decode_GBps",
+                                       "attn_prefill_TFLOPS"};
+    json_t *s = json_object();
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        json_t *v = json_object_get(gpu, keys[i]);
+        if (v) json_object_set(s, keys[i], v);
+    }
+    return s;
+}
+
+/* The tiers at c's shape: the gpu worker's figures of the shape, and the
+ * cpu worker's and the runtime's where not measured yet. */
+static fg_status measure_shape(const fg_profile_opts *o, const fg_opt_config *c, json_t *prof, progress *pg) {
+    const char *q = o->quick ? "--quick" : NULL;
+    const char *gflags[] = {"--device", o->device, "--model", o->model, q, NULL};
+    char what[128];
+    snprintf(what, sizeof what, "the gpu tier (%s backend) at %s's layer shape", o->device, o->model);
+    step_begin(pg, what, est_gpu_s(c, o->quick, o->device));
+    pg->left_s -= est_gpu_s(c, o->quick, o->device);
+    json_t *gpu = NULL;
+    fg_status st = worker_profile("gpu", gflags, &gpu);
+    if (st) return st;
+    if (!json_object_get(prof, "shapes")) json_object_set_new(prof, "shapes", json_array());
+    json_array_append_new(json_object_get(prof, "shapes"), shape_of(gpu));
+    if (!json_object_get(prof, "gpu")) json_object_set(prof, "gpu", gpu);
+    json_decref(gpu);
+    if (!json_object_get(prof, "cpu")) {
+        const char *cflags[] = {"--model", o->model, q, NULL};
+        step_begin(pg, "the cpu tier", EST_CPU_S);
+        pg->left_s -= EST_CPU_S;
+        json_t *cpu = NULL;
+        if ((st = worker_profile("cpu", cflags, &cpu))) return st;
+        json_object_set_new(prof, "cpu", cpu);
+    }
+    if (!json_object_get(prof, "runtime")) {
+        double cmd_s = 0, rtt_s = 0;
+        step_begin(pg, "a command's round trip", EST_RUNTIME_S);
+        pg->left_s -= EST_RUNTIME_S;
+        if ((st = measure_cmd(o->device, &cmd_s, &rtt_s))) return st;
+        json_object_set_new(prof, "runtime", json_pack("{s:f, s:f}", "cmd_s", cmd_s, "rtt_s", rtt_s));
+    }
+    return FG_OK;
+}
+
+static fg_status measure_disk(const fg_profile_opts *o, json_t *prof, progress *pg) {
+    char size[32], what[PATH_MAX + 64];
+    snprintf(size, sizeof size, "%llu", (unsigned long long)o->disk_test_bytes);
+    const char *flags[] = {"--dir", o->offload_dir, "--size", size, NULL};
+    snprintf(what, sizeof what, "the disk, %.2f GB test file in %s", o->disk_test_bytes / 1e9, o->offload_dir);
+    step_begin(pg, what, est_disk_s(o->disk_test_bytes));
+    pg->left_s -= est_disk_s(o->disk_test_bytes);
+    json_t *disk = NULL;
+    fg_status st = worker_profile("disk", flags, &disk);
+    if (!st) json_object_set_new(prof, "disk", disk);
+    return st;
+}
+
+/* Whether the disk must be measured for a test file of `want` bytes. */
+static int disk_stale(json_t *prof, uint64_t want) {
+    double had = json_number_value(json_object_get(json_object_get(prof, "disk"), "file_bytes"));
+    return want > 0 && !(had > 0 && had * FG_PROFILE_DISK_REUSE >= (double)want);
+}
+
+fg_status fg_profile_measure(const fg_profile_opts *o, const char *path, int fresh) {
+    fg_opt_config c;
+    fg_status st = fg_config_by_name(o->model, &c);
+    if (st) return st;
+    json_t *prof = load_profile(o, path, fresh);
+    int shape = !json_array_size(json_object_get(prof, "shapes")) || (o->new_shape && !fg_profile_has_shape(prof, &c));
+    int disk = disk_stale(prof, o->disk_test_bytes);
+    progress pg = {.n = shape + !json_object_get(prof, "cpu") + !json_object_get(prof, "runtime") + disk};
+    pg.left_s = (shape ? est_gpu_s(&c, o->quick, o->device) : 0) + (!json_object_get(prof, "cpu") ? EST_CPU_S : 0) +
+                (!json_object_get(prof, "runtime") ? EST_RUNTIME_S : 0) + (disk ? est_disk_s(o->disk_test_bytes) : 0);
+    if (shape) st = measure_shape(o, &c, prof, &pg);
+    if (!st && disk) st = measure_disk(o, prof, &pg);
+    if (!st && o->calibrate) {
+        /* the tiers' profile at a scratch path the calibration runs read */
+        char tiers[PATH_MAX + 16];
+        snprintf(tiers, sizeof tiers, "%s.tiers", path);
+        st = fg_profile_calibrate(o, prof, tiers);
+        unlink(tiers);
+    }
+    if (!st) st = fg_profile_write_json(prof, path);
+    json_decref(prof);
+    return st;
+}
+
+fg_status fg_profile_for_run(const char *hardware, const char *offload_dir, const char *device,
+                             const fg_opt_config *c, uint64_t disk_bytes, fg_hw *hw) {
+    if (hardware) return fg_hw_load(hardware, hw);
+    char path[PATH_MAX];
+    fg_status st = fg_profile_cache_path(offload_dir, device, path, sizeof path);
+    if (st) return st;
+    uint64_t test = disk_bytes < FG_PROFILE_DISK_MIN_BYTES ? FG_PROFILE_DISK_MIN_BYTES
+                    : disk_bytes > FG_PROFILE_DISK_TEST_BYTES ? FG_PROFILE_DISK_TEST_BYTES : disk_bytes;
+    fg_profile_opts o = {.offload_dir = offload_dir, .device = device, .model = fg_config_nearest_size(c),
+                         .disk_test_bytes = disk_bytes ? test : 0};
+    json_t *prof = NULL;
+    int have = access(path, R_OK) == 0 && fg_json_load_file(path, &prof) == FG_OK;
+    int need = !have || !json_array_size(json_object_get(prof, "shapes")) || disk_stale(prof, o.disk_test_bytes);
+    json_decref(prof);
+    if (need) {
+        fg_info("measuring what this run's policy depends on (cached in %s; `flexgen profile` measures more: "
+                "other shapes, the engine's own figures)", path);
+        if ((st = fg_profile_measure(&o, path, 0))) return st;
+    }
+    if ((st = fg_hw_load_for(path, c->hidden, hw))) return st;
+    if (hw->shape_hidden && hw->shape_hidden != c->hidden)
+        fg_info("profile: the gpu figures of the measured layer shape nearest this model's (hidden %d for %d; "
+                "`flexgen profile --model %s` measures its own)", hw->shape_hidden, c->hidden, o.model);
+    return FG_OK;
+}

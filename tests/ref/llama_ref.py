@@ -1,0 +1,324 @@
+#!/usr/bin/python3
+"""Numpy Llama-family forward + greedy generation: the independent test
+oracle for Llama 2/3.x, Mistral, Qwen2/2.5 and TinyLlama checkpoints.
+Written from the semantics of Hugging Face's modeling_llama.py (and the
+Mistral/Qwen2 differences), never from the C engine, with this project's
+fp16 rounding points (docs/ARCHITECTURE.md, "Numerics") or, with --fp32,
+none at all.
+
+  llama_ref.py --model DIR --prompt-ids FILE.json --gen-len N
+               --out-logits FILE.npy --out-tokens FILE.json
+               [--no-cache] [--fp32]
+
+The CLI and outputs are opt_ref.py's: FILE.json is a JSON list of lists of
+token ids; all prompts run as one batch, left-padded (attention mask 0 there,
+pad id = pad_token_id or 0), gen_len tokens chosen greedily for each, never
+stopping at EOS. out-logits: float32 [num_prompts, gen_len, vocab] (step 0 =
+last prompt position of the prefill). out-tokens: {"tokens": [[...]],
+"margins": [[top1 - top2 logit]]}.
+
+HF semantics kept here:
+  * h = embed_tokens[ids]; per layer (pre-norm):
+      h = h + o_proj(attn(RMSNorm_in(h)));  h = h + down(silu(gate(x)) * up(x)),
+      x = RMSNorm_post(h); final RMSNorm; logits = x @ lm_head^T, lm_head =
+      embed_tokens when tie_word_embeddings;
+  * RMSNorm(x) = x * 1/sqrt(mean(x^2) + rms_norm_eps) * w, all in float32
+    (HF casts the normalised x to the model dtype before * w: not done here,
+    as the engine keeps it float32);
+  * q/k/v = x W^T (+ bias: qwen2 always, llama/mistral when attention_bias);
+    head_dim = config head_dim if given, else hidden / heads;
+  * rotary, rotate-half layout: pairs (i, i + d/2); inv_freq_i = theta^(-2i/d)
+    computed in float32 as HF does; angle = position * inv_freq in float32;
+    rope_scaling "linear": inv_freq / factor (HF's form of position / factor);
+    "llama3": wavelengths 2 pi / inv_freq below orig/high_freq_factor kept,
+    above orig/low_freq_factor divided by factor, between them a smooth mix
+    (1 - s) inv_freq / factor + s inv_freq, s = (orig / wavelen - low) /
+    (high - low); "default"/absent: none. Others (yarn, dynamic) refused;
+  * grouped-query attention: query head h reads kv head h // (heads / kv_heads);
+    scores = q k^T * head_dim^-0.5; masked scores (causal, padding keys,
+    outside Mistral's sliding window) = finfo(float32).min, so a row of pure
+    padding is uniform, not NaN; softmax in float32;
+  * positions = cumsum(mask) - 1 (pads get 1, as HF generate does; no real
+    token sees them); a decode token's position = number of real tokens before
+    it; sliding_window (Mistral, Qwen2 with use_sliding_window) counts cache
+    slots as HF's mask does: key slot j is visible from query slot i iff
+    i - window < j <= i, so with left padding the pads take part in the count.
+
+fp16 rounding points (float32 -> fp16 -> float32), the engine's, where the
+OPT oracle has them:
+  * the embedding output (exact: the table holds fp16 values);
+  * q: projection + bias in float32, rotary in float32, times head_dim^-0.5,
+    then rounded once (the attention core reads q pre-scaled, as for OPT);
+  * k: projection + bias in float32, rotary in float32 on that unrounded
+    value, then rounded once: the KV cache holds fp16 k AFTER rotary, so a
+    cached key is never rotated again and never rounded twice;
+  * v: projection + bias, rounded (the cache is fp16);
+  * the attention context before o_proj;
+  * the hidden state after each residual add (attention block and MLP block).
+Everything else (RMSNorm, SwiGLU, the final norm, logits) stays float32.
+--fp32 turns every rounding point off: a pure float32 reading of HF's model,
+the one compared against llama.cpp with F32 weights and an F32 KV cache.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_llama_checkpoint import load_llama_checkpoint, head_dim, qkv_bias, o_bias, mlp_bias  # noqa: E402
+
+F32_MIN = np.finfo(np.float32).min
+ROUND_FP16 = True  # --fp32 (or a self-test) turns the rounding points off
+
+
+def r16(x):
+    """One of the fixed fp16 rounding points (identity in --fp32 mode)."""
+    return x.astype(np.float16).astype(np.float32) if ROUND_FP16 else x
+
+
+def rope_inv_freq(cfg):
+    """inv_freq [d/2] float32 after rope_scaling, as HF computes it."""
+    d = head_dim(cfg)
+    base = np.float32(cfg.get("rope_theta", 10000.0))
+    expo = np.arange(0, d, 2, dtype=np.int64).astype(np.float32) / np.float32(d)
+    inv = (np.float32(1.0) / (base ** expo)).astype(np.float32)
+    rs = cfg.get("rope_scaling") or {}
+    kind = rs.get("rope_type", rs.get("type", "default"))
+    if kind == "default":
+        return inv
+    factor = np.float32(rs["factor"])
+    if kind == "linear":
+        return (inv / factor).astype(np.float32)
+    if kind == "llama3":
+        low, high = np.float32(rs["low_freq_factor"]), np.float32(rs["high_freq_factor"])
+        orig = np.float32(rs["original_max_position_embeddings"])
+        low_wl, high_wl = orig / low, orig / high
+        wl = np.float32(2 * np.pi) / inv
+        out = np.where(wl > low_wl, inv / factor, inv).astype(np.float32)
+        smooth = (orig / wl - low) / (high - low)
+        mixed = (1 - smooth) * out / factor + smooth * out
+        medium = ~(wl < high_wl) & ~(wl > low_wl)
+        return np.where(medium, mixed, out).astype(np.float32)
+    raise ValueError("rope_scaling type %r is not supported (linear, llama3)" % kind)
+
+
+def rope_cos_sin(inv_freq, pos):
+    """pos int [B, T] -> cos, sin float32 [B, T, d] (the half repeated twice)."""
+    ang = pos.astype(np.float32)[..., None] * inv_freq[None, None, :]
+    ang = np.concatenate([ang, ang], axis=-1)
+    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+def rotate(x, cos, sin):
+    """x [B, heads, T, d] in the rotate-half layout: x*cos + rotate_half(x)*sin."""
+    h = x.shape[-1] // 2
+    rh = np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+    return x * cos[:, None] + rh * sin[:, None]
+
+
+class Model:
+    """A Llama-family checkpoint as float32 arrays; Linear weights transposed
+    once ([in, out]) for x @ W."""
+
+    def __init__(self, cfg, t):
+        self.cfg = cfg
+        self.H, self.A = cfg["hidden_size"], cfg["num_attention_heads"]
+        self.KV = cfg.get("num_key_value_heads") or self.A
+        self.hd = head_dim(cfg)
+        self.eps = np.float32(cfg.get("rms_norm_eps", 1e-6))
+        self.pad = cfg.get("pad_token_id") or 0
+        self.window = None
+        if cfg["model_type"] == "mistral" or cfg.get("use_sliding_window", False):
+            self.window = cfg.get("sliding_window") or None
+        self.inv_freq = rope_inv_freq(cfg)
+        self.E = t["embed_tokens.weight"]
+        tied = cfg.get("tie_word_embeddings", False)
+        self.head = self.E if tied else t["lm_head.weight"]
+        self.norm = t["norm.weight"]
+        T = lambda w: np.ascontiguousarray(w.T)  # noqa: E731
+        self.layers = []
+        for i in range(cfg["num_hidden_layers"]):
+            g = lambda n: t.get("layers.%d.%s" % (i, n))  # noqa: E731
+            L = {"ln1": g("input_layernorm.weight"), "ln2": g("post_attention_layernorm.weight")}
+            for n in ("q", "k", "v", "o"):
+                L["w" + n] = T(g("self_attn.%s_proj.weight" % n))
+                has = qkv_bias(cfg) if n != "o" else o_bias(cfg)
+                L["b" + n] = g("self_attn.%s_proj.bias" % n) if has else None
+            for n in ("gate", "up", "down"):
+                L["w" + n] = T(g("mlp.%s_proj.weight" % n))
+                L["b" + n] = g("mlp.%s_proj.bias" % n) if mlp_bias(cfg) else None
+            self.layers.append(L)
+
+
+def load_model(d):
+    return Model(*load_llama_checkpoint(d))
+
+
+def rms_norm(x, w, eps):
+    var = (x * x).mean(-1, keepdims=True)
+    return x * (np.float32(1.0) / np.sqrt(var + eps)) * w
+
+
+def linear(x, w, b):
+    y = x @ w
+    return y if b is None else y + b
+
+
+def attention(m, L, x, cache, start, key_mask, cos, sin):
+    """x [B, T, H] normalised input at cache slots [start, start+T); cache (K, V)
+    each [B, KV, Tmax, hd] holding fp16-rounded rotated k and v. Returns o_proj."""
+    B, T, _ = x.shape
+    A, KV, hd = m.A, m.KV, m.hd
+    S = start + T
+    x2 = x.reshape(B * T, -1)
+    heads = lambda a, n: a.reshape(B, T, n, hd).transpose(0, 2, 1, 3)  # noqa: E731
+    q = heads(linear(x2, L["wq"], L["bq"]), A)
+    k = heads(linear(x2, L["wk"], L["bk"]), KV)
+    v = heads(linear(x2, L["wv"], L["bv"]), KV)
+    q = r16(rotate(q, cos, sin) * np.float32(hd ** -0.5))
+    K, V = cache
+    K[:, :, start:S] = r16(rotate(k, cos, sin))
+    V[:, :, start:S] = r16(v)
+    rep = A // KV
+    Kq = np.repeat(K[:, :, :S], rep, axis=1)          # query head h -> kv head h // rep
+    Vq = np.repeat(V[:, :, :S], rep, axis=1)
+    s = q @ Kq.transpose(0, 1, 3, 2)                     # [B, A, T, S]
+    qslot = np.arange(start, S)[:, None]
+    kslot = np.arange(S)[None, :]
+    allowed = kslot <= qslot
+    if m.window:
+        allowed = allowed & (kslot > qslot - m.window)
+    allowed = allowed[None] & (key_mask[:, None, :S] != 0)  # [B, T, S]
+    s = np.where(allowed[:, None], s, F32_MIN)
+    s = np.exp(s - s.max(-1, keepdims=True))
+    p = s / s.sum(-1, keepdims=True)
+    ctx = r16(p @ Vq).transpose(0, 2, 1, 3).reshape(B * T, A * hd)
+    return linear(ctx, L["wo"], L["bo"]).reshape(B, T, -1)
+
+
+def mlp(L, x):
+    B, T, H = x.shape
+    x2 = x.reshape(B * T, H)
+    g = linear(x2, L["wgate"], L["bgate"])
+    u = linear(x2, L["wup"], L["bup"])
+    y = g / (np.float32(1.0) + np.exp(-g)) * u            # silu(gate) * up
+    return linear(y, L["wdown"], L["bdown"]).reshape(B, T, H)
+
+
+def forward(m, ids, pos, caches, start, key_mask, all_positions=False):
+    """Run every layer on ids [B, T] at cache slots [start, start+T). Returns
+    the logits [B, V] of the last position (or [B, T, V] with all_positions)."""
+    h = r16(m.E[ids])
+    cos, sin = rope_cos_sin(m.inv_freq, pos)
+    for L, cache in zip(m.layers, caches):
+        h = r16(h + attention(m, L, rms_norm(h, L["ln1"], m.eps), cache, start, key_mask, cos, sin))
+        h = r16(h + mlp(L, rms_norm(h, L["ln2"], m.eps)))
+    x = h if all_positions else h[:, -1]
+    return rms_norm(x, m.norm, m.eps) @ m.head.T
+
+
+def new_caches(m, B, T):
+    shape = (B, m.KV, T, m.hd)
+    return [(np.zeros(shape, np.float32), np.zeros(shape, np.float32)) for _ in m.layers]
+
+
+def left_pad(m, prompts):
+    S = max(len(p) for p in prompts)
+    ids = np.full((len(prompts), S), m.pad, dtype=np.int64)
+    mask = np.zeros((len(prompts), S), dtype=np.int64)
+    V = m.E.shape[0]
+    for i, p in enumerate(prompts):
+        if len(p) == 0:
+            raise ValueError("prompt %d is empty" % i)
+        if min(p) < 0 or max(p) >= V:
+            raise ValueError("prompt %d has a token id outside [0, %d)" % (i, V))
+        ids[i, S - len(p):] = p
+        mask[i, S - len(p):] = 1
+    return ids, mask
+
+
+def hf_positions(mask):
+    """HF generate's position_ids: cumsum(mask) - 1, pads set to 1."""
+    return np.where(mask != 0, np.cumsum(mask, axis=1) - 1, 1)
+
+
+def generate(m, prompts, gen_len, timings=None):
+    """Greedy generation with a KV cache. Returns (logits [N, G, V], tokens [N, G])."""
+    ids, mask = left_pad(m, prompts)
+    B, S = ids.shape
+    caches = new_caches(m, B, S + gen_len)
+    key_mask = np.concatenate([mask, np.ones((B, gen_len), np.int64)], axis=1)
+    n_real = mask.sum(1)
+    out = np.zeros((B, gen_len, m.head.shape[0]), np.float32)
+    toks = np.zeros((B, gen_len), np.int64)
+    t0 = time.perf_counter()
+    lg = forward(m, ids, hf_positions(mask), caches, 0, key_mask)
+    t1 = time.perf_counter()
+    for t in range(gen_len):
+        if t > 0:
+            pos = (n_real + t - 1)[:, None]
+            lg = forward(m, toks[:, t - 1:t], pos, caches, S + t - 1, key_mask)
+        out[:, t] = lg
+        toks[:, t] = lg.argmax(-1)
+    if timings is not None:
+        timings["prefill_s"], timings["decode_s"] = t1 - t0, time.perf_counter() - t1
+    return out, toks
+
+
+def logits_nocache(m, prompts, gen_tokens):
+    """Self-check: every step recomputed from scratch on the whole sequence."""
+    ids, mask = left_pad(m, prompts)
+    B, S = ids.shape
+    G = gen_tokens.shape[1]
+    out = np.zeros((B, G, m.head.shape[0]), np.float32)
+    for t in range(G):
+        full_ids = np.concatenate([ids, gen_tokens[:, :t]], axis=1)
+        full_mask = np.concatenate([mask, np.ones((B, t), np.int64)], axis=1)
+        out[:, t] = forward(m, full_ids, hf_positions(full_mask), new_caches(m, B, S + t), 0, full_mask)
+    return out
+
+
+def margins(logits):
+    top2 = np.sort(logits, axis=-1)[..., -2:]
+    return top2[..., 1] - top2[..., 0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--prompt-ids", required=True)
+    ap.add_argument("--gen-len", type=int, required=True)
+    ap.add_argument("--out-logits", required=True)
+    ap.add_argument("--out-tokens", required=True)
+    ap.add_argument("--no-cache", action="store_true",
+                    help="also recompute without KV cache and check they agree (slow)")
+    ap.add_argument("--fp32", action="store_true", help="no fp16 rounding points (pure float32)")
+    a = ap.parse_args()
+    global ROUND_FP16
+    ROUND_FP16 = not a.fp32
+    with open(a.prompt_ids) as f:
+        prompts = json.load(f)
+    m = load_model(a.model)
+    logits, toks = generate(m, prompts, a.gen_len)
+    if not np.isfinite(logits).all():
+        sys.exit("llama_ref: non-finite logits")
+    if a.no_cache:
+        d = np.abs(logits_nocache(m, prompts, toks) - logits).max()
+        print("llama_ref: cache vs no-cache max |diff| = %.3g" % d)
+        # Not bit-equal: gemv vs gemm summation order can flip an fp16
+        # rounding by 1 ulp, which then propagates (as in opt_ref.py).
+        if d > 1e-2:
+            sys.exit("llama_ref: cache vs no-cache mismatch")
+    np.save(a.out_logits, logits)
+    with open(a.out_tokens, "w") as f:
+        json.dump({"tokens": toks.tolist(),
+                   "margins": [[float(x) for x in r] for r in margins(logits)]}, f)
+    print("llama_ref: %d prompts x %d tokens, median top-2 margin %.4f%s"
+          % (len(prompts), a.gen_len, float(np.median(margins(logits))), " (fp32)" if a.fp32 else ""))
+
+
+if __name__ == "__main__":
+    main()
