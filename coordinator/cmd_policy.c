@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_cmds.h"
 #include "fg_policy_auto.h"
 #include "fg_profile_run.h"
@@ -116,8 +116,8 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
     if (a->truncate && !a->prompts) return fg_err_set(FG_EINPUT, "flexgen policy: --truncate goes with --prompts FILE");
     if (a->have_percent && !(a->gbs && a->K))
         return fg_err_set(FG_EINPUT, "flexgen policy: --percent scores a policy: give --gpu-batch-size and --num-gpu-batches too");
-    if (!a->device) a->device = fg_backend_default();
-    return fg_backend_known(a->device);
+    if (!a->device) a->device = fg_devsize_default();
+    return fg_devsize_known(a->device);
 }
 
 static const char *gb(double b, char *buf) {

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_cmds.h"
 #include "fg_profile_run.h"
 
@@ -108,8 +108,8 @@ int fg_cmd_profile(int argc, char **argv) {
     }
     fg_opt_config cfg;
     if (!st) st = fg_config_by_name(o.model, &cfg);
-    if (!o.device) o.device = fg_backend_default();
-    if (!st) st = fg_backend_usable(o.device);
+    if (!o.device) o.device = fg_devsize_default();
+    if (!st) st = fg_devsize_usable(o.device);
     char path[PATH_MAX];
     if (!st && !out) st = fg_profile_cache_path(o.offload_dir, o.device, path, sizeof path);
     if (!st && out) snprintf(path, sizeof path, "%s", out);

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_cmds.h"
 #include "fg_policy_auto.h"
 #include "fg_profile_run.h"
@@ -192,7 +192,7 @@ static fg_status write_report(const char *path, const run_args *a, const fg_opt_
 static fg_status choose_policy(run_args *a, fg_wsrc *ws, int n, int S, fg_search_result *pred) {
     const fg_opt_config *c = fg_wsrc_config(ws);
     fg_policy *p = &a->flex.policy;
-    const char *device = a->flex.device ? a->flex.device : fg_backend_default();
+    const char *device = a->flex.device ? a->flex.device : fg_devsize_default();
     fg_search_opts so = {.S = S, .G = a->gen_len, .n_prompts = n, .gpu_mem = a->flex.gpu_mem, .cpu_mem = a->flex.cpu_mem,
                          .disk_mem = a->flex.disk_mem, .backend = device, .gbs = a->batch, .K = a->num_gpu_batches,
                          .cpu_attn = a->cpu_cache_compute ? 1 : -1};

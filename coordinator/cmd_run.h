@@ -31,7 +31,8 @@ typedef struct {
 /* Option codes (getopt_long's values); RUN_GIVEN(code) is its bit in `given`. */
 enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE,
        O_REPORT, O_PROMPTS, O_STOP, O_TRUNC, O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM,
-       O_OFFDIR, O_NOOVERLAP, O_TRACE, O_DEVICE, O_POLICY, O_HW, O_JOB, O_RESUME, O_ATTACH, O_CW, O_CC, O_CHAT };
+       O_OFFDIR, O_NOOVERLAP, O_TRACE, O_DEVICE, O_POLICY, O_HW, O_JOB, O_RESUME, O_ATTACH, O_CW, O_CC, O_CHAT,
+       O_CMDTIMEOUT };
 #define RUN_GIVEN(o) (1ull << ((o) - O_MODEL))
 
 /* Parse and check the flags; FG_EINPUT naming the flag. --help exits 0. */

@@ -3,11 +3,14 @@
  * a resumed job takes from its record is cmd_run_job.c's. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd_run.h"
-#include "fg_backend.h"
+#include "fg_devsize.h"
+#include "fg_msg.h"
+#include "fg_super.h"
 
 
 
@@ -82,7 +85,10 @@ static void run_usage(FILE *f) {
         "                        it is built and a GPU is found, else host)\n"
         "  --attach ROLE         gpu, cpu or disk: spawn the other workers and wait for this one to be\n"
         "                        started by hand (e.g. under gdb) with the command the log prints;\n"
-        "                        killed and started again by hand, it continues the run\n");
+        "                        killed and started again by hand, it continues the run\n"
+        "  --cmd-timeout SECONDS a worker that owes commands and answers none for this long, though\n"
+        "                        it heartbeats, is stuck: replaced and its commands sent again\n"
+        "                        (default %d; 0: no deadline)\n", FG_SUPER_CMD_TIMEOUT_MS / 1000);
 }
 
 static fg_status parse_float(const char *flag, const char *v, float lo, float hi, float *out) {
@@ -112,7 +118,7 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
         {"no-overlap", no_argument, 0, O_NOOVERLAP},    {"trace", required_argument, 0, O_TRACE},
         {"device", required_argument, 0, O_DEVICE},    {"policy", required_argument, 0, O_POLICY},
         {"hardware", required_argument, 0, O_HW},      {"job", required_argument, 0, O_JOB},
-        {"attach", required_argument, 0, O_ATTACH},
+        {"attach", required_argument, 0, O_ATTACH},    {"cmd-timeout", required_argument, 0, O_CMDTIMEOUT},
         {"compress-weight", no_argument, 0, O_CW},     {"compress-cache", no_argument, 0, O_CC},
         {"resume", no_argument, 0, O_RESUME},          {"help", no_argument, 0, 'h'},
         {"chat-template", required_argument, 0, O_CHAT},
@@ -181,7 +187,13 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
             else a->flex.attach |= 1u << r;
             break;
         }
-        case O_DEVICE: st = fg_backend_usable(optarg), a->flex.device = optarg; break;
+        case O_DEVICE: st = fg_devsize_usable(optarg), a->flex.device = optarg; break;
+        case O_CMDTIMEOUT: {
+            int sec = 0;
+            st = fg_parse_int("--cmd-timeout", optarg, 0, INT_MAX / 1000, &sec);
+            a->flex.cmd_timeout_ms = sec ? sec * 1000 : -1;
+            break;
+        }
         case O_TRUNC: a->truncate = 1; break;
         case O_STOP:
             if (a->n_stop == FG_MAX_STOPS) st = fg_err_set(FG_EINPUT, "--stop: at most %d stop strings", FG_MAX_STOPS);

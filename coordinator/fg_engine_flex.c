@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_flex_int.h"
 
 fg_shm_handle fg_engine_handle(const fg_engine *e, fg_loc l) {
@@ -208,7 +208,8 @@ static fg_status open_store(fg_engine *e, const fg_flex_opts *fo) {
 static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
     fg_plan *pl = &e->pl;
     fg_super_opts so = {.worker_dir = fo->worker_dir, .offload_dir = fo->offload_dir, .gpu_device = fo->device,
-                        .attach = fo->attach, .restore = on_restore, .restore_ctx = e};
+                        .attach = fo->attach, .cmd_timeout_ms = fo->cmd_timeout_ms, .restore = on_restore,
+                        .restore_ctx = e};
     fg_status st = fg_super_new(&so, &e->sup);
     e->q.sup = e->sup;
     for (int s = FG_PLAN_FIRST_SHM; s < FG_PLAN_END_SHM && !st; s++)
@@ -262,7 +263,7 @@ static uint64_t vm_hwm(pid_t pid) {
 /* ---- entry ------------------------------------------------------------------ */
 
 static fg_status build_plan(fg_plan *pl, const fg_wsrc *ws, const fg_flex_opts *fo, int S, int G) {
-    return fg_plan_build(pl, fg_wsrc_config(ws), fg_wsrc_specs(ws), &fo->policy, S, G, fo->device ? fo->device : fg_backend_default(),
+    return fg_plan_build(pl, fg_wsrc_config(ws), fg_wsrc_specs(ws), &fo->policy, S, G, fo->device ? fo->device : fg_devsize_default(),
                          fo->gpu_mem, fo->cpu_mem, fo->disk_mem);
 }
 
@@ -296,7 +297,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     /* the disk worker resolves relative paths under its --offload-dir: every
      * process gets the directory as an absolute path */
     fg_flex_opts fo = *fo_in;
-    if (!fo.device) fo.device = fg_backend_default();   /* the plan and the worker agree on it */
+    if (!fo.device) fo.device = fg_devsize_default();   /* the plan and the worker agree on it */
     fg_info("gpu worker backend: %s%s", fo.device, fo_in->device ? "" : " (the default: cuda where a GPU is found, else host)");
     char offdir[FG_MSG_PATH_MAX + 1], cwd[FG_MSG_PATH_MAX + 1];
     int olen = fo.offload_dir[0] == '/' ? snprintf(offdir, sizeof offdir, "%s", fo.offload_dir)

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_shm.h"
 
 const char *fg_plan_seg_name(int seg) {
@@ -152,7 +152,7 @@ fg_status fg_plan_build(fg_plan *pl, const fg_opt_config *c, const fg_spec *sp, 
     plan_cache(pl);
     plan_activations(pl);
     plan_io(pl);
-    if ((st = fg_backend_workspace_bytes(backend, c, (uint32_t)(pl->gbs * S), &pl->ws_bytes))) return st;
+    if ((st = fg_devsize_workspace_bytes(backend, c, (uint32_t)(pl->gbs * S), &pl->ws_bytes))) return st;
 
     char a[32], b[32], w[32], m[32];
     uint64_t gpu = fg_plan_gpu_bytes(pl), shm = fg_plan_shm_bytes(pl);

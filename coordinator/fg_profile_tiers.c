@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_engine_ops.h"
 #include "fg_profile_run.h"
 #include "fg_super.h"
