@@ -23,6 +23,7 @@
 #include "fg_prompt_enc.h"
 
 #include "cmd_run.h"
+#include "fg_fs.h"
 #include "fg_job.h"
 #include "fg_shm.h"
 
@@ -174,14 +175,12 @@ static fg_status write_report(const char *path, const run_args *a, const fg_opt_
             json_object_set_new(pp, "decode_resource_s", fg_cost_res_json(pred->pred.gen_res));
         }
     }
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.partial", path);
-    int rc = json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    fg_fs_atomic file;
+    int bad = fg_fs_atomic_fopen(&file, path, 0) != FG_OK;
+    if (!bad && json_dumpf(o, file.f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) bad = 1, fg_fs_atomic_abort(&file);
+    if (!bad) bad = fg_fs_atomic_commit(&file) != FG_OK;
     json_decref(o);
-    if (rc != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return fg_err_set(FG_EINPUT, "%s: cannot write the report", path);
-    }
+    if (bad) return fg_err_set(FG_EINPUT, "%s: cannot write the report", path);
     return FG_OK;
 }
 

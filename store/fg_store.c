@@ -5,6 +5,7 @@
  * checksum's arithmetic to libxxhash and the weight formats to model/. */
 #define _GNU_SOURCE
 #include "fg_store.h"
+#include "fg_fs.h"
 #include "fg_q4.h"
 
 #include <dirent.h>
@@ -387,9 +388,7 @@ fg_status fg_store_read(const fg_store *s, fg_aio *aio, int file, void *buf, int
 #define STAGE_FLUSH (32ull << 20)
 
 typedef struct fin_item {
-    fg_aio_file f;            /* the .partial, open */
-    char partial[PATH_MAX + 16], final[PATH_MAX];
-    uint64_t bytes;
+    fg_fs_atomic file;        /* the .partial, written and open */
     struct fin_item *next;
 } fin_item;
 
@@ -442,15 +441,9 @@ static void *finalizer(void *arg) {
         fin_item *it = b->q;
         if (!it) break;
         pthread_mutex_unlock(&b->mu);
-        fg_status st = FG_OK;
         char msg[3 * PATH_MAX] = "";
-        if (fdatasync(it->f.fd) != 0)
-            st = FG_ERUNTIME, snprintf(msg, sizeof msg, "%s: fdatasync: %s", it->partial, strerror(errno));
-        fg_aio_file_close(&it->f);
-        if (!st && rename(it->partial, it->final) != 0)
-            st = FG_ERUNTIME,
-            snprintf(msg, sizeof msg, "%s: cannot rename to %s: %s", it->partial, it->final, strerror(errno));
-        if (st) unlink(it->partial);
+        fg_status st = fg_fs_atomic_commit(&it->file);   /* synced, then renamed */
+        if (st) snprintf(msg, sizeof msg, "%s", fg_err_msg());
         pthread_mutex_lock(&b->mu);
         b->q = it->next;
         if (!b->q) b->q_tail = NULL;
@@ -536,16 +529,19 @@ static fg_status flush_stage(builder *b, const fg_aio_file *f) {
 
 /* Write one file as <path>.partial and hand it to the finalizer. */
 static fg_status build_file(fg_store *s, fg_wsrc *ws, sfile *sf, builder *b) {
-    char partial[PATH_MAX + 16], msg[1024];
-    snprintf(partial, sizeof partial, "%s.partial", sf->path);
+    char msg[1024];
+    fg_fs_atomic out;
+    fg_status st = fg_fs_atomic_name(&out, sf->path, FG_FS_SYNC_FILE);   /* the directory once, at the end */
+    if (st) return st;
+    const char *partial = out.partial;
     unlink(partial);
     uint64_t biggest = sf->header_bytes;
     for (int i = 0; i < sf->n; i++)
         if (round_up(sf->t[i].nbytes) > biggest) biggest = round_up(sf->t[i].nbytes);
-    fg_status st = grow(b, biggest + STAGE_FLUSH);
-    if (st) return st;
+    if ((st = grow(b, biggest + STAGE_FLUSH))) return st;
     fg_aio_file f;
     if ((st = fg_aio_file_open(partial, O_WRONLY | O_CREAT | O_TRUNC, 0600, &f))) return st;
+    out.fd = f.fd, f.owned = 0;   /* out closes it: at the commit, or on failure */
     /* Reserve the space up front: a full disk fails here, at once, rather
      * than after minutes of conversion (and blocks come out contiguous). */
     if (fallocate(f.fd, 0, 0, (off_t)sf->file_bytes) != 0 && errno != EOPNOTSUPP && errno != ENOSYS) {
@@ -574,10 +570,9 @@ static fg_status build_file(fg_store *s, fg_wsrc *ws, sfile *sf, builder *b) {
     if ((st = flush_stage(b, &f)) || (st = flush_stage(b, &f))) goto fail;
     encode_header(s, sf, b->buf[b->cur]);
     if ((st = fg_aio_write(b->aio, &f, 0, b->buf[b->cur], sf->header_bytes))) goto fail;
+    fg_aio_file_close(&f);
     fin_item *it = fg_xcalloc(1, sizeof *it);
-    it->f = f;
-    snprintf(it->partial, sizeof it->partial, "%s", partial);
-    snprintf(it->final, sizeof it->final, "%s", sf->path);
+    it->file = out;
     pthread_mutex_lock(&b->mu);
     if (b->q_tail) b->q_tail->next = it;
     else b->q = it;
@@ -595,31 +590,16 @@ fail:
         }
     b->stage_len = 0;
     fg_aio_file_close(&f);
-    unlink(partial);
+    fg_fs_atomic_abort(&out);
     return fg_err_set(st, "tier store: %s", msg);
 }
 
-static void fsync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
-static fg_status mkdir_p(const char *path) {
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-            return fg_err_set(FG_ERUNTIME, "%s: cannot create directory: %s", tmp, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-        return fg_err_set(FG_ERUNTIME, "%s: cannot create directory: %s", tmp, strerror(errno));
-    return FG_OK;
+/* The renames made durable. Best effort, as the files themselves are
+ * synced: a failure leaves the error slot as it was. */
+static void sync_dir_quietly(const char *dir) {
+    char keep[1024];
+    snprintf(keep, sizeof keep, "%s", fg_err_msg());
+    if (fg_fs_sync_dir(dir)) fg_err_set(FG_OK, "%s", keep);
 }
 
 static void remove_partials(const char *root) {
@@ -628,7 +608,8 @@ static void remove_partials(const char *root) {
     struct dirent *e;
     while ((e = readdir(d))) {
         size_t l = strlen(e->d_name);
-        if (l > 8 && !strcmp(e->d_name + l - 8, ".partial")) {
+        size_t sl = strlen(FG_FS_PARTIAL_SUFFIX);
+        if (l > sl && !strcmp(e->d_name + l - sl, FG_FS_PARTIAL_SUFFIX)) {
             char p[PATH_MAX];
             int pn = snprintf(p, sizeof p, "%s/%s", root, e->d_name);
             if (pn < 0 || (size_t)pn >= sizeof p) continue;
@@ -728,7 +709,7 @@ fg_status fg_store_open_or_build_ex(const char *dir, fg_wsrc *ws, const fg_store
         st = fg_err_set(FG_EINPUT, "tier store: offload directory path too long: %s", dir);
         goto out;
     }
-    if ((st = mkdir_p(s->root))) goto out;
+    if ((st = fg_fs_mkdirs(s->root, 0700))) goto out;
     s->identity = store_identity(ws, comp);
     const fg_spec *specs = fg_wsrc_specs(ws);
     for (int i = 0; i <= s->n_layers; i++) {
@@ -782,7 +763,7 @@ fg_status fg_store_open_or_build_ex(const char *dir, fg_wsrc *ws, const fg_store
         }
         fg_status fin = builder_drain(&b); /* files already written get their names */
         if (!st) st = fin;
-        fsync_dir(s->root); /* the renames, for a resumed conversion too */
+        sync_dir_quietly(s->root); /* for a resumed conversion too */
         if (!st) progress(&b, 1);
         else if (b.tty && !b.quiet) fputc('\n', stderr);
     }
@@ -808,7 +789,7 @@ fg_status fg_store_repair(fg_store *s, fg_wsrc *ws, int file) {
     if (!st) st = build_file(s, ws, sf, &b);
     fg_status fin = builder_drain(&b);
     if (!st) st = fin;
-    if (!st) fsync_dir(s->root);
+    if (!st) sync_dir_quietly(s->root);
     builder_free(&b);
     return st;
 }
