@@ -1,6 +1,7 @@
 /* fg_cost.c - the cost model's terms and the evaluation of a plan (see
  * fg_cost.h). */
 #include "fg_cost.h"
+#include "fg_shm.h"
 
 #include <string.h>
 
@@ -120,7 +121,7 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     p.h2d.c += act_off * K * hb_p, p.d2h.c += act_off * K * hb_p;
     p.rd.c += act_disk * K * hb_p, p.wr.c += act_disk * K * hb_p;
     p.d2h_cache.a[X_CC] = p.d2h_cache.a[X_CN] = K * rows_p;   /* new rows to an off-GPU cache */
-    p.wr.a[X_CN] = K * (rows_p + 2 * 4096);               /* O_DIRECT writes from the 4 KiB boundary below */
+    p.wr.a[X_CN] = K * (rows_p + 2 * FG_SHM_ALIGN);       /* O_DIRECT writes from the aligned boundary below */
     p.cmds.c = K * (1 + 2 * act_off), p.cmds.a[X_WC] = p.cmds.a[X_WN] = 1, p.cmds.a[X_CC] = p.cmds.a[X_CN] = K;
     p.cmds.a[X_CN] += 2 * K;
     to_res(hw, &p, 1, t->pre);
@@ -139,7 +140,7 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     g.comp.a[X_CC] = K * (ca ? attn_g / (fg_hw_cpu_attn_gbps(hw, B, ctx) * 1e9) + 2 * hw->rtt_s : gpu_attn);
     g.h2d.a[X_WC] = g.h2d.a[X_WN] = Wl;
     g.rd.a[X_WN] = Wl;
-    g.h2d.a[X_CN] = K * prefix, g.rd.a[X_CN] = K * prefix, g.wr.a[X_CN] = K * (rows_g + 2 * 4096);
+    g.h2d.a[X_CN] = K * prefix, g.rd.a[X_CN] = K * prefix, g.wr.a[X_CN] = K * (rows_g + 2 * FG_SHM_ALIGN);
     g.d2h_cache.a[X_CN] = K * rows_g;
     if (ca) g.h2d.a[X_CC] = K * hb_g, g.d2h.a[X_CC] = K * 3 * hb_g;   /* ctx in; q, k, v out */
     else g.h2d.a[X_CC] = K * prefix, g.d2h_cache.a[X_CC] = K * rows_g;

@@ -83,7 +83,7 @@ static fg_status run_token(fg_engine *e, fg_sampler *sm, int i, const fg_unit *o
         }
         if (u->j == pl->L + 1) fg_sample_enqueue(e, i, u->k);                                    /* sync */
         if ((st = fg_sample_ready(e, sm))) break;
-        if (e->q.npend > 512 && (st = fg_cmdq_reap(&e->q))) break;
+        if (e->q.npend > FG_CMDQ_REAP_AT && (st = fg_cmdq_reap(&e->q))) break;
     }
     if (!st && prev.valid && !(st = fg_store_cache(e, &prev))) st = fg_store_hidden(e, &prev);
     return st;
@@ -266,20 +266,28 @@ static fg_status build_plan(fg_plan *pl, const fg_wsrc *ws, const fg_flex_opts *
                          fo->gpu_mem, fo->cpu_mem, fo->disk_mem);
 }
 
-fg_status fg_flex_default_policy(const fg_wsrc *ws, fg_flex_opts *fo, int S, int G) {
+#define FIT_RULE_STEP 5   /* percentage points of the weights moved off the GPU from one try to the next */
+
+/* One try of the fit rule: everything on the GPU (all_gpu), or w % of the
+ * weights there and the rest, cache and activations on the CPU. FG_OK
+ * when its plan fits the budgets; fo->policy is left set to it. */
+static fg_status try_fit(const fg_wsrc *ws, fg_flex_opts *fo, int S, int G, int all_gpu, int w) {
     fg_policy *p = &fo->policy;
+    p->w_gpu = all_gpu ? 100 : w, p->w_cpu = 100 - p->w_gpu;
+    p->c_gpu = all_gpu ? 100 : 0, p->c_cpu = 100 - p->c_gpu;
+    p->h_gpu = all_gpu ? 100 : 0, p->h_cpu = 100 - p->h_gpu;
+    fg_plan pl;
+    fg_status st = build_plan(&pl, ws, fo, S, G);
+    fg_plan_free(&pl);
+    return st;
+}
+
+fg_status fg_flex_default_policy(const fg_wsrc *ws, fg_flex_opts *fo, int S, int G) {
     /* everything on the GPU; else weights 100, 95, ... 0 % on the GPU with
      * cache and activations on the CPU: the first that fits both budgets */
-    for (int w = 105; w >= 0; w -= 5) {
-        int all_gpu = w == 105;
-        p->w_gpu = all_gpu ? 100 : w, p->w_cpu = 100 - p->w_gpu;
-        p->c_gpu = all_gpu ? 100 : 0, p->c_cpu = 100 - p->c_gpu;
-        p->h_gpu = all_gpu ? 100 : 0, p->h_cpu = 100 - p->h_gpu;
-        fg_plan pl;
-        fg_status st = build_plan(&pl, ws, fo, S, G);
-        fg_plan_free(&pl);
-        if (st == FG_OK) return FG_OK;
-    }
+    if (try_fit(ws, fo, S, G, 1, 100) == FG_OK) return FG_OK;
+    for (int w = 100; w >= 0; w -= FIT_RULE_STEP)
+        if (try_fit(ws, fo, S, G, 0, w) == FG_OK) return FG_OK;
     char why[1024];
     snprintf(why, sizeof why, "%s", fg_err_msg());
     return fg_err_set(FG_EINPUT, "no placement fits the budgets, even with all weights on the CPU: %s", why);

@@ -243,10 +243,10 @@ fg_status fg_store_cache(fg_engine *e, const fg_pending_store *ps) {
     fg_msg_copy_add(&c, Hsub(e, pl->kslot[p], o, nb), Hsub(e, kd, o, nb));
     fg_msg_copy_add(&c, Hsub(e, pl->vslot[p], o, nb), Hsub(e, vd, o, nb));
     if ((st = fg_cmdq_submit_gpu(&e->q, &c, ST_D2H, &d, &kv->read[0])) || !disk) return st;
-    /* then to disk: O_DIRECT wants an aligned start, so from the 4096-byte
-     * boundary below the new rows (the stage holds the prefix loaded for
-     * this step) */
-    uint64_t a0 = o & ~(uint64_t)4095;
+    /* then to disk: O_DIRECT wants an aligned start, so from the
+     * FG_SHM_ALIGN boundary below the new rows (the stage holds the prefix
+     * loaded for this step) */
+    uint64_t a0 = o & ~(uint64_t)(FG_SHM_ALIGN - 1);
     if ((st = fg_cmdq_await(&e->q, kv->read[0])) ||
         (st = spill_io(e, FG_MSG_DISK_WRITE, kh.off + a0, Hsub(e, pl->kstage[p], a0, o + nb - a0), &kv->read[0])))
         return st;

@@ -1,6 +1,7 @@
 /* fg_search.c - the policy search (see fg_search.h). */
 #include "fg_search.h"
 #include "fg_shm.h"
+#include "fg_store.h"
 
 #include <glpk.h>
 #include <math.h>
@@ -17,7 +18,6 @@ enum {
     NCOL = C_ZWO
 };
 
-static uint64_t align4k(uint64_t x) { return (x + 4095) & ~(uint64_t)4095; }
 
 /* What the memory rows need, from the engine's own plan of the case with
  * everything on the GPU (its fixed buffers: inputs, logits, workspace,
@@ -43,20 +43,29 @@ static fg_status mem_coefs(const fg_opt_config *c, const fg_spec *sp, const fg_s
     if (!st) {
         double group[2] = {0, 0};   /* model-level, one decoder layer */
         for (int i = 0; i < FG_GW_COUNT + FG_LW_COUNT; i++)
-            if (sp[i].present) group[i >= FG_GW_COUNT] += (double)align4k(fg_spec_stored_bytes(c, sp, i));
-        double block = (double)align4k((uint64_t)a.Tmax * a.gbs * fg_cache_row_bytes(c));
+            if (sp[i].present) group[i >= FG_GW_COUNT] += (double)fg_shm_align_up(fg_spec_stored_bytes(c, sp, i));
+        double block = (double)fg_shm_align_up((uint64_t)a.Tmax * a.gbs * fg_cache_row_bytes(c));
         m->wtot = (double)(a.used[SEG_WGPU] - FG_SHM_HEADER_BYTES);
         m->wm = group[0], m->wl = group[1];
         m->mx = group[0] > group[1] ? group[0] : group[1];
         m->ctot = 2.0 * a.L * a.K * block;
         m->cslot = m->cstage = 4 * block;
-        m->store = group[0] + a.L * group[1] + (a.L + 1) * 4096.0;
+        m->store = group[0] + a.L * group[1] + (a.L + 1) * (double)FG_STORE_ALIGN;   /* and a header page a file */
         m->fix_gpu = (double)fg_plan_gpu_bytes(&a) - m->wtot - m->ctot;
         m->fix_shm = (double)fg_plan_shm_bytes(&a) - m->wtot;
         m->fix_disk = (double)a.used[SEG_SPILL];
     }
     fg_plan_free(&a);
     return st;
+}
+
+/* Nonzero coefficients of one LP: the rows of solve() have well under
+ * this many (GLPK's arrays count from 1, so each array has one more). */
+#define LP_MAX_NZ 512
+
+static int nz_room(int ne) {
+    FG_ASSERT(ne < LP_MAX_NZ);
+    return ne;
 }
 
 /* One LP: the fractions minimising the block's time for case cs. 0 and x,
@@ -83,10 +92,10 @@ static int solve(glp_prob **lpp, const fg_cost_terms *t, const mem_coef *m, cons
     glp_set_obj_coef(lp, C_THG, cs->G - 1);
 
     /* rows, as (column, coefficient) lists; memory rows in GB for scale */
-    int ia[1 + 512], ja[1 + 512], ne = 0, row = 0;
-    double ar[1 + 512];
+    int ia[1 + LP_MAX_NZ], ja[1 + LP_MAX_NZ], ne = 0, row = 0;
+    double ar[1 + LP_MAX_NZ];
 #define ROW(type, lo, hi) ((fresh ? glp_add_rows(lp, 1) : 0), glp_set_row_bnds(lp, ++row, type, lo, hi))
-#define COEF(col, v) (ia[++ne] = row, ja[ne] = (col), ar[ne] = (v))
+#define COEF(col, v) (ne = nz_room(ne), ia[++ne] = row, ja[ne] = (col), ar[ne] = (v))
     ROW(GLP_FX, 1, 1), COEF(C_WG, 1), COEF(C_WC, 1), COEF(C_WN, 1);
     ROW(GLP_FX, 1, 1), COEF(C_CG, 1), COEF(C_CC, 1), COEF(C_CN, 1);
     const fg_lin *sets[4] = {t->pre, t->gen, t->head_pre, t->head_gen};
@@ -149,13 +158,15 @@ static void round_policy(const double *x, fg_policy *p) {
     if (p->c_gpu + p->c_cpu > 100) p->c_cpu = 100 - p->c_gpu;
 }
 
+#define FIT_MAX_MOVES 64   /* moves down a tier before fit() gives up */
+
 /* Build p's plan within the budgets, moving placement a tier down (GPU to
  * CPU, CPU to disk; weights before cache) while a budget is exceeded, by
  * the percentage points the excess bytes are worth. FG_OK with *pl built,
  * or the last refusal. */
 static fg_status fit(const fg_opt_config *c, const fg_spec *sp, const fg_search_opts *o, const mem_coef *m,
                      fg_policy *p, fg_plan *pl) {
-    for (int tries = 0; tries < 64; tries++) {
+    for (int tries = 0; tries < FIT_MAX_MOVES; tries++) {
         fg_status st = fg_plan_build(pl, c, sp, p, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
         if (!st) return FG_OK;
         uint64_t gpu = fg_plan_gpu_bytes(pl), shm = fg_plan_shm_bytes(pl);
@@ -214,6 +225,10 @@ typedef struct {
     double x[FG_COST_NX];
     double lp_tput;   /* the LP optimum as throughput */
 } cand;
+
+/* Pass 2 stops at an LP optimum below this share of the best score found:
+ * rounding only lowers a candidate, and the LP averages the layers. */
+#define LP_PRUNE_MARGIN 0.9
 
 static int by_lp_tput(const void *a, const void *b) {
     double x = ((const cand *)a)->lp_tput, y = ((const cand *)b)->lp_tput;
@@ -274,7 +289,7 @@ fg_status fg_search_policy(const fg_opt_config *c, const fg_spec *sp, const fg_h
     int found = 0;
     for (size_t i = 0; i < ncand; i++) {
         const cand *cd = &cands[i];
-        if (found && cd->lp_tput < 0.9 * r->pred.throughput) break;
+        if (found && cd->lp_tput < LP_PRUNE_MARGIN * r->pred.throughput) break;
         fg_policy p;
         policy_of(&cd->cs, &p);
         round_policy(cd->x, &p);

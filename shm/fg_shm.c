@@ -241,7 +241,7 @@ void fg_mem_prefault(void *base, size_t len) {
     (void)madvise(base, len, MADV_POPULATE_WRITE);
     const volatile uint8_t *p = base;
     uint8_t sink = 0;
-    for (size_t off = 0; off < len; off += 4096) sink ^= p[off];   /* a read: the data may be in use */
+    for (size_t off = 0; off < len; off += FG_SHM_ALIGN) sink ^= p[off];   /* a read per page: the data may be in use */
     (void)sink;
 }
 
