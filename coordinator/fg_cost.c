@@ -2,6 +2,7 @@
  * fg_cost.h). */
 #include "fg_cost.h"
 #include "fg_shm.h"
+#include "fg_unit_cmds.h"
 
 #include <string.h>
 
@@ -122,8 +123,12 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     p.rd.c += act_disk * K * hb_p, p.wr.c += act_disk * K * hb_p;
     p.d2h_cache.a[X_CC] = p.d2h_cache.a[X_CN] = K * rows_p;   /* new rows to an off-GPU cache */
     p.wr.a[X_CN] = K * (rows_p + 2 * FG_SHM_ALIGN);       /* O_DIRECT writes from the aligned boundary below */
-    p.cmds.c = K * (1 + 2 * act_off), p.cmds.a[X_WC] = p.cmds.a[X_WN] = 1, p.cmds.a[X_CC] = p.cmds.a[X_CN] = K;
-    p.cmds.a[X_CN] += 2 * K;
+    /* commands: a layer and its hidden state's load and store per batch, the
+     * weights' load once; an off-GPU cache's store (no load: no prefix yet) */
+    p.cmds.c = K * (FG_CMDS_LAYER + 2 * FG_CMDS_HIDDEN_MOVE * act_off);
+    p.cmds.a[X_WC] = p.cmds.a[X_WN] = FG_CMDS_WEIGHT_COPY;
+    p.cmds.a[X_CC] = p.cmds.a[X_CN] = K * FG_CMDS_CACHE_MOVE;
+    p.cmds.a[X_CN] += K * FG_CMDS_CACHE_DISK;
     to_res(hw, &p, 1, t->pre);
 
     /* ---- a decoder layer, one decode token: K batches of B rows ---- */
@@ -154,8 +159,14 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     for (int v = 0; v < FG_COST_NX; v++) g.comp.a[v] *= ef;
     g.comp.a[X_CC] += K * (ca ? hw->eng_cpu_attn_unit_s : hw->eng_cache_load_unit_s);
     g.comp.a[X_CN] += K * hw->eng_cache_load_unit_s;
-    g.cmds.c = K * (1 + 2 * act_off), g.cmds.a[X_WC] = g.cmds.a[X_WN] = 1;
-    g.cmds.a[X_CC] = K * (ca ? 5 : 2), g.cmds.a[X_CN] = 4 * K;
+    /* commands as at prefill, and per batch: CPU attention's in place of the
+     * layer, or an off-GPU cache's load and store; a disk cache's writes too
+     * (its reads, which the coordinator waits for, are in
+     * eng_cache_load_unit_s) */
+    g.cmds.c = K * (FG_CMDS_LAYER + 2 * FG_CMDS_HIDDEN_MOVE * act_off);
+    g.cmds.a[X_WC] = g.cmds.a[X_WN] = FG_CMDS_WEIGHT_COPY;
+    g.cmds.a[X_CC] = K * (ca ? FG_CMDS_CPU_ATTN_LAYER - FG_CMDS_LAYER : 2 * FG_CMDS_CACHE_MOVE);
+    g.cmds.a[X_CN] = K * (2 * FG_CMDS_CACHE_MOVE + FG_CMDS_CACHE_DISK);
     to_res(hw, &g, 0, t->gen);
 
     /* ---- the embedding + LM head group, per token: its off-GPU weights
@@ -167,7 +178,7 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
         h.h2d.a[X_WC] = h.h2d.a[X_WN] = Wm;
         h.rd.a[X_WN] = Wm;
         h.d2h.c = K * 4 * B * V;
-        h.cmds.c = K * 4, h.cmds.a[X_WC] = h.cmds.a[X_WN] = 1;
+        h.cmds.c = K * (FG_CMDS_EMBED + FG_CMDS_LM_HEAD), h.cmds.a[X_WC] = h.cmds.a[X_WN] = FG_CMDS_WEIGHT_COPY;
         to_res(hw, &h, ph == 0, ph == 0 ? t->head_pre : t->head_gen);
     }
 }

@@ -20,6 +20,7 @@
 #include "fg_engine_ops.h"
 #include "fg_plan.h"
 #include "fg_store.h"
+#include "fg_unit_cmds.h"
 
 /* One cell of the schedule: token i, schedule layer j, batch k, whose
  * prompts are padded to S_k. */
@@ -95,6 +96,10 @@ typedef struct {
     uint64_t *lgcopy;              /* (K) per batch: the copy out of its logits and sampled ids */
     int *sq_k, *sq_i, sq_head, sq_len;   /* batches whose LM head went out, not yet recorded (FIFO, <= K) */
 } fg_engine;
+
+/* The engine sent n commands since the queue counted `before`: the number
+ * fg_unit_cmds.h gives the cost model for that piece of a unit. */
+static inline void fg_cmds_issued(const fg_engine *e, long before, int n) { FG_ASSERT(e->q.commands - before == n); }
 
 /* Handles of plan locations; device locations get FG_SEG_DEVICE. */
 fg_shm_handle fg_engine_handle(const fg_engine *e, fg_loc l);

@@ -128,8 +128,10 @@ static fg_status issue_weight_copy(fg_engine *e, int s) {
         fg_msg_copy_add(&m, src, fg_weight_handle(e, i, s));
     }
     fg_deps d = {{0}};
-    if (m.u.copy.n && !(st = fg_cmdq_need(&e->q, &d, w->readers_before_load)))
-        st = fg_cmdq_submit_gpu(&e->q, &m, ST_H2D, &d, &w->load);
+    long before = e->q.commands;
+    if (m.u.copy.n && !(st = fg_cmdq_need(&e->q, &d, w->readers_before_load)) &&
+        !(st = fg_cmdq_submit_gpu(&e->q, &m, ST_H2D, &d, &w->load)))
+        fg_cmds_issued(e, before, FG_CMDS_WEIGHT_COPY);
     w->readers_before_load = 0;
     if (from_stage) w->stage_read = w->load;
     return st;
@@ -165,6 +167,7 @@ fg_status fg_load_cache(fg_engine *e, const fg_unit *u, fg_deps *ld) {
     fg_status st = claim(e, &d, &e->par[p].kv);
     fg_op_step s = fg_unit_step(e, u);
     if (!st && s.past > 0) {
+        long before = e->q.commands;
         int l = u->j - 1;
         uint64_t nb = cache_rows(pl, (int)s.past);
         fg_loc ksrc = pl->kc[l * pl->K + u->k], vsrc = pl->vc[l * pl->K + u->k];
@@ -182,7 +185,8 @@ fg_status fg_load_cache(fg_engine *e, const fg_unit *u, fg_deps *ld) {
         fg_msg_init(&c, FG_MSG_COPY);
         fg_msg_copy_add(&c, Hsub(e, ksrc, 0, nb), Hsub(e, pl->kslot[p], 0, nb));
         fg_msg_copy_add(&c, Hsub(e, vsrc, 0, nb), Hsub(e, pl->vslot[p], 0, nb));
-        st = fg_cmdq_submit_gpu(&e->q, &c, ST_H2D, &d, &e->par[p].kv.write);
+        if (!(st = fg_cmdq_submit_gpu(&e->q, &c, ST_H2D, &d, &e->par[p].kv.write)))
+            fg_cmds_issued(e, before, FG_CMDS_CACHE_MOVE + disk * FG_CMDS_CACHE_DISK);
         d.s[ST_H2D] = e->par[p].kv.write;
         if (disk) e->par[p].kvstage_read = e->par[p].kv.write;
     }
@@ -200,6 +204,7 @@ fg_status fg_load_hidden(fg_engine *e, const fg_unit *u, fg_deps *ld) {
     fg_deps d = {{0}};
     fg_status st = claim(e, &d, &e->par[p].h);
     if (!st && u->j > 0) {
+        long before = e->q.commands;
         fg_loc dev = fg_unit_hidden(e, u);
         fg_shm_handle src = Hsub(e, pl->hhome[u->k], 0, dev.n);
         int disk = pl->atier == FG_TIER_DISK;
@@ -213,7 +218,8 @@ fg_status fg_load_hidden(fg_engine *e, const fg_unit *u, fg_deps *ld) {
         fg_msg c;
         fg_msg_init(&c, FG_MSG_COPY);
         fg_msg_copy_add(&c, src, Hs(e, dev));
-        st = fg_cmdq_submit_gpu(&e->q, &c, ST_H2D, &d, &e->par[p].h.write);
+        if (!(st = fg_cmdq_submit_gpu(&e->q, &c, ST_H2D, &d, &e->par[p].h.write)))
+            fg_cmds_issued(e, before, FG_CMDS_HIDDEN_MOVE + disk * FG_CMDS_HIDDEN_DISK);
         d.s[ST_H2D] = e->par[p].h.write;
         if (disk) e->par[p].hstage_read = e->par[p].h.write;
     }
@@ -235,6 +241,7 @@ fg_status fg_store_cache(fg_engine *e, const fg_pending_store *ps) {
     fg_deps d = {{0}};
     fg_status st = fg_cmdq_need(&e->q, &d, ps->attn);
     if (st) return st;
+    long before = e->q.commands;
     uint64_t o = cache_rows(pl, (int)s.past), nb = cache_rows(pl, (int)s.S);
     int disk = fg_plan_cache_on_disk(pl, u->j);
     fg_loc kd = disk ? pl->kstage[p] : kh, vd = disk ? pl->vstage[p] : vh;
@@ -242,15 +249,21 @@ fg_status fg_store_cache(fg_engine *e, const fg_pending_store *ps) {
     fg_msg_init(&c, FG_MSG_COPY);
     fg_msg_copy_add(&c, Hsub(e, pl->kslot[p], o, nb), Hsub(e, kd, o, nb));
     fg_msg_copy_add(&c, Hsub(e, pl->vslot[p], o, nb), Hsub(e, vd, o, nb));
-    if ((st = fg_cmdq_submit_gpu(&e->q, &c, ST_D2H, &d, &kv->read[0])) || !disk) return st;
+    if ((st = fg_cmdq_submit_gpu(&e->q, &c, ST_D2H, &d, &kv->read[0]))) return st;
+    if (!disk) {
+        fg_cmds_issued(e, before, FG_CMDS_CACHE_MOVE);
+        return FG_OK;
+    }
     /* then to disk: O_DIRECT wants an aligned start, so from the
      * FG_SHM_ALIGN boundary below the new rows (the stage holds the prefix
      * loaded for this step) */
     uint64_t a0 = o & ~(uint64_t)(FG_SHM_ALIGN - 1);
     if ((st = fg_cmdq_await(&e->q, kv->read[0])) ||
-        (st = spill_io(e, FG_MSG_DISK_WRITE, kh.off + a0, Hsub(e, pl->kstage[p], a0, o + nb - a0), &kv->read[0])))
+        (st = spill_io(e, FG_MSG_DISK_WRITE, kh.off + a0, Hsub(e, pl->kstage[p], a0, o + nb - a0), &kv->read[0])) ||
+        (st = spill_io(e, FG_MSG_DISK_WRITE, vh.off + a0, Hsub(e, pl->vstage[p], a0, o + nb - a0), &kv->read[1])))
         return st;
-    return spill_io(e, FG_MSG_DISK_WRITE, vh.off + a0, Hsub(e, pl->vstage[p], a0, o + nb - a0), &kv->read[1]);
+    fg_cmds_issued(e, before, FG_CMDS_CACHE_MOVE + FG_CMDS_CACHE_DISK);
+    return FG_OK;
 }
 
 /* The hidden state back to its CPU home (or via the stage to disk) behind
@@ -265,11 +278,15 @@ fg_status fg_store_hidden(fg_engine *e, const fg_pending_store *ps) {
     fg_deps d = {{0}};
     fg_status st = fg_cmdq_need(&e->q, &d, ps->last);
     if (st) return st;
+    long before = e->q.commands;
     fg_shm_handle dst = Hsub(e, disk ? pl->hstage[p] : pl->hhome[u->k], 0, dev.n);
     fg_msg c;
     fg_msg_init(&c, FG_MSG_COPY);
     fg_msg_copy_add(&c, Hs(e, dev), dst);
-    if ((st = fg_cmdq_submit_gpu(&e->q, &c, ST_D2H, &d, &h->read[0])) || !disk) return st;
-    if ((st = fg_cmdq_await(&e->q, h->read[0]))) return st;
-    return spill_io(e, FG_MSG_DISK_WRITE, pl->hhome[u->k].off, dst, &h->read[0]);
+    if ((st = fg_cmdq_submit_gpu(&e->q, &c, ST_D2H, &d, &h->read[0]))) return st;
+    if (disk && ((st = fg_cmdq_await(&e->q, h->read[0])) ||
+                 (st = spill_io(e, FG_MSG_DISK_WRITE, pl->hhome[u->k].off, dst, &h->read[0]))))
+        return st;
+    fg_cmds_issued(e, before, FG_CMDS_HIDDEN_MOVE + disk * FG_CMDS_HIDDEN_DISK);
+    return FG_OK;
 }
