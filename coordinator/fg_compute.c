@@ -116,7 +116,7 @@ static fg_status lm_head(fg_engine *e, const fg_unit *u, int s, fg_deps d, const
     const fg_loc src[] = {pl->logits_dev[p], fg_loc_sub(pl->ids_dev[k], 0, 4ull * pl->gbs)};
     const fg_loc dst[] = {pl->logits_io[k], fg_loc_sub(pl->ids_io[k], 0, 4ull * pl->gbs)};
     rc = copy(e, src, dst, 2, &after, &e->par[p].logits_read);
-    e->lgcopy[k] = e->par[p].logits_read;   /* recorded once that ends */
+    e->sampled_copy[k] = e->par[p].logits_read;   /* recorded once that ends */
     return rc;
 }
 

@@ -97,7 +97,7 @@ static fg_status run_block(fg_engine *e, const fg_seq_in *in, int n, int first, 
     int *S_k = fg_xcalloc((size_t)K, sizeof *S_k);
     uint8_t *done = fg_xcalloc((size_t)K * B, 1);
     fg_unit *order = fg_xcalloc((size_t)nu, sizeof *order);
-    fg_sampler sm = {in, n, first, G, opt, out, done, stats, 0};
+    fg_sampler sm = {.in = in, .n = n, .first = first, .G = G, .opt = opt, .out = out, .done = done, .stats = stats};
     fg_status st = fg_block_inputs(e, &sm, S_k);
     sm.t_mark = fg_now();
     for (int i = 0; i < G && !st; i++) {
@@ -198,7 +198,10 @@ static fg_status open_store(fg_engine *e, const fg_flex_opts *fo) {
     for (int f = FG_STORE_GLOBALS; f < e->pl.L; f++) {
         int nt = 0;
         const fg_store_tensor *t = fg_store_tensors(e->store, f, &nt);
-        for (int q = 0; q < nt; q++) e->wfile[t[q].spec] = f, e->wfoff[t[q].spec] = t[q].offset, e->wsum[t[q].spec] = t[q].checksum;
+        for (int q = 0; q < nt; q++) {
+            int i = t[q].spec;
+            e->store_file[i] = f, e->store_off[i] = t[q].offset, e->store_sum[i] = t[q].checksum;
+        }
     }
     return FG_OK;
 }
@@ -318,13 +321,13 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     if (st) goto out;
     const fg_plan *pl = &e.pl;
     int nspec = fg_spec_count(pl->c);
-    e.wfile = fg_xcalloc((size_t)nspec, sizeof *e.wfile);
-    e.wfoff = fg_xcalloc((size_t)nspec, sizeof *e.wfoff);
-    e.wsum = fg_xcalloc((size_t)nspec, sizeof *e.wsum);
-    e.wchecked = fg_xcalloc((size_t)nspec, 1);
-    e.lgcopy = fg_xcalloc((size_t)pl->K, sizeof *e.lgcopy);
-    e.sq_k = fg_xcalloc((size_t)pl->K, sizeof *e.sq_k);
-    e.sq_i = fg_xcalloc((size_t)pl->K, sizeof *e.sq_i);
+    e.store_file = fg_xcalloc((size_t)nspec, sizeof *e.store_file);
+    e.store_off = fg_xcalloc((size_t)nspec, sizeof *e.store_off);
+    e.store_sum = fg_xcalloc((size_t)nspec, sizeof *e.store_sum);
+    e.store_checked = fg_xcalloc((size_t)nspec, 1);
+    e.sampled_copy = fg_xcalloc((size_t)pl->K, sizeof *e.sampled_copy);
+    e.unrecorded_batch = fg_xcalloc((size_t)pl->K, sizeof *e.unrecorded_batch);
+    e.unrecorded_token = fg_xcalloc((size_t)pl->K, sizeof *e.unrecorded_token);
     fs->gpu_bytes = fg_plan_gpu_bytes(pl);
     fs->shm_bytes = fg_plan_shm_bytes(pl);
     char desc[256];
@@ -367,8 +370,8 @@ out:
     if (e.spill[0]) unlink(e.spill);
     if (e.spill_fd >= 0) close(e.spill_fd);   /* after the unlink: no sweep sees it unlocked */
     fg_cmdq_free(&e.q);
-    free(e.wfile), free(e.wfoff), free(e.wsum), free(e.wchecked);
-    free(e.lgcopy), free(e.sq_k), free(e.sq_i);
+    free(e.store_file), free(e.store_off), free(e.store_sum), free(e.store_checked);
+    free(e.sampled_copy), free(e.unrecorded_batch), free(e.unrecorded_token);
     fg_plan_free(&e.pl);
     return st;
 }
