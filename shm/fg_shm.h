@@ -90,8 +90,8 @@ fg_status fg_shm_attach(const char *name, uint32_t expect_index, fg_shm_seg **ou
  * process that touches a segment here and there. */
 void fg_shm_populate_async(const fg_shm_seg *seg);
 /* Every page of [base, base+len) touched (read) now, so none faults later
- * inside a run: for memory a process streams through. Costs about 6 us per
- * 4 KiB page on a virtualised MMU. */
+ * inside a run: for memory a process streams through. Costs a first touch
+ * per page, which a virtualised MMU makes dear: call it in setup. */
 void fg_mem_prefault(void *base, size_t len);
 
 /* Unmap; also unlink when this process created the segment. */
