@@ -119,6 +119,17 @@ double fg_log_interp(const double *xs, const double *ys, int n, double x) {
     return ys[n - 1];
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double fg_median(double *v, int n) {
+    FG_ASSERT(n > 0);
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 fg_status fg_parse_size(const char *s, uint64_t *out) {
     char *end = NULL;
     errno = 0;

@@ -10,6 +10,7 @@
 #include "fg_engine_flex.h"
 
 #define FG_MAX_STOPS 8
+#define FG_RUN_DEFAULT_GBS 8   /* flexgen's --gpu-batch-size when not given (at most the prompt count; run_usage says 8) */
 
 typedef struct {
     uint64_t given;              /* RUN_GIVEN(O_...) bits: the flags on the command line */

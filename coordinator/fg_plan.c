@@ -20,12 +20,11 @@ const char *fg_human_bytes(uint64_t b, char *buf) {
     return buf;
 }
 
-static uint64_t align4k(uint64_t x) { return (x + 4095) & ~(uint64_t)4095; }
 
 /* n bytes at the end of segment seg (shared memory starts past its header page). */
 static fg_loc place(fg_plan *pl, int seg, uint64_t n) {
     uint64_t start = seg >= FG_PLAN_FIRST_SHM && seg < FG_PLAN_END_SHM ? FG_SHM_HEADER_BYTES : 0;
-    uint64_t off = align4k(pl->used[seg] < start ? start : pl->used[seg]);
+    uint64_t off = fg_shm_align_up(pl->used[seg] < start ? start : pl->used[seg]);
     pl->used[seg] = off + n;
     return (fg_loc){seg, off, n};
 }
@@ -74,7 +73,7 @@ static void plan_weights(fg_plan *pl) {
             }
             if (pl->wtier[i] == FG_TIER_CPU) pl->whome[i] = place(pl, SEG_W, bytes);
             else pl->whome[i] = (fg_loc){SEG_STAGE, 0, bytes}, pl->any_disk_weights = 1;   /* in the stage of its slot */
-            slot = align4k(slot);
+            slot = fg_shm_align_up(slot);
             pl->wslot_off[i] = slot;
             slot += bytes;
         }
