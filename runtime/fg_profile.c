@@ -44,11 +44,6 @@ int fg_profile_parse(fg_profile_args *pa, const char *program, int argc, char **
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 fg_status fg_profile_median(const fg_profile_args *pa, fg_profile_fn fn, void *ctx, double min_seconds,
                             double *seconds) {
     int min_reps = pa->quick ? QUICK_REPS : MIN_REPS;
@@ -62,10 +57,7 @@ fg_status fg_profile_median(const fg_profile_args *pa, fg_profile_fn fn, void *c
         if ((st = fn(ctx))) break;
         t[n++] = fg_now() - t0;
     }
-    if (!st) {
-        qsort(t, (size_t)n, sizeof *t, cmp_double);
-        *seconds = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-    }
+    if (!st) *seconds = fg_median(t, n);
     free(t);
     return st;
 }
