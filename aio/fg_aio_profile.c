@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -12,6 +13,11 @@
  * requests queued, the largest point of the default sweep. */
 #define STREAM_CHUNK_MAX (32ull << 20)
 #define STREAM_NBUF_MAX 8
+
+#define DEFAULT_FILE_BYTES (1ull << 30)   /* fg_aio_profile_opts.file_bytes 0 */
+#define DEFAULT_POINT_SECONDS 0.5         /* fg_aio_profile_opts.point_seconds 0 */
+#define LAYOUT_REQ (1 << 20)              /* the test file is first written at this request size */
+#define LAYOUT_QD 32                      /* and depth */
 
 void fg_aio_stream_shape(uint64_t req, int qd, uint64_t *chunk, int *nbuf) {
     uint64_t inflight = req * (uint64_t)qd;
@@ -120,110 +126,148 @@ static json_t *point_json(const char *op, uint64_t req, int qd, uint64_t bytes, 
                      "seconds", secs);
 }
 
-fg_status fg_aio_profile(const fg_aio_profile_opts *o, json_t **out) {
+/* The sweep's settings: o's, or the defaults, checked. */
+typedef struct {
+    const char *dir;
+    uint64_t size;                /* the test file, a whole number of the largest request */
+    const uint64_t *reqs;
+    int n_req;
+    const int *qds;
+    int n_qd;
+    double point_s;
+    uint64_t max_req;
+    uint64_t engine_req;          /* 0: no pass at the engine's setting */
+    int engine_qd;
+} sweep_cfg;
+
+static fg_status sweep_config(const fg_aio_profile_opts *o, sweep_cfg *c) {
     static const uint64_t def_req[] = {64 << 10, 256 << 10, 1 << 20, 4 << 20};
     static const int def_qd[] = {1, 4, 16, 32, 64};
-    *out = NULL;
-    const char *dir = o && o->dir ? o->dir : ".";
-    uint64_t size = o && o->file_bytes ? o->file_bytes : (1ull << 30);
-    const uint64_t *reqs = o && o->req_sizes ? o->req_sizes : def_req;
-    int n_req = o && o->req_sizes ? o->n_req : 4;
-    const int *qds = o && o->qds ? o->qds : def_qd;
-    int n_qd = o && o->qds ? o->n_qd : 5;
-    double point_s = o && o->point_seconds > 0 ? o->point_seconds : 0.5;
-    uint64_t max_req = 0;
-    for (int i = 0; i < n_req; i++) {
-        if (reqs[i] < FG_AIO_ALIGN || reqs[i] % FG_AIO_ALIGN)
-            return fg_err_set(FG_EINPUT, "profile: request size %" PRIu64 " is not a multiple of %u", reqs[i],
+    c->dir = o && o->dir ? o->dir : ".";
+    c->size = o && o->file_bytes ? o->file_bytes : DEFAULT_FILE_BYTES;
+    c->reqs = o && o->req_sizes ? o->req_sizes : def_req;
+    c->n_req = o && o->req_sizes ? o->n_req : (int)(sizeof def_req / sizeof def_req[0]);
+    c->qds = o && o->qds ? o->qds : def_qd;
+    c->n_qd = o && o->qds ? o->n_qd : (int)(sizeof def_qd / sizeof def_qd[0]);
+    c->point_s = o && o->point_seconds > 0 ? o->point_seconds : DEFAULT_POINT_SECONDS;
+    c->engine_req = o ? o->engine_req : 0;
+    c->engine_qd = o ? o->engine_qd : 0;
+    c->max_req = 0;
+    for (int i = 0; i < c->n_req; i++) {
+        if (c->reqs[i] < FG_AIO_ALIGN || c->reqs[i] % FG_AIO_ALIGN)
+            return fg_err_set(FG_EINPUT, "profile: request size %" PRIu64 " is not a multiple of %u", c->reqs[i],
                               FG_AIO_ALIGN);
-        if (reqs[i] > max_req) max_req = reqs[i];
+        if (c->reqs[i] > c->max_req) c->max_req = c->reqs[i];
     }
-    if (o && o->engine_req) {
-        if (o->engine_req < FG_AIO_ALIGN || o->engine_req % FG_AIO_ALIGN || o->engine_qd < 1)
+    if (c->engine_req) {
+        if (c->engine_req < FG_AIO_ALIGN || c->engine_req % FG_AIO_ALIGN || c->engine_qd < 1)
             return fg_err_set(FG_EINPUT, "profile: the engine's setting (request %" PRIu64 ", depth %d) needs a request "
-                              "that is a multiple of %u and a depth of at least 1", o->engine_req, o->engine_qd, FG_AIO_ALIGN);
-        if (o->engine_req > max_req) max_req = o->engine_req;
+                              "that is a multiple of %u and a depth of at least 1", c->engine_req, c->engine_qd, FG_AIO_ALIGN);
+        if (c->engine_req > c->max_req) c->max_req = c->engine_req;
     }
-    size = size / max_req * max_req;
-    if (size < max_req) return fg_err_set(FG_EINPUT, "profile: test file smaller than a request");
+    c->size = c->size / c->max_req * c->max_req;
+    if (c->size < c->max_req) return fg_err_set(FG_EINPUT, "profile: test file smaller than a request");
+    return FG_OK;
+}
 
-    char path[4096];
-    snprintf(path, sizeof path, "%s/.flexgen-profile.%d.tmp", dir, (int)getpid());
-    uint64_t buf_bytes = max_req > STREAM_CHUNK_MAX ? max_req : STREAM_CHUNK_MAX;
+static const char *op_name(int opi) { return opi == FG_AIO_READ ? "read" : "write"; }
+
+/* One whole-file pass of op at (req, qd), appended to the sweep: *gbps. */
+static fg_status full_pass(const fg_aio_file *f, int opi, uint64_t req, int qd, uint64_t size, uint8_t **bufs,
+                           json_t *sweep, double *gbps) {
+    uint64_t bytes;
+    double secs;
+    fg_status st = measure(f, opi, req, qd, 0, size, 0, bufs, &bytes, &secs);
+    if (st) return st;
+    *gbps = secs > 0 ? bytes / secs / 1e9 : 0;
+    json_array_append_new(sweep, point_json(op_name(opi), req, qd, bytes, secs));
+    return FG_OK;
+}
+
+/* Every (request, depth) point of op, each for point_s, appended to the
+ * sweep; the fastest one's setting in *best_req, *best_qd. Each point
+ * continues where the last one stopped (wrapping), so no point re-reads
+ * blocks a cache below the file system just saw. */
+static fg_status sweep_op(const fg_aio_file *f, int opi, const sweep_cfg *c, uint8_t **bufs, json_t *sweep,
+                          uint64_t *best_req, int *best_qd) {
+    double best = 0;
+    uint64_t cursor = 0, bytes;
+    double secs;
+    for (int r = 0; r < c->n_req; r++)
+        for (int q = 0; q < c->n_qd; q++) {
+            uint64_t req = c->reqs[r], off = cursor / req * req;
+            if (off >= c->size) off = 0;
+            fg_status st = measure(f, opi, req, c->qds[q], off, c->size - off, c->point_s, bufs, &bytes, &secs);
+            if (st) return st;
+            cursor = off + bytes >= c->size ? 0 : off + bytes;
+            double g = secs > 0 ? bytes / secs / 1e9 : 0;
+            json_array_append_new(sweep, point_json(op_name(opi), req, c->qds[q], bytes, secs));
+            fg_debug("profile: %s req %" PRIu64 " qd %d: %.3f GB/s", op_name(opi), req, c->qds[q], g);
+            if (g > best) best = g, *best_req = req, *best_qd = c->qds[q];
+        }
+    return FG_OK;
+}
+
+/* The profile object from what was measured (the sweep is taken over). */
+static json_t *profile_json(const sweep_cfg *c, int direct, const double *full, const uint64_t *best_req,
+                            const int *best_qd, const double *eng, json_t *sweep) {
+    json_t *res = json_pack("{s:f, s:f, s:I, s:i, s:I, s:i, s:s, s:I, s:b, s:o}", "disk_read_GBps", full[1],
+                            "disk_write_GBps", full[2], "read_req_bytes", (json_int_t)best_req[1], "read_qd", best_qd[1],
+                            "write_req_bytes", (json_int_t)best_req[2], "write_qd", best_qd[2], "dir", c->dir,
+                            "file_bytes", (json_int_t)c->size, "direct", direct, "sweep", sweep);
+    if (c->engine_req)
+        json_object_update_new(res, json_pack("{s:f, s:f, s:I, s:i}", "engine_read_GBps", eng[1], "engine_write_GBps", eng[2],
+                                              "engine_req_bytes", (json_int_t)c->engine_req, "engine_qd", c->engine_qd));
+    return res;
+}
+
+fg_status fg_aio_profile(const fg_aio_profile_opts *o, json_t **out) {
+    *out = NULL;
+    sweep_cfg c;
+    fg_status st = sweep_config(o, &c);
+    if (st) return st;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/.flexgen-profile.%d.tmp", c.dir, (int)getpid());
+    uint64_t buf_bytes = c.max_req > STREAM_CHUNK_MAX ? c.max_req : STREAM_CHUNK_MAX;
     uint8_t *bufs[STREAM_NBUF_MAX] = {0};
     fg_aio_file f = {.fd = -1};
     json_t *sweep = json_array(), *res = NULL;
-    fg_status st = alloc_bufs(buf_bytes, STREAM_NBUF_MAX, bufs);
-    if (!st) st = fg_aio_file_open(path, O_RDWR | O_CREAT | O_TRUNC, 0600, &f);
+    if (!(st = alloc_bufs(buf_bytes, STREAM_NBUF_MAX, bufs)))
+        st = fg_aio_file_open(path, O_RDWR | O_CREAT | O_TRUNC, 0600, &f);
     if (st) goto out;
     uint64_t bytes;
     double secs;
     /* Lay the file out (allocated blocks: later writes overwrite in place,
      * as a store's do). */
-    fg_info("profile: writing a %.2f GB test file %s", size / 1e9, path);
-    if ((st = measure(&f, FG_AIO_WRITE, 1 << 20, 32, 0, size, 0, bufs, &bytes, &secs))) goto out;
+    fg_info("profile: writing a %.2f GB test file %s", c.size / 1e9, path);
+    if ((st = measure(&f, FG_AIO_WRITE, LAYOUT_REQ, LAYOUT_QD, 0, c.size, 0, bufs, &bytes, &secs))) goto out;
     if (fdatasync(f.fd) != 0) {
         st = fg_err_set(FG_ERUNTIME, "%s: fdatasync: %s", path, strerror(errno));
         goto out;
     }
-    /* Each point continues where the last one stopped (wrapping), so no
-     * point re-reads blocks a cache below the file system just saw. */
-    double best[3] = {0};
     uint64_t best_req[3] = {0};
     int best_qd[3] = {0};
-    for (int opi = FG_AIO_READ; opi <= FG_AIO_WRITE; opi++) {
-        uint64_t cursor = 0;
-        for (int r = 0; r < n_req; r++)
-            for (int q = 0; q < n_qd; q++) {
-                uint64_t off = cursor / reqs[r] * reqs[r];
-                if (off >= size) off = 0;
-                if ((st = measure(&f, opi, reqs[r], qds[q], off, size - off, point_s, bufs, &bytes, &secs))) goto out;
-                cursor = off + bytes >= size ? 0 : off + bytes;
-                double g = secs > 0 ? bytes / secs / 1e9 : 0;
-                json_array_append_new(sweep, point_json(opi == FG_AIO_READ ? "read" : "write", reqs[r], qds[q],
-                                                        bytes, secs));
-                fg_debug("profile: %s req %" PRIu64 " qd %d: %.3f GB/s", opi == FG_AIO_READ ? "read" : "write",
-                         reqs[r], qds[q], g);
-                if (g > best[opi]) {
-                    best[opi] = g;
-                    best_req[opi] = reqs[r];
-                    best_qd[opi] = qds[q];
-                }
-            }
-    }
+    for (int opi = FG_AIO_READ; opi <= FG_AIO_WRITE; opi++)
+        if ((st = sweep_op(&f, opi, &c, bufs, sweep, &best_req[opi], &best_qd[opi]))) goto out;
     /* The best of many short samples is biased upward by noise: report a
      * full pass over the file at the winning setting instead. */
     double full[3] = {0};
-    for (int opi = FG_AIO_READ; opi <= FG_AIO_WRITE; opi++) {
-        if ((st = measure(&f, opi, best_req[opi], best_qd[opi], 0, size, 0, bufs, &bytes, &secs))) goto out;
-        full[opi] = secs > 0 ? bytes / secs / 1e9 : 0;
-        json_array_append_new(sweep, point_json(opi == FG_AIO_READ ? "read" : "write", best_req[opi],
-                                                best_qd[opi], bytes, secs));
-    }
+    for (int opi = FG_AIO_READ; opi <= FG_AIO_WRITE; opi++)
+        if ((st = full_pass(&f, opi, best_req[opi], best_qd[opi], c.size, bufs, sweep, &full[opi]))) goto out;
     fg_info("profile: read %.3f GB/s (req %" PRIu64 ", qd %d), write %.3f GB/s (req %" PRIu64 ", qd %d)%s",
             full[1], best_req[1], best_qd[1], full[2], best_req[2], best_qd[2],
             f.direct ? "" : " [buffered: no O_DIRECT here]");
     /* The engine does not pick the best setting: it reads and writes at its
-     * disk worker's, whose rate can be half the best's. The cost model
-     * takes these. */
+     * disk worker's, which may be well below the best. The cost model takes
+     * these. */
     double eng[3] = {0};
-    for (int opi = FG_AIO_READ; o && o->engine_req && opi <= FG_AIO_WRITE; opi++) {
-        if ((st = measure(&f, opi, o->engine_req, o->engine_qd, 0, size, 0, bufs, &bytes, &secs))) goto out;
-        eng[opi] = secs > 0 ? bytes / secs / 1e9 : 0;
-        json_array_append_new(sweep, point_json(opi == FG_AIO_READ ? "read" : "write", o->engine_req, o->engine_qd,
-                                                bytes, secs));
-    }
-    if (o && o->engine_req)
+    for (int opi = FG_AIO_READ; c.engine_req && opi <= FG_AIO_WRITE; opi++)
+        if ((st = full_pass(&f, opi, c.engine_req, c.engine_qd, c.size, bufs, sweep, &eng[opi]))) goto out;
+    if (c.engine_req)
         fg_info("profile: at the engine's setting (req %" PRIu64 ", qd %d): read %.3f GB/s, write %.3f GB/s",
-                o->engine_req, o->engine_qd, eng[1], eng[2]);
-    res = json_pack("{s:f, s:f, s:I, s:i, s:I, s:i, s:s, s:I, s:b, s:o}", "disk_read_GBps", full[1],
-                    "disk_write_GBps", full[2], "read_req_bytes", (json_int_t)best_req[1], "read_qd", best_qd[1],
-                    "write_req_bytes", (json_int_t)best_req[2], "write_qd", best_qd[2], "dir", dir,
-                    "file_bytes", (json_int_t)size, "direct", f.direct, "sweep", sweep);
+                c.engine_req, c.engine_qd, eng[1], eng[2]);
+    res = profile_json(&c, f.direct, full, best_req, best_qd, eng, sweep);
     sweep = NULL;
-    if (o && o->engine_req)
-        json_object_update_new(res, json_pack("{s:f, s:f, s:I, s:i}", "engine_read_GBps", eng[1], "engine_write_GBps", eng[2],
-                                          "engine_req_bytes", (json_int_t)o->engine_req, "engine_qd", o->engine_qd));
 out:
     json_decref(sweep);
     if (f.fd >= 0) {

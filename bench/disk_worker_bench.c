@@ -15,7 +15,7 @@
  *                     directory of this executable)
  *
  * read / write: one sequential pass over the file (its size rounded down to
- * 4096 for read; SIZE for write, creating the file), chunk by chunk, into or
+ * FG_AIO_ALIGN for read; SIZE for write, creating the file), chunk by chunk, into or
  * out of a ring of `inflight` chunk-sized slots of one shm segment.
  * store: every file's data region (fg_store_data_range) of an existing tier
  * store, split into chunks, into one segment that holds the whole store (a
@@ -40,7 +40,10 @@
 #include "fg_store.h"
 #include "fg_super.h"
 
-#define WAIT_MS 120000  /* between completions: a stalled device, not a slow one */
+#define WAIT_MS 120000             /* between completions: a stalled device, not a slow one */
+#define DEFAULT_CHUNK (64ull << 20)  /* --chunk */
+#define DEFAULT_INFLIGHT 4           /* --inflight: one per executor thread of the disk worker */
+#define MAX_INFLIGHT 64
 
 /* One DISK_* command of the pass. */
 typedef struct {
@@ -152,130 +155,157 @@ static void add_pieces(pass *p, size_t *cap, int file, uint64_t off, uint64_t n,
 
 /* ---- main ---- */
 
-int main(int argc, char **argv) {
-    fg_log_init("bench-disk-worker");
+typedef struct {
+    const char *mode;            /* "read", "write" or "store" */
+    char target[PATH_MAX];       /* the file or the store's directory, absolute */
+    uint64_t chunk, write_bytes; /* write_bytes: write's SIZE */
+    int inflight;
+    const char *worker_dir;
+} bench_args;
+
+/* The file of write may not exist yet: its directory made absolute. */
+static void resolve_new_file(const char *arg, char *target, size_t len) {
+    char tmp[PATH_MAX], dirbuf[PATH_MAX], rdir[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", arg);
+    snprintf(dirbuf, sizeof dirbuf, "%s", dirname(tmp));
+    if (!realpath(dirbuf, rdir)) {
+        fprintf(stderr, "fg-bench-disk-worker: %s: no such directory\n", dirbuf);
+        exit(2);
+    }
+    snprintf(tmp, sizeof tmp, "%s", arg);
+    if (snprintf(target, len, "%s/%s", rdir, basename(tmp)) >= (int)len) usage();
+}
+
+static void parse_args(int argc, char **argv, bench_args *a) {
     static const struct option opts[] = {
         {"chunk", 1, 0, 'c'}, {"inflight", 1, 0, 'n'}, {"worker-dir", 1, 0, 'w'}, {0, 0, 0, 0}};
-    uint64_t chunk = 64ull << 20;
-    int inflight = 4;
-    const char *worker_dir = NULL;
+    *a = (bench_args){.chunk = DEFAULT_CHUNK, .inflight = DEFAULT_INFLIGHT};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'c': chunk = size_arg("--chunk", optarg); break;
-        case 'n': inflight = atoi(optarg); break;
-        case 'w': worker_dir = optarg; break;
+        case 'c': a->chunk = size_arg("--chunk", optarg); break;
+        case 'n': a->inflight = atoi(optarg); break;
+        case 'w': a->worker_dir = optarg; break;
         default: usage();
         }
     }
-    if (optind + 2 > argc || chunk % 4096 || inflight < 1 || inflight > 64) usage();
-    const char *mode = argv[optind];
-    char target[PATH_MAX];
-    if (!strcmp(mode, "write")) {
+    if (optind + 2 > argc || a->chunk % FG_AIO_ALIGN || a->inflight < 1 || a->inflight > MAX_INFLIGHT) usage();
+    a->mode = argv[optind];
+    if (!strcmp(a->mode, "write")) {
         if (optind + 3 != argc) usage();
-        /* the file may not exist yet: resolve its directory */
-        char tmp[PATH_MAX], dirbuf[PATH_MAX];
-        snprintf(tmp, sizeof tmp, "%s", argv[optind + 1]);
-        snprintf(dirbuf, sizeof dirbuf, "%s", dirname(tmp));
-        char rdir[PATH_MAX];
-        if (!realpath(dirbuf, rdir)) {
-            fprintf(stderr, "fg-bench-disk-worker: %s: no such directory\n", dirbuf);
-            return 2;
-        }
-        snprintf(tmp, sizeof tmp, "%s", argv[optind + 1]);
-        if (snprintf(target, sizeof target, "%s/%s", rdir, basename(tmp)) >= (int)sizeof target) usage();
-    } else if (!strcmp(mode, "read") || !strcmp(mode, "store")) {
+        resolve_new_file(argv[optind + 1], a->target, sizeof a->target);
+        a->write_bytes = size_arg("SIZE", argv[optind + 2]);
+    } else if (!strcmp(a->mode, "read") || !strcmp(a->mode, "store")) {
         if (optind + 2 != argc) usage();
-        if (!realpath(argv[optind + 1], target)) {
+        if (!realpath(argv[optind + 1], a->target)) {
             fprintf(stderr, "fg-bench-disk-worker: %s: not found\n", argv[optind + 1]);
-            return 2;
+            exit(2);
         }
     } else {
         usage();
     }
+}
 
-    pass p = {.type = strcmp(mode, "write") ? FG_MSG_DISK_READ : FG_MSG_DISK_WRITE, .path = target,
-              .chunk = chunk};
+/* The pass's pieces: every data region of the store, each at its place in
+ * one segment that holds them all; or the file in a ring of `inflight`
+ * chunks. *total: the bytes moved; *seg_bytes: the segment's size. */
+static void plan_pass(const bench_args *a, pass *p, fg_store **store, uint64_t *total, uint64_t *seg_bytes) {
     size_t cap = 0;
-    uint64_t total = 0, seg_bytes;
-    fg_store *store = NULL;
-    if (!strcmp(mode, "store")) {
-        fg_exit_on(fg_store_open(target, &store));
-        p.store = store;
+    if (!strcmp(a->mode, "store")) {
+        fg_exit_on(fg_store_open(a->target, store));
+        p->store = *store;
         uint64_t at = FG_SHM_HEADER_BYTES;
-        for (int f = FG_STORE_GLOBALS; f < fg_store_n_layers(store); f++) {
+        for (int f = FG_STORE_GLOBALS; f < fg_store_n_layers(*store); f++) {
             uint64_t off, n;
-            fg_store_data_range(store, f, &off, &n);
-            add_pieces(&p, &cap, f, off, n, &at);
+            fg_store_data_range(*store, f, &off, &n);
+            add_pieces(p, &cap, f, off, n, &at);
         }
-        total = fg_store_total_bytes(store);
-        seg_bytes = total;
-    } else {
-        if (p.type == FG_MSG_DISK_WRITE) {
-            total = size_arg("SIZE", argv[optind + 2]);
-        } else {
-            struct stat sb;
-            if (stat(target, &sb) != 0 || sb.st_size < 4096) {
-                fprintf(stderr, "fg-bench-disk-worker: %s: empty or unreadable\n", target);
-                return 2;
-            }
-            total = (uint64_t)sb.st_size;
-        }
-        total = total / 4096 * 4096;
-        p.ring = 1;
-        add_pieces(&p, &cap, 0, 0, total, NULL);
-        seg_bytes = (uint64_t)inflight * chunk;
+        *total = *seg_bytes = fg_store_total_bytes(*store);
+        return;
     }
+    if (p->type == FG_MSG_DISK_WRITE) {
+        *total = a->write_bytes;
+    } else {
+        struct stat sb;
+        if (stat(a->target, &sb) != 0 || sb.st_size < (off_t)FG_AIO_ALIGN) {
+            fprintf(stderr, "fg-bench-disk-worker: %s: empty or unreadable\n", a->target);
+            exit(2);
+        }
+        *total = (uint64_t)sb.st_size;
+    }
+    *total = *total / FG_AIO_ALIGN * FG_AIO_ALIGN;
+    p->ring = 1;
+    add_pieces(p, &cap, 0, 0, *total, NULL);
+    *seg_bytes = (uint64_t)a->inflight * a->chunk;
+}
 
+/* A disk worker under its own supervisor, and the segment of seg_bytes it
+ * moves bytes through, touched before any clock starts. The segment's
+ * data, by its address in this process. */
+static uint8_t *start_worker(const bench_args *a, pass *p, uint64_t seg_bytes) {
     /* The worker's --offload-dir: the file's directory (every path sent is
      * absolute, so it only has to exist). */
     char offload[PATH_MAX];
-    snprintf(offload, sizeof offload, "%s", target);
-    if (strcmp(mode, "store")) snprintf(offload, sizeof offload, "%s", dirname(offload));
+    snprintf(offload, sizeof offload, "%s", a->target);
+    if (strcmp(a->mode, "store")) snprintf(offload, sizeof offload, "%s", dirname(offload));
     fg_super_opts o;
     memset(&o, 0, sizeof o);
     o.roles = 1u << FG_ROLE_DISK;
-    o.worker_dir = worker_dir;
+    o.worker_dir = a->worker_dir;
     o.offload_dir = offload;
-    fg_status st = fg_super_new(&o, &p.sup);
-    if (st != FG_OK) {
+    if (fg_super_new(&o, &p->sup) != FG_OK) {
         fprintf(stderr, "fg-bench-disk-worker: cannot start flexgen-disk-worker: %s\n"
                         "HINT: build it (cmake --build BUILD) and pass --worker-dir BUILD/bin\n", fg_err_msg());
-        return 1;
+        exit(1);
     }
-    fg_exit_on(fg_super_segment_new(p.sup, "bench", seg_bytes, &p.seg));
-    uint8_t *base = fg_super_ptr(p.sup, (fg_shm_handle){p.seg, FG_SHM_HEADER_BYTES, seg_bytes});
+    fg_exit_on(fg_super_segment_new(p->sup, "bench", seg_bytes, &p->seg));
+    uint8_t *base = fg_super_ptr(p->sup, (fg_shm_handle){p->seg, FG_SHM_HEADER_BYTES, seg_bytes});
     FG_ASSERT(base);
     /* Touch it in chunks, polling between them: a coordinator deaf for
      * FG_HB_LIVENESS heartbeats would declare the worker dead. Not zeros,
      * so what is written is not a zero page that anything could skip. */
-    for (uint64_t i = 0; i < seg_bytes; i += chunk) {
-        memset(base + i, 0xA5, seg_bytes - i < chunk ? seg_bytes - i : chunk);
-        fg_super_poll(p.sup, 0, NULL, NULL);
+    for (uint64_t i = 0; i < seg_bytes; i += a->chunk) {
+        memset(base + i, 0xA5, seg_bytes - i < a->chunk ? seg_bytes - i : a->chunk);
+        fg_super_poll(p->sup, 0, NULL, NULL);
     }
+    return base;
+}
 
-    double secs = run_pass(&p, inflight);
-
-    int verified = -1;
-    if (store) {
-        verified = 1;
-        uint64_t at = 0;
-        for (int f = FG_STORE_GLOBALS; f < fg_store_n_layers(store) && verified; f++) {
-            uint64_t off, n;
-            fg_store_data_range(store, f, &off, &n);
-            if (fg_store_verify(store, f, base + at) != FG_OK) {
-                fprintf(stderr, "fg-bench-disk-worker: %s\n", fg_err_msg());
-                verified = 0;
-            }
-            at += n;
+/* Every tensor of the store, as read into base, against its checksum: 1
+ * when all match. */
+static int verify_store(const fg_store *store, const uint8_t *base) {
+    uint64_t at = 0;
+    for (int f = FG_STORE_GLOBALS; f < fg_store_n_layers(store); f++) {
+        uint64_t off, n;
+        fg_store_data_range(store, f, &off, &n);
+        if (fg_store_verify(store, f, base + at) != FG_OK) {
+            fprintf(stderr, "fg-bench-disk-worker: %s\n", fg_err_msg());
+            return 0;
         }
+        at += n;
     }
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    fg_log_init("bench-disk-worker");
+    bench_args a;
+    parse_args(argc, argv, &a);
+    pass p = {.type = strcmp(a.mode, "write") ? FG_MSG_DISK_READ : FG_MSG_DISK_WRITE, .path = a.target,
+              .chunk = a.chunk};
+    uint64_t total = 0, seg_bytes;
+    fg_store *store = NULL;
+    plan_pass(&a, &p, &store, &total, &seg_bytes);
+    uint8_t *base = start_worker(&a, &p, seg_bytes);
+
+    double secs = run_pass(&p, a.inflight);
+    int verified = store ? verify_store(store, base) : -1;
 
     const char *key = store ? "store_read" : p.type == FG_MSG_DISK_READ ? "read" : "write";
     fg_super_stats ss;
     fg_super_get_stats(p.sup, &ss);
     printf("%s_GBps=%.4f\nbytes=%" PRIu64 "\nseconds=%.4f\ncommands=%zu\nchunk=%" PRIu64 "\ninflight=%d\n"
-           "worker_seconds=%.4f\n", key, total / secs / 1e9, total, secs, p.npc, chunk, inflight, p.worker_ns / 1e9);
+           "worker_seconds=%.4f\n", key, total / secs / 1e9, total, secs, p.npc, a.chunk, a.inflight, p.worker_ns / 1e9);
     if (store) printf("files=%d\nverified=%d\n", fg_store_n_layers(store) + 1, verified);
     printf("worker_deaths=%u\n", ss.deaths[FG_ROLE_DISK]);
     fg_super_destroy(&p.sup);

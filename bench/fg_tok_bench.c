@@ -17,11 +17,6 @@ static void usage(FILE *f) {
                "(default 5) with the word cache on, then off; prints MB/s as JSON.\n");
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Encodes all documents; returns seconds and fills a checksum of the ids so the
  * two cache modes can be compared cheaply. */
 static double run_once(fg_tok *t, json_t *docs, size_t *n_tok, uint64_t *sum) {
@@ -95,9 +90,7 @@ int main(int argc, char **argv) {
     for (int mode = 0; mode < 2; mode++) {
         printf(", \"%s_mbps\": [", names[mode]);
         for (int r = 0; r < runs; r++) printf("%s%.3f", r ? ", " : "", mbps[mode][r]);
-        qsort(mbps[mode], (size_t)runs, sizeof(double), cmp_double);
-        double med = runs % 2 ? mbps[mode][runs / 2]
-                              : 0.5 * (mbps[mode][runs / 2 - 1] + mbps[mode][runs / 2]);
+        double med = fg_median(mbps[mode], runs);
         printf("], \"%s_median_mbps\": %.3f", names[mode], med);
     }
     printf("}\n");

@@ -92,11 +92,6 @@ static void run(const layer *l, int way) {
     }
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median ns per weight value over reps runs (after one warm-up). */
 static double time_ns(const layer *l, int way, int reps) {
     double t[64];
@@ -106,8 +101,7 @@ static double time_ns(const layer *l, int way, int reps) {
         run(l, way);
         t[i] = fg_now() - t0;
     }
-    qsort(t, (size_t)reps, sizeof(double), cmp_double);
-    return t[reps / 2] * 1e9 / ((double)l->in * l->out);
+    return fg_median(t, reps) * 1e9 / ((double)l->in * l->out);
 }
 
 static uint64_t rng = 88172645463325252ull;

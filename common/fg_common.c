@@ -18,10 +18,13 @@ static const char *log_role = "flexgen";
 static fg_log_level log_level = FG_LOG_INFO;
 
 fg_status fg_err_set(fg_status st, const char *fmt, ...) {
+    /* formatted aside first: an argument may be fg_err_msg() itself (a message wrapping the one before) */
+    char msg[sizeof err_buf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(err_buf, msg, sizeof err_buf);
     return st;
 }
 
@@ -114,6 +117,17 @@ double fg_log_interp(const double *xs, const double *ys, int n, double x) {
             return ys[i - 1] + f * (ys[i] - ys[i - 1]);
         }
     return ys[n - 1];
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double fg_median(double *v, int n) {
+    FG_ASSERT(n > 0);
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 fg_status fg_parse_size(const char *s, uint64_t *out) {

@@ -70,6 +70,11 @@ double fg_now(void);
  * them, held at the ends. For rate tables measured at sizes 1, 2, 4 ... */
 double fg_log_interp(const double *xs, const double *ys, int n, double x);
 
+/* The median of v[0..n), n > 0: the middle value, or the mean of the two
+ * middle ones when n is even. Sorts v in place. The one median of every
+ * timing (profiles, calibration, benchmarks). */
+double fg_median(double *v, int n);
+
 /* Parse "512M", "16G", "1.5T", "4096" into bytes. Returns FG_EINPUT on junk. */
 fg_status fg_parse_size(const char *s, uint64_t *out);
 /* A decimal integer in [lo, hi] for flag `flag`; FG_EINPUT saying so. */

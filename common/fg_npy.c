@@ -1,5 +1,6 @@
 /* fg_npy.c - incremental float32 .npy writer (format version 1.0). */
 #include "fg_npy.h"
+#include "fg_fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,18 +10,14 @@
 #include <unistd.h>
 
 struct fg_npy_writer {
-    int fd;
+    fg_fs_atomic file;   /* PATH.partial until committed */
     size_t data_off;
-    char path[PATH_MAX], tmp[PATH_MAX];
 };
 
 fg_status fg_npy_create(const char *path, const int64_t *shape, int ndim, fg_npy_writer **out) {
     fg_npy_writer *w = fg_xcalloc(1, sizeof *w);
-    snprintf(w->path, sizeof w->path, "%s", path);
-    snprintf(w->tmp, sizeof w->tmp, "%s.partial", path);
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (w->fd < 0) {
-        fg_status st = fg_err_set(FG_EINPUT, "%s: cannot create: %s", w->tmp, strerror(errno));
+    fg_status st = fg_fs_atomic_open(&w->file, path, 0);
+    if (st) {
         free(w);
         return st;
     }
@@ -39,8 +36,8 @@ fg_status fg_npy_create(const char *path, const int64_t *shape, int ndim, fg_npy
     memcpy(hdr + 10, dict, (size_t)n);
     memset(hdr + 10 + n, ' ', total - 10 - (size_t)n);
     hdr[total - 1] = '\n';
-    if (pwrite(w->fd, hdr, total, 0) != (ssize_t)total) {
-        fg_status st = fg_err_set(FG_ERUNTIME, "%s: write failed: %s", w->tmp, strerror(errno));
+    if (pwrite(w->file.fd, hdr, total, 0) != (ssize_t)total) {
+        st = fg_err_set(FG_ERUNTIME, "%s: write failed: %s", w->file.partial, strerror(errno));
         fg_npy_abort(&w);
         return st;
     }
@@ -54,9 +51,9 @@ fg_status fg_npy_write(fg_npy_writer *w, int64_t elem, const float *data, size_t
     size_t left = n * sizeof(float);
     off_t off = (off_t)(w->data_off + (size_t)elem * sizeof(float));
     while (left) {
-        ssize_t k = pwrite(w->fd, p, left, off);
+        ssize_t k = pwrite(w->file.fd, p, left, off);
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return fg_err_set(FG_ERUNTIME, "%s: write failed: %s", w->tmp, k < 0 ? strerror(errno) : "short write");
+        if (k <= 0) return fg_err_set(FG_ERUNTIME, "%s: write failed: %s", w->file.partial, k < 0 ? strerror(errno) : "short write");
         p += k;
         off += k;
         left -= (size_t)k;
@@ -66,11 +63,7 @@ fg_status fg_npy_write(fg_npy_writer *w, int64_t elem, const float *data, size_t
 
 fg_status fg_npy_commit(fg_npy_writer **wp) {
     fg_npy_writer *w = *wp;
-    fg_status st = FG_OK;
-    if (close(w->fd) != 0) st = fg_err_set(FG_ERUNTIME, "%s: close failed: %s", w->tmp, strerror(errno));
-    else if (rename(w->tmp, w->path) != 0)
-        st = fg_err_set(FG_ERUNTIME, "%s: rename to %s failed: %s", w->tmp, w->path, strerror(errno));
-    if (st) unlink(w->tmp);
+    fg_status st = fg_fs_atomic_commit(&w->file);
     free(w);
     *wp = NULL;
     return st;
@@ -79,8 +72,7 @@ fg_status fg_npy_commit(fg_npy_writer **wp) {
 void fg_npy_abort(fg_npy_writer **wp) {
     fg_npy_writer *w = *wp;
     if (!w) return;
-    if (w->fd >= 0) close(w->fd);
-    unlink(w->tmp);
+    fg_fs_atomic_abort(&w->file);
     free(w);
     *wp = NULL;
 }

@@ -108,8 +108,8 @@ static void expand_scalar(const uint8_t *src, int N, int C, int g, int r0, int r
  * rows written as runs of whole cache lines (a column-major walk of a row
  * stride of 4 KB keeps landing in the same L1 set). Each row's bytes for
  * the next block are fetched while this one is expanded: runs of CB bytes
- * in up to 32 rows are too short and too many for the hardware prefetcher,
- * which left a block of 32 rows 3x slower from memory than from cache. */
+ * in up to 32 rows are too short and too many for the hardware prefetcher
+ * to follow. */
 #define CB 256
 
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))

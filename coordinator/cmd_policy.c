@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_cmds.h"
 #include "fg_policy_auto.h"
 #include "fg_profile_run.h"
@@ -19,7 +19,7 @@
 #include "fg_weights.h"
 
 typedef struct {
-    const char *model_dir, *dummy, *hardware, *offload_dir, *device, *prompt_ids, *prompts;
+    const char *model_dir, *dummy, *hardware, *offload_dir, *device, *prompt_ids, *prompts, *chat_template;
     int S, G, n_prompts, truncate, json, have_percent, gbs, K, cpu_attn;
     int compress_weight, compress_cache;   /* allowed (searched), or used (--percent) */
     uint64_t gpu_mem, cpu_mem, disk_mem;
@@ -40,7 +40,7 @@ static void usage(FILE *f) {
         "  --prompt-len S      prompt length (tokens, padded)\n"
         "  --prompts FILE      or the job's prompts, as flexgen run reads them (text or JSONL, tokenized\n"
         "                      with the model's tokenizer; --truncate as in flexgen run): their count\n"
-        "                      and longest length\n"
+        "                      and longest length; --chat-template FILE as in flexgen run\n"
         "  --prompt-ids FILE   or the job's prompts as token ids (a JSON list of lists)\n"
         "  --gen-len N         new tokens per prompt (default 32)\n"
         "  --num-prompts N     prompts in the job (default: as many as the best block holds)\n"
@@ -56,7 +56,7 @@ static void usage(FILE *f) {
 
 static fg_status parse(int argc, char **argv, policy_args *a) {
     enum { O_MODEL = 256, O_DUMMY, O_S, O_G, O_N, O_PIDS, O_HW, O_GPU, O_CPU, O_DISK, O_OFF, O_DEV, O_JSON, O_PCT,
-           O_GBS, O_NGB, O_CA, O_CW, O_CC, O_PROMPTS, O_TRUNC };
+           O_GBS, O_NGB, O_CA, O_CW, O_CC, O_PROMPTS, O_TRUNC, O_CHAT };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},       {"dummy", required_argument, 0, O_DUMMY},
         {"prompt-len", required_argument, 0, O_S},      {"gen-len", required_argument, 0, O_G},
@@ -69,6 +69,7 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
         {"cpu-cache-compute", no_argument, 0, O_CA},    {"help", no_argument, 0, 'h'},
         {"compress-weight", no_argument, 0, O_CW},      {"compress-cache", no_argument, 0, O_CC},
         {"prompts", required_argument, 0, O_PROMPTS},   {"truncate", no_argument, 0, O_TRUNC},
+        {"chat-template", required_argument, 0, O_CHAT},
         {0, 0, 0, 0},
     };
     *a = (policy_args){.G = 32, .offload_dir = "flexgen-offload", .cpu_attn = -1};
@@ -86,6 +87,7 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
         case O_PIDS: a->prompt_ids = optarg; break;
         case O_PROMPTS: a->prompts = optarg; break;
         case O_TRUNC: a->truncate = 1; break;
+        case O_CHAT: a->chat_template = optarg; break;
         case O_HW: a->hardware = optarg; break;
         case O_GPU: st = fg_parse_size(optarg, &a->gpu_mem); break;
         case O_CPU: st = fg_parse_size(optarg, &a->cpu_mem); break;
@@ -114,8 +116,8 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
     if (a->truncate && !a->prompts) return fg_err_set(FG_EINPUT, "flexgen policy: --truncate goes with --prompts FILE");
     if (a->have_percent && !(a->gbs && a->K))
         return fg_err_set(FG_EINPUT, "flexgen policy: --percent scores a policy: give --gpu-batch-size and --num-gpu-batches too");
-    if (!a->device) a->device = fg_backend_default();
-    return fg_backend_known(a->device);
+    if (!a->device) a->device = fg_devsize_default();
+    return fg_devsize_known(a->device);
 }
 
 static const char *gb(double b, char *buf) {
@@ -208,7 +210,8 @@ int fg_cmd_policy(int argc, char **argv) {
             fg_tok *tok = NULL;
             fg_prompt_list text = {0};
             fg_exit_on(fg_prompt_tokenizer(a.model_dir, a.dummy != NULL, 1, ws, &tok));
-            fg_exit_on(fg_prompt_encode(a.prompts, tok, c, a.G, a.truncate, &text, &in, &nn));
+            fg_chat_src chat = {a.model_dir, a.chat_template};
+            fg_exit_on(fg_prompt_encode(a.prompts, tok, c, &chat, a.G, a.truncate, &text, &in, &nn));
             fg_prompts_free(&text);
             fg_tok_destroy(&tok);
         } else {

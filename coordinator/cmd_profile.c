@@ -11,16 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_cmds.h"
+#include "fg_fs.h"
 #include "fg_profile_run.h"
-
-/* mkdir -p, mode 0700; errors surface when the directory is checked. */
-static void mkdirs(char *dir) {
-    for (char *p = dir + 1; *p; p++)
-        if (*p == '/') *p = 0, mkdir(dir, 0700), *p = '/';
-    mkdir(dir, 0700);
-}
 
 /* Whether the cached profile at path already holds what o would measure. */
 static int complete(const fg_profile_opts *o, const char *path) {
@@ -98,18 +92,16 @@ int fg_cmd_profile(int argc, char **argv) {
         }
     }
     if (!st && optind < argc) st = fg_err_set(FG_EINPUT, "flexgen profile: unexpected argument '%s'", argv[optind]);
-    char keep[PATH_MAX];
     if (!st && o.keep_runs) {   /* before minutes of measuring, not after */
-        snprintf(keep, sizeof keep, "%s", o.keep_runs);
-        mkdirs(keep);
         struct stat sb;
-        if (stat(keep, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(keep, W_OK | X_OK) != 0)
+        if (fg_fs_mkdirs(o.keep_runs, 0700) || stat(o.keep_runs, &sb) != 0 || !S_ISDIR(sb.st_mode) ||
+            access(o.keep_runs, W_OK | X_OK) != 0)
             st = fg_err_set(FG_EINPUT, "--keep-runs %s: not a directory this user can write", o.keep_runs);
     }
     fg_opt_config cfg;
     if (!st) st = fg_config_by_name(o.model, &cfg);
-    if (!o.device) o.device = fg_backend_default();
-    if (!st) st = fg_backend_usable(o.device);
+    if (!o.device) o.device = fg_devsize_default();
+    if (!st) st = fg_devsize_usable(o.device);
     char path[PATH_MAX];
     if (!st && !out) st = fg_profile_cache_path(o.offload_dir, o.device, path, sizeof path);
     if (!st && out) snprintf(path, sizeof path, "%s", out);

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_cmds.h"
 #include "fg_policy_auto.h"
 #include "fg_profile_run.h"
@@ -23,6 +23,7 @@
 #include "fg_prompt_enc.h"
 
 #include "cmd_run.h"
+#include "fg_fs.h"
 #include "fg_job.h"
 #include "fg_shm.h"
 
@@ -174,14 +175,12 @@ static fg_status write_report(const char *path, const run_args *a, const fg_opt_
             json_object_set_new(pp, "decode_resource_s", fg_cost_res_json(pred->pred.gen_res));
         }
     }
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.partial", path);
-    int rc = json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    fg_fs_atomic file;
+    int bad = fg_fs_atomic_fopen(&file, path, 0) != FG_OK;
+    if (!bad && json_dumpf(o, file.f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) bad = 1, fg_fs_atomic_abort(&file);
+    if (!bad) bad = fg_fs_atomic_commit(&file) != FG_OK;
     json_decref(o);
-    if (rc != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return fg_err_set(FG_EINPUT, "%s: cannot write the report", path);
-    }
+    if (bad) return fg_err_set(FG_EINPUT, "%s: cannot write the report", path);
     return FG_OK;
 }
 
@@ -192,7 +191,7 @@ static fg_status write_report(const char *path, const run_args *a, const fg_opt_
 static fg_status choose_policy(run_args *a, fg_wsrc *ws, int n, int S, fg_search_result *pred) {
     const fg_opt_config *c = fg_wsrc_config(ws);
     fg_policy *p = &a->flex.policy;
-    const char *device = a->flex.device ? a->flex.device : fg_backend_default();
+    const char *device = a->flex.device ? a->flex.device : fg_devsize_default();
     fg_search_opts so = {.S = S, .G = a->gen_len, .n_prompts = n, .gpu_mem = a->flex.gpu_mem, .cpu_mem = a->flex.cpu_mem,
                          .disk_mem = a->flex.disk_mem, .backend = device, .gbs = a->batch, .K = a->num_gpu_batches,
                          .cpu_attn = a->cpu_cache_compute ? 1 : -1};
@@ -236,81 +235,132 @@ static fg_status choose_policy(run_args *a, fg_wsrc *ws, int n, int S, fg_search
     return FG_OK;
 }
 
+/* The weights (with the run's compression flags in their config) and,
+ * where the model has tokenizer files and the run needs them, its
+ * tokenizer. Exits on failure, as the rest of fg_cmd_run's steps. */
+static fg_wsrc *open_model(const run_args *a, run_io *io) {
+    fg_wsrc *ws = NULL;
+    fg_exit_on(a->dummy ? fg_wsrc_open_dummy(a->dummy, a->seed, &ws) : fg_wsrc_open_dir(a->model_dir, NULL, &ws));
+    fg_exit_on(fg_prompt_tokenizer(a->model_dir, a->dummy != NULL, a->prompts || a->n_stop, ws, &io->tok));
+    fg_wsrc_config_mut(ws)->compress_weight = a->flex.policy.compress_weight;   /* the tiers' format, fg_q4.h */
+    fg_wsrc_config_mut(ws)->compress_cache = a->flex.policy.compress_cache;
+    const fg_opt_config *c = fg_wsrc_config(ws);
+    fg_info("model: %s (%s: %d layers, hidden %d, %d heads, %d kv heads), %s", c->name, fg_config_family_name(c),
+            c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, fg_wsrc_describe(ws));
+    return ws;
+}
+
+/* The prompts as ids: --prompts encoded, or --prompt-ids read and checked
+ * against the context. */
+static void read_prompts(const run_args *a, run_io *io, const fg_opt_config *c, fg_seq_in **in, int *n) {
+    if (a->prompts) {
+        fg_chat_src chat = {a->model_dir, a->chat_template};
+        fg_exit_on(fg_prompt_encode(a->prompts, io->tok, c, &chat, a->gen_len, a->truncate, &io->text, in, n));
+        return;
+    }
+    fg_exit_on(fg_prompt_ids_read(a->prompt_ids, c->vocab_size, in, n));
+    for (int i = 0; i < *n; i++)
+        if ((*in)[i].len + a->gen_len > c->max_pos) {
+            fg_err_set(FG_EINPUT, "%s: prompt %d has %d tokens; with --gen-len %d it needs %d positions, "
+                                  "the model has %d", a->prompt_ids, i, (*in)[i].len, a->gen_len,
+                       (*in)[i].len + a->gen_len, c->max_pos);
+            fg_exit_on(FG_EINPUT);
+        }
+}
+
+/* The offloading engine's policy (flags, search or fit rule) and the
+ * batch it sets in go; the block size (prompts per journaled block). */
+static int plan_flexgen(run_args *a, fg_wsrc *ws, const fg_seq_in *in, int n, fg_gen_opts *go, fg_search_result *pred) {
+    fg_policy *p = &a->flex.policy;
+    p->gbs = a->batch ? a->batch : (n < FG_RUN_DEFAULT_GBS ? n : FG_RUN_DEFAULT_GBS);
+    p->num_gpu_batches = a->num_gpu_batches ? a->num_gpu_batches : 1;
+    p->cpu_cache_compute = a->cpu_cache_compute;
+    p->overlap = !a->no_overlap;
+    a->flex.schedule_row = a->schedule_row;
+    int S = 1;
+    for (int i = 0; i < n; i++) S = in[i].len > S ? in[i].len : S;
+    if (a->resume) fg_info("--resume: the job's policy, not a new search");
+    fg_exit_on(choose_policy(a, ws, n, S, pred));
+    go->batch = p->gbs;
+    return p->gbs * p->num_gpu_batches;
+}
+
+/* The job: recorded (or checked against its record, jobrec, on --resume)
+ * before any block runs; go->start is where the engine begins. */
+static void open_job(const run_args *a, const json_t *jobrec, fg_wsrc *ws, int n, int block, run_journal *rj,
+                     fg_gen_opts *go) {
+    char jobdir[PATH_MAX];
+    uint64_t psum;
+    fg_exit_on(fg_run_prompts_sum(a, &psum));
+    json_t *rec = fg_run_job_record(a, fg_wsrc_identity(ws), psum, n, block);
+    fg_exit_on(fg_run_job_dir(a, jobdir, sizeof jobdir));
+    if (a->resume) {
+        fg_exit_on(fg_run_job_check(jobdir, jobrec, rec));
+        fg_exit_on(fg_job_resume(jobdir, n, block, &rj->job, &go->start));
+        char done[64] = "", rest[64] = "nothing left to compute";
+        if (go->start) snprintf(done, sizeof done, " (prompts 0..%d), not recomputed", go->start - 1);
+        if (go->start < n) snprintf(rest, sizeof rest, "computing prompts %d..%d", go->start, n - 1);
+        fg_info("job %s: resuming: %d of %d blocks finished%s; %s", jobdir, (go->start + block - 1) / block,
+                (n + block - 1) / block, done, rest);
+    } else {
+        fg_exit_on(fg_job_start(jobdir, rec, n, block, &rj->job));
+    }
+    json_decref(rec);
+    go->block_done = journal_block, go->block_ctx = rj;
+}
+
+/* The engine over the prompts not yet journaled. */
+static fg_status run_engine(run_args *a, fg_wsrc *ws, const fg_seq_in *in, int n, const fg_gen_opts *go,
+                            fg_seq_out *out, fg_gen_stats *stats, fg_flex_stats *fs) {
+    if (go->start == n) {   /* every block was journaled before the kill: only the output is left to write */
+        fg_shm_sweep();     /* what the dead run left, as a run that starts workers would sweep it */
+        if (!strcmp(a->engine, "flexgen")) fg_spill_sweep(a->flex.offload_dir);
+        return FG_OK;
+    }
+    if (!strcmp(a->engine, "reference")) return fg_engine_ref_run(ws, in, n, go, out, stats);
+    return fg_engine_flex_run(ws, in, n, go, &a->flex, out, stats, fs);
+}
+
+static void log_summary(const run_args *a, int n, const fg_gen_opts *go, const fg_gen_stats *stats,
+                        const fg_flex_stats *fs) {
+    double gen_s = stats->prefill_s + stats->decode_s;
+    char extra[160];
+    if (!strcmp(a->engine, "reference"))
+        snprintf(extra, sizeof extra, "BLAS %.1f%%", gen_s > 0 ? 100.0 * stats->gemm_s / gen_s : 0.0);
+    else
+        snprintf(extra, sizeof extra, "busy: gpu worker %.2f s, cpu worker %.2f s, disk worker %.2f s", fs->busy_s[0],
+                 fs->busy_s[1], fs->busy_s[2]);
+    fg_info("generated %ld tokens for %d prompts in %.3f s: %.2f tokens/s (prefill %.3f s, decode %.3f s, %s, "
+            "weights load %.3f s)",
+            stats->generated, n - go->start, gen_s, gen_s > 0 ? stats->generated / gen_s : 0.0, stats->prefill_s,
+            stats->decode_s, extra, stats->load_s);
+}
+
 int fg_cmd_run(int argc, char **argv) {
     run_args a;
     fg_exit_on(fg_run_parse_args(argc, argv, &a));
-    char jobdir[PATH_MAX];
     json_t *jobrec = NULL;   /* --resume: the job's record; its strings fill in a's */
     if (a.resume) {
+        char jobdir[PATH_MAX];
         fg_exit_on(fg_run_job_dir(&a, jobdir, sizeof jobdir));
         fg_exit_on(fg_job_read_record(jobdir, &jobrec));
         fg_exit_on(fg_run_job_apply(&a, jobrec));
     }
-
-    fg_wsrc *ws = NULL;
-    fg_exit_on(a.dummy ? fg_wsrc_open_dummy(a.dummy, a.seed, &ws) : fg_wsrc_open_dir(a.model_dir, NULL, &ws));
     run_io io = {.stop = a.stop, .n_stop = a.n_stop};
-    fg_exit_on(fg_prompt_tokenizer(a.model_dir, a.dummy != NULL, a.prompts || a.n_stop, ws, &io.tok));
-    fg_wsrc_config_mut(ws)->compress_weight = a.flex.policy.compress_weight;   /* the tiers' format, fg_q4.h */
-    fg_wsrc_config_mut(ws)->compress_cache = a.flex.policy.compress_cache;
+    fg_wsrc *ws = open_model(&a, &io);
     const fg_opt_config *c = fg_wsrc_config(ws);
-    fg_info("model: %s (%s: %d layers, hidden %d, %d heads, %d kv heads), %s", c->name, fg_config_family_name(c),
-            c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, fg_wsrc_describe(ws));
-
     fg_seq_in *in = NULL;
     int n = 0;
-    if (a.prompts) {
-        fg_exit_on(fg_prompt_encode(a.prompts, io.tok, c, a.gen_len, a.truncate, &io.text, &in, &n));
-    } else {
-        fg_exit_on(fg_prompt_ids_read(a.prompt_ids, c->vocab_size, &in, &n));
-        for (int i = 0; i < n; i++)
-            if (in[i].len + a.gen_len > c->max_pos) {
-                fg_err_set(FG_EINPUT, "%s: prompt %d has %d tokens; with --gen-len %d it needs %d positions, "
-                                      "the model has %d", a.prompt_ids, i, in[i].len, a.gen_len, in[i].len + a.gen_len,
-                           c->max_pos);
-                fg_exit_on(FG_EINPUT);
-            }
-    }
+    read_prompts(&a, &io, c, &in, &n);
 
     fg_gen_opts go = {.gen_len = a.gen_len, .batch = a.batch, .ignore_eos = a.ignore_eos,
                       .samp = {.temperature = a.temperature, .top_p = a.top_p, .seed = a.seed},
                       .stop = a.n_stop ? stop_check : NULL, .stop_ctx = &io};
     fg_search_result pred = {0};   /* the cost model's prediction (cases 0: none) */
     int block = a.batch ? a.batch : n;
-    if (!strcmp(a.engine, "flexgen")) {
-        fg_policy *p = &a.flex.policy;
-        p->gbs = a.batch ? a.batch : (n < 8 ? n : 8);
-        p->num_gpu_batches = a.num_gpu_batches ? a.num_gpu_batches : 1;
-        p->cpu_cache_compute = a.cpu_cache_compute;
-        p->overlap = !a.no_overlap;
-        a.flex.schedule_row = a.schedule_row;
-        int S = 1;
-        for (int i = 0; i < n; i++) S = in[i].len > S ? in[i].len : S;
-        if (a.resume) fg_info("--resume: the job's policy, not a new search");
-        fg_exit_on(choose_policy(&a, ws, n, S, &pred));
-        go.batch = p->gbs;
-        block = p->gbs * p->num_gpu_batches;
-    }
-
-    /* the job: recorded (or checked against its record) before any block runs */
-    uint64_t psum;
-    fg_exit_on(fg_run_prompts_sum(&a, &psum));
-    json_t *rec = fg_run_job_record(&a, fg_wsrc_identity(ws), psum, n, block);
+    if (!strcmp(a.engine, "flexgen")) block = plan_flexgen(&a, ws, in, n, &go, &pred);
     run_journal rj = {.io = &io, .in = in, .n = n, .block = block};
-    fg_exit_on(fg_run_job_dir(&a, jobdir, sizeof jobdir));
-    if (a.resume) {
-        fg_exit_on(fg_run_job_check(jobdir, jobrec, rec));
-        fg_exit_on(fg_job_resume(jobdir, n, block, &rj.job, &go.start));
-        char done[64] = "", rest[64] = "nothing left to compute";
-        if (go.start) snprintf(done, sizeof done, " (prompts 0..%d), not recomputed", go.start - 1);
-        if (go.start < n) snprintf(rest, sizeof rest, "computing prompts %d..%d", go.start, n - 1);
-        fg_info("job %s: resuming: %d of %d blocks finished%s; %s", jobdir, (go.start + block - 1) / block,
-                (n + block - 1) / block, done, rest);
-    } else {
-        fg_exit_on(fg_job_start(jobdir, rec, n, block, &rj.job));
-    }
-    json_decref(rec);
-    go.block_done = journal_block, go.block_ctx = &rj;
+    open_job(&a, jobrec, ws, n, block, &rj, &go);
 
     if (a.dump_logits) {
         int64_t shape[3] = {n, a.gen_len, c->vocab_size};
@@ -319,15 +369,8 @@ int fg_cmd_run(int argc, char **argv) {
     fg_seq_out *out = fg_xcalloc((size_t)n, sizeof *out);
     rj.out = out;
     fg_gen_stats stats = {0};
-    fg_status st = FG_OK;
     fg_flex_stats fs = {0};
-    if (go.start == n) {   /* every block was journaled before the kill: only the output is left to write */
-        fg_shm_sweep();     /* what the dead run left, as a run that starts workers would sweep it */
-        if (!strcmp(a.engine, "flexgen")) fg_spill_sweep(a.flex.offload_dir);
-    } else if (!strcmp(a.engine, "reference"))
-        st = fg_engine_ref_run(ws, in, n, &go, out, &stats);
-    else
-        st = fg_engine_flex_run(ws, in, n, &go, &a.flex, out, &stats, &fs);
+    fg_status st = run_engine(&a, ws, in, n, &go, out, &stats, &fs);
     if (st) {
         fg_npy_abort(&go.logits);
         fg_job_close(&rj.job);
@@ -336,18 +379,7 @@ int fg_cmd_run(int argc, char **argv) {
     if (go.logits) fg_exit_on(fg_npy_commit(&go.logits));
     fg_exit_on(fg_job_finish(&rj.job, a.out));
     if (a.report) fg_exit_on(write_report(a.report, &a, c, n, go.start, &stats, &fs, &pred));
-
-    double gen_s = stats.prefill_s + stats.decode_s;
-    char extra[160];
-    if (!strcmp(a.engine, "reference"))
-        snprintf(extra, sizeof extra, "BLAS %.1f%%", gen_s > 0 ? 100.0 * stats.gemm_s / gen_s : 0.0);
-    else
-        snprintf(extra, sizeof extra, "busy: gpu worker %.2f s, cpu worker %.2f s, disk worker %.2f s", fs.busy_s[0],
-                 fs.busy_s[1], fs.busy_s[2]);
-    fg_info("generated %ld tokens for %d prompts in %.3f s: %.2f tokens/s (prefill %.3f s, decode %.3f s, %s, "
-            "weights load %.3f s)",
-            stats.generated, n - go.start, gen_s, gen_s > 0 ? stats.generated / gen_s : 0.0, stats.prefill_s,
-            stats.decode_s, extra, stats.load_s);
+    log_summary(&a, n, &go, &stats, &fs);
     for (int i = 0; i < n; i++) free(out[i].ids);
     fg_prompt_ids_free(in, (size_t)n);
     free(out);

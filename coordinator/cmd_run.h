@@ -10,12 +10,14 @@
 #include "fg_engine_flex.h"
 
 #define FG_MAX_STOPS 8
+#define FG_RUN_DEFAULT_GBS 8   /* flexgen's --gpu-batch-size when not given (at most the prompt count; run_usage says 8) */
 
 typedef struct {
     uint64_t given;              /* RUN_GIVEN(O_...) bits: the flags on the command line */
     const char *job;             /* --job DIR: NULL = OUT.job beside --out */
     int resume;                  /* --resume: continue the job in the job directory */
     const char *model_dir, *dummy, *prompts, *prompt_ids, *out, *dump_logits, *engine, *report;
+    const char *chat_template;   /* --chat-template FILE: renders "messages" prompts instead of the model's */
     const char *stop[FG_MAX_STOPS];
     int n_stop;
     int gen_len, batch, ignore_eos, truncate;
@@ -30,7 +32,8 @@ typedef struct {
 /* Option codes (getopt_long's values); RUN_GIVEN(code) is its bit in `given`. */
 enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE,
        O_REPORT, O_PROMPTS, O_STOP, O_TRUNC, O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM,
-       O_OFFDIR, O_NOOVERLAP, O_TRACE, O_DEVICE, O_POLICY, O_HW, O_JOB, O_RESUME, O_ATTACH, O_CW, O_CC };
+       O_OFFDIR, O_NOOVERLAP, O_TRACE, O_DEVICE, O_POLICY, O_HW, O_JOB, O_RESUME, O_ATTACH, O_CW, O_CC, O_CHAT,
+       O_CMDTIMEOUT };
 #define RUN_GIVEN(o) (1ull << ((o) - O_MODEL))
 
 /* Parse and check the flags; FG_EINPUT naming the flag. --help exits 0. */

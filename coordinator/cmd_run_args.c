@@ -3,13 +3,17 @@
  * a resumed job takes from its record is cmd_run_job.c's. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd_run.h"
-#include "fg_backend.h"
+#include "fg_devsize.h"
+#include "fg_msg.h"
+#include "fg_super.h"
 
-
+#define DEFAULT_GEN_LEN 32         /* --gen-len; run_usage says so */
+#define MAX_COUNT_ARG (1 << 20)    /* the largest --gen-len or --gpu-batch-size taken */
 
 static void run_usage(FILE *f) {
     fprintf(f,
@@ -25,6 +29,10 @@ static void run_usage(FILE *f) {
         "  --prompts FILE        text prompts: one a line, or JSONL objects {\"id\": ..., \"prompt\": \"...\"};\n"
         "                        tokenized with the model's vocab.json + merges.txt (--dummy: GPT-2's,\n"
         "                        fetched by scripts/fetch-gpt2-vocab.sh), BOS first as Hugging Face does\n"
+        "                        (a JSONL line may hold a conversation instead, {\"messages\":\n"
+        "                        [{\"role\": ..., \"content\": ...}, ...]}: rendered with the model's chat\n"
+        "                        template and add_generation_prompt, no BOS added)\n"
+        "  --chat-template FILE  render \"messages\" prompts with this Jinja template instead\n"
         "  --prompt-ids FILE     pre-tokenized prompts: a JSON list of lists of token ids\n"
         "  --truncate            cut prompts longer than the context (max positions - gen-len) from\n"
         "                        the left, keeping BOS, instead of refusing them; reported in the log\n"
@@ -55,12 +63,13 @@ static void run_usage(FILE *f) {
         "placement (engine flexgen):\n"
         "  --percent WG WC CG CC HG HC   percent of weights, KV cache and activations on GPU and\n"
         "                        CPU, the rest on disk\n"
-        "  --policy auto|default without --percent: auto (default) searches the policy with the cost\n"
-        "                        model over this machine's profile (measured once first, then cached:\n"
-        "                        see flexgen profile), the --gpu-batch-size, --num-gpu-batches and\n"
-        "                        --cpu-cache-compute given fixed; default: everything on the GPU when\n"
-        "                        it fits --gpu-mem, else weights into the GPU 5%% at a time, cache and\n"
-        "                        activations on the CPU. The choice is logged\n"
+        "  --policy auto|default without --percent: auto (default) puts everything on the GPU where it\n"
+        "                        all fits --gpu-mem, else searches the policy with the cost model over\n"
+        "                        this machine's profile (cached; a first run measures only what the\n"
+        "                        choice depends on: see flexgen profile), the --gpu-batch-size,\n"
+        "                        --num-gpu-batches and --cpu-cache-compute given fixed; default: all\n"
+        "                        on the GPU when it fits --gpu-mem, else weights into the GPU 5%% at a\n"
+        "                        time, cache and activations on the CPU. The choice is logged\n"
         "  --hardware X          the cost model's profile file or preset (flexgen-t4) for --policy auto\n"
         "                        and the report's prediction\n"
         "  --num-gpu-batches N   GPU batches per block (default 1); --gpu-batch-size is per GPU batch\n"
@@ -77,7 +86,10 @@ static void run_usage(FILE *f) {
         "                        it is built and a GPU is found, else host)\n"
         "  --attach ROLE         gpu, cpu or disk: spawn the other workers and wait for this one to be\n"
         "                        started by hand (e.g. under gdb) with the command the log prints;\n"
-        "                        killed and started again by hand, it continues the run\n");
+        "                        killed and started again by hand, it continues the run\n"
+        "  --cmd-timeout SECONDS a worker that owes commands and answers none for this long, though\n"
+        "                        it heartbeats, is stuck: replaced and its commands sent again\n"
+        "                        (default %d; 0: no deadline)\n", FG_SUPER_CMD_TIMEOUT_MS / 1000);
 }
 
 static fg_status parse_float(const char *flag, const char *v, float lo, float hi, float *out) {
@@ -87,6 +99,104 @@ static fg_status parse_float(const char *flag, const char *v, float lo, float hi
     if (end == v || *end || errno || !(x >= lo && x <= hi))
         return fg_err_set(FG_EINPUT, "%s: expected a number in [%g, %g], got '%s'", flag, lo, hi, v);
     *out = (float)x;
+    return FG_OK;
+}
+
+/* One option (getopt_long's code o, its argument in optarg) into a. */
+static fg_status apply_option(int o, run_args *a, int argc, char **argv) {
+    fg_status st = FG_OK;
+    switch (o) {
+    case O_JOB: a->job = optarg; break;
+    case O_RESUME: a->resume = 1; break;
+    case O_MODEL: a->model_dir = optarg; break;
+    case O_DUMMY: a->dummy = optarg; break;
+    case O_PIDS: a->prompt_ids = optarg; break;
+    case O_OUT: a->out = optarg; break;
+    case O_DUMP: a->dump_logits = optarg; break;
+    case O_GEN: st = fg_parse_int("--gen-len", optarg, 1, MAX_COUNT_ARG, &a->gen_len); break;
+    case O_GBS: st = fg_parse_int("--gpu-batch-size", optarg, 1, MAX_COUNT_ARG, &a->batch); break;
+    case O_TEMP: st = parse_float("--temperature", optarg, 0, 100, &a->temperature); break;
+    case O_TOPP: st = parse_float("--top-p", optarg, 0, 1, &a->top_p); break;
+    case O_SEED: {
+        char *end;
+        errno = 0;
+        a->seed = strtoull(optarg, &end, 10);
+        if (end == optarg || *end || errno) st = fg_err_set(FG_EINPUT, "--seed: expected an integer, got '%s'", optarg);
+        break;
+    }
+    case O_NOEOS: a->ignore_eos = 1; break;
+    case O_ENGINE: a->engine = optarg; break;
+    case O_REPORT: a->report = optarg; break;
+    case O_PROMPTS: a->prompts = optarg; break;
+    case O_CHAT: a->chat_template = optarg; break;
+    case O_PERCENT:
+        st = fg_policy_parse_percent(&a->flex.policy, optarg, argc, argv, &optind);
+        a->have_percent = 1;
+        break;
+    case O_NGB: st = fg_parse_int("--num-gpu-batches", optarg, 1, FG_MAX_GPU_BATCHES, &a->num_gpu_batches); break;
+    case O_CPUATTN: a->cpu_cache_compute = 1; break;
+    case O_SCHED:
+        if (!strcmp(optarg, "row")) a->schedule_row = 1;
+        else if (!strcmp(optarg, "block")) a->schedule_row = 0;
+        else st = fg_err_set(FG_EINPUT, "--schedule: expected block or row, got '%s'", optarg);
+        break;
+    case O_GPUMEM: st = fg_parse_size(optarg, &a->flex.gpu_mem); break;
+    case O_CPUMEM: st = fg_parse_size(optarg, &a->flex.cpu_mem); break;
+    case O_DISKMEM: st = fg_parse_size(optarg, &a->flex.disk_mem); break;
+    case O_OFFDIR: a->flex.offload_dir = optarg; break;
+    case O_NOOVERLAP: a->no_overlap = 1; break;
+    case O_TRACE: a->flex.trace = optarg; break;
+    case O_POLICY:
+        if (strcmp(optarg, "auto") && strcmp(optarg, "default"))
+            st = fg_err_set(FG_EINPUT, "--policy: expected auto or default, got '%s'", optarg);
+        a->policy = optarg;
+        break;
+    case O_HW: a->hardware = optarg; break;
+    case O_CW: a->flex.policy.compress_weight = 1; break;
+    case O_CC: a->flex.policy.compress_cache = 1; break;
+    case O_ATTACH: {
+        int r = fg_role_from_name(optarg);
+        if (r < 0) st = fg_err_set(FG_EINPUT, "--attach: expected gpu, cpu or disk, got '%s'", optarg);
+        else a->flex.attach |= 1u << r;
+        break;
+    }
+    case O_DEVICE: st = fg_devsize_usable(optarg), a->flex.device = optarg; break;
+    case O_CMDTIMEOUT: {
+        int sec = 0;
+        st = fg_parse_int("--cmd-timeout", optarg, 0, INT_MAX / 1000, &sec);
+        a->flex.cmd_timeout_ms = sec ? sec * 1000 : -1;
+        break;
+    }
+    case O_TRUNC: a->truncate = 1; break;
+    case O_STOP:
+        if (a->n_stop == FG_MAX_STOPS) st = fg_err_set(FG_EINPUT, "--stop: at most %d stop strings", FG_MAX_STOPS);
+        else if (!*optarg) st = fg_err_set(FG_EINPUT, "--stop: the stop string is empty");
+        else a->stop[a->n_stop++] = optarg;
+        break;
+    case 'h': run_usage(stdout); exit(0);
+    default:
+        return fg_err_set(FG_EINPUT, "run: unknown or incomplete option '%s' (see flexgen run --help)",
+                          argv[optind - 1]);
+    }
+    return st;
+}
+
+/* What no single option can say: pairs that exclude each other, and what
+ * --resume needs. */
+static fg_status check_args(int argc, char **argv, const run_args *a) {
+    if (optind < argc) return fg_err_set(FG_EINPUT, "run: unexpected argument '%s'", argv[optind]);
+    if (a->model_dir && a->dummy) return fg_err_set(FG_EINPUT, "run: give one of --model DIR or --dummy NAME, not both");
+    if (a->prompts && a->prompt_ids)
+        return fg_err_set(FG_EINPUT, "run: give one of --prompts FILE or --prompt-ids FILE.json, not both");
+    if (a->resume && !a->job && !a->out)
+        return fg_err_set(FG_EINPUT, "run: --resume needs --job DIR (or the --out FILE whose FILE.job it continues)");
+    if (a->resume && a->dump_logits)
+        return fg_err_set(FG_EINPUT, "run: --dump-logits cannot be resumed: the logits of a job's finished blocks "
+                                     "are not kept (run the job again without --resume)");
+    if (!a->resume) return fg_run_check_inputs(a);
+    if (strcmp(a->engine, "reference") && strcmp(a->engine, "flexgen"))
+        return fg_err_set(FG_EINPUT, "run: --engine '%s' is unknown: flexgen or reference", a->engine);
+    if (a->top_p <= 0) return fg_err_set(FG_EINPUT, "--top-p must be > 0");
     return FG_OK;
 }
 
@@ -107,12 +217,13 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
         {"no-overlap", no_argument, 0, O_NOOVERLAP},    {"trace", required_argument, 0, O_TRACE},
         {"device", required_argument, 0, O_DEVICE},    {"policy", required_argument, 0, O_POLICY},
         {"hardware", required_argument, 0, O_HW},      {"job", required_argument, 0, O_JOB},
-        {"attach", required_argument, 0, O_ATTACH},
+        {"attach", required_argument, 0, O_ATTACH},    {"cmd-timeout", required_argument, 0, O_CMDTIMEOUT},
         {"compress-weight", no_argument, 0, O_CW},     {"compress-cache", no_argument, 0, O_CC},
         {"resume", no_argument, 0, O_RESUME},          {"help", no_argument, 0, 'h'},
+        {"chat-template", required_argument, 0, O_CHAT},
         {0, 0, 0, 0},
     };
-    *a = (run_args){.gen_len = 32, .top_p = 1.0f, .engine = "flexgen", .policy = "auto"};
+    *a = (run_args){.gen_len = DEFAULT_GEN_LEN, .top_p = 1.0f, .engine = "flexgen", .policy = "auto"};
     a->flex.offload_dir = "flexgen-offload";
     opterr = 0;
     optind = 1;
@@ -120,90 +231,10 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
     fg_status st = FG_OK;
     while (!st && (o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (o >= O_MODEL) a->given |= RUN_GIVEN(o);
-        switch (o) {
-        case O_JOB: a->job = optarg; break;
-        case O_RESUME: a->resume = 1; break;
-        case O_MODEL: a->model_dir = optarg; break;
-        case O_DUMMY: a->dummy = optarg; break;
-        case O_PIDS: a->prompt_ids = optarg; break;
-        case O_OUT: a->out = optarg; break;
-        case O_DUMP: a->dump_logits = optarg; break;
-        case O_GEN: st = fg_parse_int("--gen-len", optarg, 1, 1 << 20, &a->gen_len); break;
-        case O_GBS: st = fg_parse_int("--gpu-batch-size", optarg, 1, 1 << 20, &a->batch); break;
-        case O_TEMP: st = parse_float("--temperature", optarg, 0, 100, &a->temperature); break;
-        case O_TOPP: st = parse_float("--top-p", optarg, 0, 1, &a->top_p); break;
-        case O_SEED: {
-            char *end;
-            errno = 0;
-            a->seed = strtoull(optarg, &end, 10);
-            if (end == optarg || *end || errno) st = fg_err_set(FG_EINPUT, "--seed: expected an integer, got '%s'", optarg);
-            break;
-        }
-        case O_NOEOS: a->ignore_eos = 1; break;
-        case O_ENGINE: a->engine = optarg; break;
-        case O_REPORT: a->report = optarg; break;
-        case O_PROMPTS: a->prompts = optarg; break;
-        case O_PERCENT:
-            st = fg_policy_parse_percent(&a->flex.policy, optarg, argc, argv, &optind);
-            a->have_percent = 1;
-            break;
-        case O_NGB: st = fg_parse_int("--num-gpu-batches", optarg, 1, FG_MAX_GPU_BATCHES, &a->num_gpu_batches); break;
-        case O_CPUATTN: a->cpu_cache_compute = 1; break;
-        case O_SCHED:
-            if (!strcmp(optarg, "row")) a->schedule_row = 1;
-            else if (!strcmp(optarg, "block")) a->schedule_row = 0;
-            else st = fg_err_set(FG_EINPUT, "--schedule: expected block or row, got '%s'", optarg);
-            break;
-        case O_GPUMEM: st = fg_parse_size(optarg, &a->flex.gpu_mem); break;
-        case O_CPUMEM: st = fg_parse_size(optarg, &a->flex.cpu_mem); break;
-        case O_DISKMEM: st = fg_parse_size(optarg, &a->flex.disk_mem); break;
-        case O_OFFDIR: a->flex.offload_dir = optarg; break;
-        case O_NOOVERLAP: a->no_overlap = 1; break;
-        case O_TRACE: a->flex.trace = optarg; break;
-        case O_POLICY:
-            if (strcmp(optarg, "auto") && strcmp(optarg, "default"))
-                st = fg_err_set(FG_EINPUT, "--policy: expected auto or default, got '%s'", optarg);
-            a->policy = optarg;
-            break;
-        case O_HW: a->hardware = optarg; break;
-        case O_CW: a->flex.policy.compress_weight = 1; break;
-        case O_CC: a->flex.policy.compress_cache = 1; break;
-        case O_ATTACH: {
-            int r = fg_role_from_name(optarg);
-            if (r < 0) st = fg_err_set(FG_EINPUT, "--attach: expected gpu, cpu or disk, got '%s'", optarg);
-            else a->flex.attach |= 1u << r;
-            break;
-        }
-        case O_DEVICE: st = fg_backend_usable(optarg), a->flex.device = optarg; break;
-        case O_TRUNC: a->truncate = 1; break;
-        case O_STOP:
-            if (a->n_stop == FG_MAX_STOPS) st = fg_err_set(FG_EINPUT, "--stop: at most %d stop strings", FG_MAX_STOPS);
-            else if (!*optarg) st = fg_err_set(FG_EINPUT, "--stop: the stop string is empty");
-            else a->stop[a->n_stop++] = optarg;
-            break;
-        case 'h': run_usage(stdout); exit(0);
-        default:
-            return fg_err_set(FG_EINPUT, "run: unknown or incomplete option '%s' (see flexgen run --help)",
-                              argv[optind - 1]);
-        }
+        st = apply_option(o, a, argc, argv);
     }
-    if (st) return st;
-    if (optind < argc) return fg_err_set(FG_EINPUT, "run: unexpected argument '%s'", argv[optind]);
-    if (a->model_dir && a->dummy) return fg_err_set(FG_EINPUT, "run: give one of --model DIR or --dummy NAME, not both");
-    if (a->prompts && a->prompt_ids)
-        return fg_err_set(FG_EINPUT, "run: give one of --prompts FILE or --prompt-ids FILE.json, not both");
-    if (a->resume && !a->job && !a->out)
-        return fg_err_set(FG_EINPUT, "run: --resume needs --job DIR (or the --out FILE whose FILE.job it continues)");
-    if (a->resume && a->dump_logits)
-        return fg_err_set(FG_EINPUT, "run: --dump-logits cannot be resumed: the logits of a job's finished blocks "
-                                     "are not kept (run the job again without --resume)");
-    if (!a->resume) return fg_run_check_inputs(a);
-    if (strcmp(a->engine, "reference") && strcmp(a->engine, "flexgen"))
-        return fg_err_set(FG_EINPUT, "run: --engine '%s' is unknown: flexgen or reference", a->engine);
-    if (a->top_p <= 0) return fg_err_set(FG_EINPUT, "--top-p must be > 0");
-    return FG_OK;
+    return st ? st : check_args(argc, argv, a);
 }
-
 
 fg_status fg_run_check_inputs(const run_args *a) {
     if (!a->model_dir && !a->dummy) return fg_err_set(FG_EINPUT, "run: give exactly one of --model DIR or --dummy NAME");

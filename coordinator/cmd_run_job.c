@@ -24,8 +24,7 @@ fg_status fg_run_job_dir(const run_args *a, char *buf, size_t len) {
     return FG_OK;
 }
 
-fg_status fg_run_prompts_sum(const run_args *a, uint64_t *sum) {
-    const char *path = a->prompts ? a->prompts : a->prompt_ids;
+static fg_status file_sum(const char *path, uint64_t *sum) {
     char *data;
     size_t len;
     fg_status st = fg_read_file(path, &data, &len);
@@ -33,6 +32,10 @@ fg_status fg_run_prompts_sum(const run_args *a, uint64_t *sum) {
     *sum = XXH3_64bits(data, len);
     free(data);
     return FG_OK;
+}
+
+fg_status fg_run_prompts_sum(const run_args *a, uint64_t *sum) {
+    return file_sum(a->prompts ? a->prompts : a->prompt_ids, sum);
 }
 
 /* p made absolute; a file not yet there (--out) by its directory's path. */
@@ -77,6 +80,12 @@ json_t *fg_run_job_record(const run_args *a, uint64_t model_id, uint64_t prompts
     json_object_set_new(r, "prompt_ids", abs_path(a->prompt_ids));
     json_object_set_new(r, "prompts_xxh3", hex64(prompts_sum));
     json_object_set_new(r, "prompts_count", json_integer(n));
+    /* --chat-template renders "messages" prompts: which file, and (compared) what it held */
+    uint64_t tsum = 0;
+    if (a->chat_template) {
+        json_object_set_new(r, "chat_template", abs_path(a->chat_template));
+        json_object_set_new(r, "chat_template_xxh3", file_sum(a->chat_template, &tsum) ? json_null() : hex64(tsum));
+    }
     json_object_set_new(r, "out", abs_path(a->out));
     json_object_set_new(r, "engine", json_string(a->engine));
     json_object_set_new(r, "gen_len", json_integer(a->gen_len));
@@ -136,6 +145,8 @@ fg_status fg_run_job_apply(run_args *a, const json_t *rec) {
         TAKE(O_PIDS, rec, "prompt_ids", JSON_STRING, 1, a->prompt_ids = json_string_value(v));
     }
     TAKE(O_OUT, rec, "out", JSON_STRING, 0, a->out = json_string_value(v));
+    if (json_object_get(rec, "chat_template"))
+        TAKE(O_CHAT, rec, "chat_template", JSON_STRING, 1, a->chat_template = json_string_value(v));
     /* settings */
     TAKE(O_ENGINE, rec, "engine", JSON_STRING, 0, a->engine = json_string_value(v));
     TAKE(O_GEN, rec, "gen_len", JSON_INTEGER, 0, a->gen_len = (int)json_integer_value(v));
@@ -181,7 +192,8 @@ fg_status fg_run_job_apply(run_args *a, const json_t *rec) {
 
 fg_status fg_run_job_check(const char *dir, const json_t *job, const json_t *run) {
     /* where the inputs live may change (a moved model, another --out); what they are may not */
-    static const char *const paths[] = {"model", "dummy", "prompts", "prompt_ids", "out", "resources", NULL};
+    static const char *const paths[] = {"model", "dummy", "prompts", "prompt_ids", "out", "resources", "chat_template",
+                                        NULL};
     char diff[2048];
     if (!fg_job_diff(job, run, paths, diff, sizeof diff)) return FG_OK;
     return fg_err_set(FG_EINPUT, "--resume: %s was started with another model, prompt file or settings: %s (run it "

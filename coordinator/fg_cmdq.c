@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "fg_engine_ops.h"
+#include "fg_fs.h"
 
 struct fg_cmdq_pending {
     uint64_t seq;
@@ -121,10 +122,9 @@ fg_status fg_cmdq_reap(fg_cmdq *q) {
 
 fg_status fg_cmdq_write_trace(const fg_cmdq *q, const char *path) {
     static const char *stream_name[NSTREAMS] = {"compute", "copy h2d", "copy d2h"};
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.partial", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return fg_err_set(FG_EINPUT, "%s: cannot create the trace", tmp);
+    fg_fs_atomic a;
+    if (fg_fs_atomic_fopen(&a, path, 0)) return fg_err_set(FG_EINPUT, "%s: cannot create the trace", a.partial);
+    FILE *f = a.f;
     uint64_t t0 = q->nev ? q->ev[0].start_ns : 0;
     for (size_t i = 0; i < q->nev; i++) t0 = q->ev[i].start_ns < t0 ? q->ev[i].start_ns : t0;
     fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
@@ -150,10 +150,6 @@ fg_status fg_cmdq_write_trace(const fg_cmdq *q, const char *path) {
                 v->layer, v->batch, i + 1 < q->nev ? "," : "");
     }
     fprintf(f, "]}\n");
-    int bad = ferror(f);
-    if (fclose(f) || bad || rename(tmp, path)) {
-        unlink(tmp);
-        return fg_err_set(FG_ERUNTIME, "%s: cannot write the trace", path);
-    }
+    if (fg_fs_atomic_commit(&a)) return fg_err_set(FG_ERUNTIME, "%s: cannot write the trace", path);
     return FG_OK;
 }

@@ -31,12 +31,16 @@ typedef struct {
 
 typedef struct fg_cmdq_pending fg_cmdq_pending;
 
+/* Pending commands past which the schedule calls fg_cmdq_reap(): every
+ * lookup walks the pending list, so it is kept short. */
+#define FG_CMDQ_REAP_AT 512
+
 typedef struct {
     fg_super *sup;
     int overlap;                 /* 0: every submit waits for its command */
     int tracing;                 /* keep a trace event per command */
     fg_cmdq_pending *pend;       /* submitted, not yet accounted for */
-    size_t npend, cappend;
+    size_t npend, cappend;       /* past FG_CMDQ_REAP_AT the schedule reaps */
     fg_trace_ev *ev;             /* --trace: every finished command */
     size_t nev, capev;
     /* accounting */

@@ -118,7 +118,7 @@ static fg_status lm_head(fg_engine *e, const fg_unit *u, int s, fg_deps d, const
     const fg_loc src[] = {pl->logits_dev[p], fg_loc_sub(pl->ids_dev[k], 0, 4ull * pl->gbs)};
     const fg_loc dst[] = {pl->logits_io[k], fg_loc_sub(pl->ids_io[k], 0, 4ull * pl->gbs)};
     rc = copy(e, src, dst, 2, &after, &e->par[p].logits_read);
-    e->lgcopy[k] = e->par[p].logits_read;   /* recorded once that ends */
+    e->sampled_copy[k] = e->par[p].logits_read;   /* recorded once that ends */
     return rc;
 }
 
@@ -147,12 +147,18 @@ fg_status fg_compute(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, fg
     fg_op_step st = fg_unit_step(e, u);
     uint64_t last = 0, attn = 0;
     fg_status rc;
+    long before = e->q.commands;
     ps->valid = 0;
-    if (u->j == pl->L + 1) return lm_head(e, u, s, *d, &st);
-    if (u->j == 0) rc = op(e, FG_OP_EMBED, u, s, &st, sizeof st, d, &last);   /* ids: prompts, or SAMPLE's */
-    else if (fg_unit_cpu_attn(pl, u)) rc = cpu_attention_layer(e, u, s, d, &st, &last);
+    if (u->j == pl->L + 1) {
+        if (!(rc = lm_head(e, u, s, *d, &st))) fg_cmds_issued(e, before, FG_CMDS_LM_HEAD);
+        return rc;
+    }
+    int cmds = FG_CMDS_LAYER;
+    if (u->j == 0) rc = op(e, FG_OP_EMBED, u, s, &st, sizeof st, d, &last), cmds = FG_CMDS_EMBED;   /* ids: prompts, or SAMPLE's */
+    else if (fg_unit_cpu_attn(pl, u)) rc = cpu_attention_layer(e, u, s, d, &st, &last), cmds = FG_CMDS_CPU_ATTN_LAYER;
     else rc = op(e, FG_OP_LAYER, u, s, &st, sizeof st, d, &attn), last = attn;   /* attention and MLP, one command */
     if (rc) return rc;
+    fg_cmds_issued(e, before, cmds);
     e->w[s].last_read = last;
     *ps = (fg_pending_store){1, *u, attn, last};
     return FG_OK;

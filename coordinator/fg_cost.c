@@ -1,6 +1,8 @@
 /* fg_cost.c - the cost model's terms and the evaluation of a plan (see
  * fg_cost.h). */
 #include "fg_cost.h"
+#include "fg_shm.h"
+#include "fg_unit_cmds.h"
 
 #include <string.h>
 
@@ -116,14 +118,18 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     memset(&p, 0, sizeof p);
     p.comp.c = K * (layer_s(hw, c, cs, B * S, B * S * layer_flops, 1) + 2 * B * S * S * Q / (hw->attn_prefill_tflops * 1e12)) *
                hw->eng_prefill_factor;
-    p.h2d.a[X_WC] = p.h2d.a[X_WN] = Wl;                   /* the layer's off-GPU weights, once per block */
-    p.rd.a[X_WN] = Wl;
+    p.h2d.a[X_W_CPU] = p.h2d.a[X_W_DISK] = Wl;                   /* the layer's off-GPU weights, once per block */
+    p.rd.a[X_W_DISK] = Wl;
     p.h2d.c += act_off * K * hb_p, p.d2h.c += act_off * K * hb_p;
     p.rd.c += act_disk * K * hb_p, p.wr.c += act_disk * K * hb_p;
-    p.d2h_cache.a[X_CC] = p.d2h_cache.a[X_CN] = K * rows_p;   /* new rows to an off-GPU cache */
-    p.wr.a[X_CN] = K * (rows_p + 2 * 4096);               /* O_DIRECT writes from the 4 KiB boundary below */
-    p.cmds.c = K * (1 + 2 * act_off), p.cmds.a[X_WC] = p.cmds.a[X_WN] = 1, p.cmds.a[X_CC] = p.cmds.a[X_CN] = K;
-    p.cmds.a[X_CN] += 2 * K;
+    p.d2h_cache.a[X_C_CPU] = p.d2h_cache.a[X_C_DISK] = K * rows_p;   /* new rows to an off-GPU cache */
+    p.wr.a[X_C_DISK] = K * (rows_p + 2 * FG_SHM_ALIGN);       /* O_DIRECT writes from the aligned boundary below */
+    /* commands: a layer and its hidden state's load and store per batch, the
+     * weights' load once; an off-GPU cache's store (no load: no prefix yet) */
+    p.cmds.c = K * (FG_CMDS_LAYER + 2 * FG_CMDS_HIDDEN_MOVE * act_off);
+    p.cmds.a[X_W_CPU] = p.cmds.a[X_W_DISK] = FG_CMDS_WEIGHT_COPY;
+    p.cmds.a[X_C_CPU] = p.cmds.a[X_C_DISK] = K * FG_CMDS_CACHE_MOVE;
+    p.cmds.a[X_C_DISK] += K * FG_CMDS_CACHE_DISK;
     to_res(hw, &p, 1, t->pre);
 
     /* ---- a decoder layer, one decode token: K batches of B rows ---- */
@@ -134,16 +140,16 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     /* attention on the gpu over a GPU cache, over a disk cache (loaded), and
      * over a CPU cache unless the cpu worker does it (then serial: the
      * coordinator waits for it) */
-    g.comp.a[X_CG] = g.comp.a[X_CN] = K * gpu_attn;
+    g.comp.a[X_C_GPU] = g.comp.a[X_C_DISK] = K * gpu_attn;
     /* (the CPU path waits twice a unit: for q, k, v out and for the cpu
      * worker's attention, a round trip each) */
-    g.comp.a[X_CC] = K * (ca ? attn_g / (fg_hw_cpu_attn_gbps(hw, B, ctx) * 1e9) + 2 * hw->rtt_s : gpu_attn);
-    g.h2d.a[X_WC] = g.h2d.a[X_WN] = Wl;
-    g.rd.a[X_WN] = Wl;
-    g.h2d.a[X_CN] = K * prefix, g.rd.a[X_CN] = K * prefix, g.wr.a[X_CN] = K * (rows_g + 2 * 4096);
-    g.d2h_cache.a[X_CN] = K * rows_g;
-    if (ca) g.h2d.a[X_CC] = K * 2 * B * Q, g.d2h.a[X_CC] = K * 2 * B * (Q + 2 * KV);   /* ctx in; q, k, v out */
-    else g.h2d.a[X_CC] = K * prefix, g.d2h_cache.a[X_CC] = K * rows_g;
+    g.comp.a[X_C_CPU] = K * (ca ? attn_g / (fg_hw_cpu_attn_gbps(hw, B, ctx) * 1e9) + 2 * hw->rtt_s : gpu_attn);
+    g.h2d.a[X_W_CPU] = g.h2d.a[X_W_DISK] = Wl;
+    g.rd.a[X_W_DISK] = Wl;
+    g.h2d.a[X_C_DISK] = K * prefix, g.rd.a[X_C_DISK] = K * prefix, g.wr.a[X_C_DISK] = K * (rows_g + 2 * FG_SHM_ALIGN);
+    g.d2h_cache.a[X_C_DISK] = K * rows_g;
+    if (ca) g.h2d.a[X_C_CPU] = K * 2 * B * Q, g.d2h.a[X_C_CPU] = K * 2 * B * (Q + 2 * KV);   /* ctx in; q, k, v out */
+    else g.h2d.a[X_C_CPU] = K * prefix, g.d2h_cache.a[X_C_CPU] = K * rows_g;
     g.h2d.c += act_off * K * hb_g, g.d2h.c += act_off * K * hb_g;
     g.rd.c += act_disk * K * hb_g, g.wr.c += act_disk * K * hb_g;
     /* the engine's own figures (the profile's calibration): its decode
@@ -152,10 +158,16 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     const double ef = hw->eng_decode_factor;
     g.comp.c *= ef;
     for (int v = 0; v < FG_COST_NX; v++) g.comp.a[v] *= ef;
-    g.comp.a[X_CC] += K * (ca ? hw->eng_cpu_attn_unit_s : hw->eng_cache_load_unit_s);
-    g.comp.a[X_CN] += K * hw->eng_cache_load_unit_s;
-    g.cmds.c = K * (1 + 2 * act_off), g.cmds.a[X_WC] = g.cmds.a[X_WN] = 1;
-    g.cmds.a[X_CC] = K * (ca ? 5 : 2), g.cmds.a[X_CN] = 4 * K;
+    g.comp.a[X_C_CPU] += K * (ca ? hw->eng_cpu_attn_unit_s : hw->eng_cache_load_unit_s);
+    g.comp.a[X_C_DISK] += K * hw->eng_cache_load_unit_s;
+    /* commands as at prefill, and per batch: CPU attention's in place of the
+     * layer, or an off-GPU cache's load and store; a disk cache's writes too
+     * (its reads, which the coordinator waits for, are in
+     * eng_cache_load_unit_s) */
+    g.cmds.c = K * (FG_CMDS_LAYER + 2 * FG_CMDS_HIDDEN_MOVE * act_off);
+    g.cmds.a[X_W_CPU] = g.cmds.a[X_W_DISK] = FG_CMDS_WEIGHT_COPY;
+    g.cmds.a[X_C_CPU] = K * (ca ? FG_CMDS_CPU_ATTN_LAYER - FG_CMDS_LAYER : 2 * FG_CMDS_CACHE_MOVE);
+    g.cmds.a[X_C_DISK] = K * (2 * FG_CMDS_CACHE_MOVE + FG_CMDS_CACHE_DISK);
     to_res(hw, &g, 0, t->gen);
 
     /* ---- the embedding + LM head group, per token: its off-GPU weights
@@ -164,10 +176,10 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
         step h;
         memset(&h, 0, sizeof h);
         h.comp.c = K * mm_s(hw, B, 2 * B * H * V, ph == 0) * (ph == 0 ? hw->eng_prefill_factor : ef);
-        h.h2d.a[X_WC] = h.h2d.a[X_WN] = Wm;
-        h.rd.a[X_WN] = Wm;
+        h.h2d.a[X_W_CPU] = h.h2d.a[X_W_DISK] = Wm;
+        h.rd.a[X_W_DISK] = Wm;
         h.d2h.c = K * 4 * B * V;
-        h.cmds.c = K * 4, h.cmds.a[X_WC] = h.cmds.a[X_WN] = 1;
+        h.cmds.c = K * (FG_CMDS_EMBED + FG_CMDS_LM_HEAD), h.cmds.a[X_W_CPU] = h.cmds.a[X_W_DISK] = FG_CMDS_WEIGHT_COPY;
         to_res(hw, &h, ph == 0, ph == 0 ? t->head_pre : t->head_gen);
     }
 }
@@ -202,9 +214,9 @@ static void weight_fracs(const fg_plan *pl, int g, double *x) {
         double b = (double)fg_spec_stored_bytes(pl->c, pl->sp, i);
         by[pl->wtier[i]] += b, tot += b;
     }
-    x[X_WG] = tot > 0 ? by[FG_TIER_GPU] / tot : 1;
-    x[X_WC] = tot > 0 ? by[FG_TIER_CPU] / tot : 0;
-    x[X_WN] = tot > 0 ? by[FG_TIER_DISK] / tot : 0;
+    x[X_W_GPU] = tot > 0 ? by[FG_TIER_GPU] / tot : 1;
+    x[X_W_CPU] = tot > 0 ? by[FG_TIER_CPU] / tot : 0;
+    x[X_W_DISK] = tot > 0 ? by[FG_TIER_DISK] / tot : 0;
 }
 
 void fg_cost_eval_plan(const fg_plan *pl, const fg_hw *hw, int n_prompts, fg_cost_result *r) {
@@ -218,7 +230,8 @@ void fg_cost_eval_plan(const fg_plan *pl, const fg_hw *hw, int n_prompts, fg_cos
     const double ct = t.contention;
     for (int l = 0; l < pl->L; l++) {   /* each layer with its own weight split and cache tier */
         weight_fracs(pl, l, x);
-        x[X_CG] = pl->ctier[l] == FG_TIER_GPU, x[X_CC] = pl->ctier[l] == FG_TIER_CPU, x[X_CN] = pl->ctier[l] == FG_TIER_DISK;
+        x[X_C_GPU] = pl->ctier[l] == FG_TIER_GPU, x[X_C_CPU] = pl->ctier[l] == FG_TIER_CPU;
+        x[X_C_DISK] = pl->ctier[l] == FG_TIER_DISK;
         r->prefill_s += step_max(t.pre, ct, x, r->pre_res);
         r->decode_s += (pl->G - 1) * step_max(t.gen, ct, x, NULL);
         for (int q = 0; q < FG_COST_NRES; q++) r->gen_res[q] += (pl->G - 1) * fg_lin_eval(&t.gen[q], x);

@@ -32,8 +32,9 @@
 #include "fg_hw.h"
 #include "fg_plan.h"
 
-/* Placement fractions, the LP's variables. */
-enum { X_WG, X_WC, X_WN, X_CG, X_CC, X_CN, FG_COST_NX };
+/* Placement fractions, the LP's variables: of the weights (X_W_*) and of
+ * the KV cache (X_C_*) on each tier. */
+enum { X_W_GPU, X_W_CPU, X_W_DISK, X_C_GPU, X_C_CPU, X_C_DISK, FG_COST_NX };
 /* Resources of a layer step. */
 enum { R_COMPUTE, R_H2D, R_D2H, R_DISK, FG_COST_NRES };
 

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_flex_int.h"
 
 fg_shm_handle fg_engine_handle(const fg_engine *e, fg_loc l) {
@@ -83,7 +83,7 @@ static fg_status run_token(fg_engine *e, fg_sampler *sm, int i, const fg_unit *o
         }
         if (u->j == pl->L + 1) fg_sample_enqueue(e, i, u->k);                                    /* sync */
         if ((st = fg_sample_ready(e, sm))) break;
-        if (e->q.npend > 512 && (st = fg_cmdq_reap(&e->q))) break;
+        if (e->q.npend > FG_CMDQ_REAP_AT && (st = fg_cmdq_reap(&e->q))) break;
     }
     if (!st && prev.valid && !(st = fg_store_cache(e, &prev))) st = fg_store_hidden(e, &prev);
     return st;
@@ -97,7 +97,7 @@ static fg_status run_block(fg_engine *e, const fg_seq_in *in, int n, int first, 
     int *S_k = fg_xcalloc((size_t)K, sizeof *S_k);
     uint8_t *done = fg_xcalloc((size_t)K * B, 1);
     fg_unit *order = fg_xcalloc((size_t)nu, sizeof *order);
-    fg_sampler sm = {in, n, first, G, opt, out, done, stats, 0};
+    fg_sampler sm = {.in = in, .n = n, .first = first, .G = G, .opt = opt, .out = out, .done = done, .stats = stats};
     fg_status st = fg_block_inputs(e, &sm, S_k);
     sm.t_mark = fg_now();
     for (int i = 0; i < G && !st; i++) {
@@ -198,7 +198,10 @@ static fg_status open_store(fg_engine *e, const fg_flex_opts *fo) {
     for (int f = FG_STORE_GLOBALS; f < e->pl.L; f++) {
         int nt = 0;
         const fg_store_tensor *t = fg_store_tensors(e->store, f, &nt);
-        for (int q = 0; q < nt; q++) e->wfile[t[q].spec] = f, e->wfoff[t[q].spec] = t[q].offset, e->wsum[t[q].spec] = t[q].checksum;
+        for (int q = 0; q < nt; q++) {
+            int i = t[q].spec;
+            e->store_file[i] = f, e->store_off[i] = t[q].offset, e->store_sum[i] = t[q].checksum;
+        }
     }
     return FG_OK;
 }
@@ -208,7 +211,8 @@ static fg_status open_store(fg_engine *e, const fg_flex_opts *fo) {
 static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
     fg_plan *pl = &e->pl;
     fg_super_opts so = {.worker_dir = fo->worker_dir, .offload_dir = fo->offload_dir, .gpu_device = fo->device,
-                        .attach = fo->attach, .restore = on_restore, .restore_ctx = e};
+                        .attach = fo->attach, .cmd_timeout_ms = fo->cmd_timeout_ms, .restore = on_restore,
+                        .restore_ctx = e};
     fg_status st = fg_super_new(&so, &e->sup);
     e->q.sup = e->sup;
     for (int s = FG_PLAN_FIRST_SHM; s < FG_PLAN_END_SHM && !st; s++)
@@ -262,24 +266,32 @@ static uint64_t vm_hwm(pid_t pid) {
 /* ---- entry ------------------------------------------------------------------ */
 
 static fg_status build_plan(fg_plan *pl, const fg_wsrc *ws, const fg_flex_opts *fo, int S, int G) {
-    return fg_plan_build(pl, fg_wsrc_config(ws), fg_wsrc_specs(ws), &fo->policy, S, G, fo->device ? fo->device : fg_backend_default(),
+    return fg_plan_build(pl, fg_wsrc_config(ws), fg_wsrc_specs(ws), &fo->policy, S, G, fo->device ? fo->device : fg_devsize_default(),
                          fo->gpu_mem, fo->cpu_mem, fo->disk_mem);
 }
 
-fg_status fg_flex_default_policy(const fg_wsrc *ws, fg_flex_opts *fo, int S, int G) {
+#define FIT_RULE_STEP 5   /* percentage points of the weights moved off the GPU from one try to the next */
+
+/* One try of the fit rule: everything on the GPU (all_gpu), or w % of the
+ * weights there and the rest, cache and activations on the CPU. FG_OK
+ * when its plan fits the budgets; fo->policy is left set to it. */
+static fg_status try_fit(const fg_wsrc *ws, fg_flex_opts *fo, int S, int G, int all_gpu, int w) {
     fg_policy *p = &fo->policy;
+    p->w_gpu = all_gpu ? 100 : w, p->w_cpu = 100 - p->w_gpu;
+    p->c_gpu = all_gpu ? 100 : 0, p->c_cpu = 100 - p->c_gpu;
+    p->h_gpu = all_gpu ? 100 : 0, p->h_cpu = 100 - p->h_gpu;
+    fg_plan pl;
+    fg_status st = build_plan(&pl, ws, fo, S, G);
+    fg_plan_free(&pl);
+    return st;
+}
+
+fg_status fg_flex_default_policy(const fg_wsrc *ws, fg_flex_opts *fo, int S, int G) {
     /* everything on the GPU; else weights 100, 95, ... 0 % on the GPU with
      * cache and activations on the CPU: the first that fits both budgets */
-    for (int w = 105; w >= 0; w -= 5) {
-        int all_gpu = w == 105;
-        p->w_gpu = all_gpu ? 100 : w, p->w_cpu = 100 - p->w_gpu;
-        p->c_gpu = all_gpu ? 100 : 0, p->c_cpu = 100 - p->c_gpu;
-        p->h_gpu = all_gpu ? 100 : 0, p->h_cpu = 100 - p->h_gpu;
-        fg_plan pl;
-        fg_status st = build_plan(&pl, ws, fo, S, G);
-        fg_plan_free(&pl);
-        if (st == FG_OK) return FG_OK;
-    }
+    if (try_fit(ws, fo, S, G, 1, 100) == FG_OK) return FG_OK;
+    for (int w = 100; w >= 0; w -= FIT_RULE_STEP)
+        if (try_fit(ws, fo, S, G, 0, w) == FG_OK) return FG_OK;
     char why[1024];
     snprintf(why, sizeof why, "%s", fg_err_msg());
     return fg_err_set(FG_EINPUT, "no placement fits the budgets, even with all weights on the CPU: %s", why);
@@ -296,7 +308,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     /* the disk worker resolves relative paths under its --offload-dir: every
      * process gets the directory as an absolute path */
     fg_flex_opts fo = *fo_in;
-    if (!fo.device) fo.device = fg_backend_default();   /* the plan and the worker agree on it */
+    if (!fo.device) fo.device = fg_devsize_default();   /* the plan and the worker agree on it */
     fg_info("gpu worker backend: %s%s", fo.device, fo_in->device ? "" : " (the default: cuda where a GPU is found, else host)");
     char offdir[FG_MSG_PATH_MAX + 1], cwd[FG_MSG_PATH_MAX + 1];
     int olen = fo.offload_dir[0] == '/' ? snprintf(offdir, sizeof offdir, "%s", fo.offload_dir)
@@ -310,13 +322,13 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     if (st) goto out;
     const fg_plan *pl = &e.pl;
     int nspec = fg_spec_count(pl->c);
-    e.wfile = fg_xcalloc((size_t)nspec, sizeof *e.wfile);
-    e.wfoff = fg_xcalloc((size_t)nspec, sizeof *e.wfoff);
-    e.wsum = fg_xcalloc((size_t)nspec, sizeof *e.wsum);
-    e.wchecked = fg_xcalloc((size_t)nspec, 1);
-    e.lgcopy = fg_xcalloc((size_t)pl->K, sizeof *e.lgcopy);
-    e.sq_k = fg_xcalloc((size_t)pl->K, sizeof *e.sq_k);
-    e.sq_i = fg_xcalloc((size_t)pl->K, sizeof *e.sq_i);
+    e.store_file = fg_xcalloc((size_t)nspec, sizeof *e.store_file);
+    e.store_off = fg_xcalloc((size_t)nspec, sizeof *e.store_off);
+    e.store_sum = fg_xcalloc((size_t)nspec, sizeof *e.store_sum);
+    e.store_checked = fg_xcalloc((size_t)nspec, 1);
+    e.sampled_copy = fg_xcalloc((size_t)pl->K, sizeof *e.sampled_copy);
+    e.unrecorded_batch = fg_xcalloc((size_t)pl->K, sizeof *e.unrecorded_batch);
+    e.unrecorded_token = fg_xcalloc((size_t)pl->K, sizeof *e.unrecorded_token);
     fs->gpu_bytes = fg_plan_gpu_bytes(pl);
     fs->shm_bytes = fg_plan_shm_bytes(pl);
     char desc[256];
@@ -359,8 +371,8 @@ out:
     if (e.spill[0]) unlink(e.spill);
     if (e.spill_fd >= 0) close(e.spill_fd);   /* after the unlink: no sweep sees it unlocked */
     fg_cmdq_free(&e.q);
-    free(e.wfile), free(e.wfoff), free(e.wsum), free(e.wchecked);
-    free(e.lgcopy), free(e.sq_k), free(e.sq_i);
+    free(e.store_file), free(e.store_off), free(e.store_sum), free(e.store_checked);
+    free(e.sampled_copy), free(e.unrecorded_batch), free(e.unrecorded_token);
     fg_plan_free(&e.pl);
     return st;
 }

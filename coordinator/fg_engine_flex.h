@@ -17,6 +17,8 @@ typedef struct {
     const char *worker_dir;                /* NULL: beside the flexgen binary */
     const char *trace;                     /* Chrome trace-event JSON of every command, or NULL */
     unsigned attach;                       /* roles (1u << FG_ROLE_*) started by hand (--attach) */
+    int cmd_timeout_ms;                    /* the command deadline (--cmd-timeout): 0 the
+                                              supervisor's default, < 0 none (fg_super_opts) */
 } fg_flex_opts;
 
 /* Extra figures the offloading engine reports beside fg_gen_stats. */

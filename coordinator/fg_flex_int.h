@@ -20,6 +20,7 @@
 #include "fg_engine_ops.h"
 #include "fg_plan.h"
 #include "fg_store.h"
+#include "fg_unit_cmds.h"
 
 /* One cell of the schedule: token i, schedule layer j, batch k, whose
  * prompts are padded to S_k. */
@@ -81,10 +82,10 @@ typedef struct {
     char spill[FG_MSG_PATH_MAX + 1];   /* the run's file for disk-tier cache and activations */
     int spill_fd;                      /* holds the spill file's lock (fg_spill.c); -1: none */
     fg_store *store;               /* the tier store of disk-tier weights */
-    int *wfile;                    /* (nspec) disk tier: its store file (layer or FG_STORE_GLOBALS) */
-    uint64_t *wfoff;               /* (nspec) offset in it */
-    uint64_t *wsum;                /* (nspec) its checksum */
-    uint8_t *wchecked;             /* (nspec) verified once this run */
+    int *store_file;               /* (nspec) disk tier: its store file (layer or FG_STORE_GLOBALS) */
+    uint64_t *store_off;           /* (nspec) offset in it */
+    uint64_t *store_sum;           /* (nspec) its checksum */
+    uint8_t *store_checked;        /* (nspec) verified once this run */
     /* the slots */
     fg_wslot w[FG_NSLOTS];
     int cur_slot;                  /* the weight slot of the group computing */
@@ -92,9 +93,15 @@ typedef struct {
     fg_pending_store ps;           /* the last computed unit's stores, not yet issued */
     /* sampling: one batch at a time behind the LM heads still computing */
     float temperature, top_p;
-    uint64_t *lgcopy;              /* (K) per batch: the copy out of its logits and sampled ids */
-    int *sq_k, *sq_i, sq_head, sq_len;   /* batches whose LM head went out, not yet recorded (FIFO, <= K) */
+    uint64_t *sampled_copy;        /* (K) per batch: the copy out of its logits and sampled ids */
+    /* batches whose LM head went out, not yet recorded: a FIFO ring of at
+     * most K (batch, token) pairs from unrecorded_head */
+    int *unrecorded_batch, *unrecorded_token, unrecorded_head, unrecorded_len;
 } fg_engine;
+
+/* The engine sent n commands since the queue counted `before`: the number
+ * fg_unit_cmds.h gives the cost model for that piece of a unit. */
+static inline void fg_cmds_issued(const fg_engine *e, long before, int n) { FG_ASSERT(e->q.commands - before == n); }
 
 /* Handles of plan locations; device locations get FG_SEG_DEVICE. */
 fg_shm_handle fg_engine_handle(const fg_engine *e, fg_loc l);

@@ -4,6 +4,7 @@
  * never be seen half-written (the record, the output) is written beside its
  * name and renamed, with the directory fsynced after. */
 #include "fg_job.h"
+#include "fg_fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,52 +39,6 @@ static void job_paths(fg_job *j, const char *dir) {
     snprintf(j->dir, sizeof j->dir, "%s", dir);
     snprintf(j->journal, sizeof j->journal, "%s/journal.jsonl", dir);
     snprintf(j->record, sizeof j->record, "%s/job.json", dir);
-}
-
-/* The directory entry of a file just renamed or created is durable only
- * once its directory is synced. */
-static fg_status sync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0 || fsync(fd) != 0) {
-        fg_status st = fg_err_set(FG_ERUNTIME, "%s: cannot sync the directory: %s", dir, strerror(errno));
-        if (fd >= 0) close(fd);
-        return st;
-    }
-    close(fd);
-    return FG_OK;
-}
-
-static fg_status write_all(int fd, const char *path, const char *p, size_t len) {
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return fg_err_set(FG_ERUNTIME, "%s: write failed: %s", path, w < 0 ? strerror(errno) : "no progress");
-        p += w, len -= (size_t)w;
-    }
-    return FG_OK;
-}
-
-/* path written from data: path.partial, fsync, rename, fsync of the directory. */
-static fg_status write_atomic(const char *path, const char *data, size_t len) {
-    char tmp[PATH_MAX + 16], dir[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.partial", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return fg_err_set(FG_EINPUT, "%s: cannot create: %s", tmp, strerror(errno));
-    fg_status st = write_all(fd, tmp, data, len);
-    if (!st && fsync(fd) != 0) st = fg_err_set(FG_ERUNTIME, "%s: fsync failed: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && !st) st = fg_err_set(FG_ERUNTIME, "%s: close failed: %s", tmp, strerror(errno));
-    if (!st && rename(tmp, path) != 0)
-        st = fg_err_set(FG_ERUNTIME, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
-    if (st) {
-        unlink(tmp);
-        return st;
-    }
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
-    return sync_dir(dir);
 }
 
 fg_status fg_job_read_record(const char *dir, json_t **rec) {
@@ -202,10 +157,10 @@ fg_status fg_job_start(const char *dir, const json_t *rec, int n, int block, fg_
     size_t tlen = strlen(text);
     text = realloc(text, tlen + 2);
     text[tlen] = '\n', text[tlen + 1] = 0;
-    st = write_atomic(j->record, text, tlen + 1);
+    st = fg_fs_write_atomic(j->record, text, tlen + 1, FG_FS_DURABLE);
     free(text);
     if (!st) st = job_open(j, 0);
-    if (!st) st = sync_dir(dir);
+    if (!st) st = fg_fs_sync_dir(dir);   /* the journal's entry */
 out:
     if (st) fg_job_destroy(&j);
     *out = j;
@@ -239,7 +194,7 @@ fg_status fg_job_append(fg_job *j, int first, int count, const char *lines, size
     if (first != j->done || count <= 0 || first + count > j->n)
         return fg_err_set(FG_ERUNTIME, "%s: prompts %d..%d do not follow the %d journaled", j->journal, first,
                           first + count - 1, j->done);
-    fg_status st = write_all(j->fd, j->journal, lines, len);
+    fg_status st = fg_fs_write_all(j->fd, j->journal, lines, len);
     if (!st && fdatasync(j->fd) != 0) st = fg_err_set(FG_ERUNTIME, "%s: fdatasync failed: %s", j->journal, strerror(errno));
     if (!st) j->done += count;
     return st;
@@ -254,7 +209,7 @@ fg_status fg_job_finish(fg_job **jp, const char *out) {
     size_t len;
     fg_status st = fg_read_file(j->journal, &data, &len);
     if (st) return st;
-    st = write_atomic(out, data, len);
+    st = fg_fs_write_atomic(out, data, len, FG_FS_DURABLE);
     free(data);
     if (st) return st;
     remove_job(j);   /* the output is durable: the job is done with */

@@ -10,8 +10,8 @@
 
 #include "fg_flex_int.h"
 
-static fg_shm_handle Hs(const fg_engine *e, fg_loc l) { return fg_engine_handle(e, l); }
-static fg_shm_handle Hsub(const fg_engine *e, fg_loc l, uint64_t off, uint64_t n) {
+/* The handle of bytes [off, off + n) of plan location l. */
+static fg_shm_handle sub_handle(const fg_engine *e, fg_loc l, uint64_t off, uint64_t n) {
     return fg_engine_handle(e, fg_loc_sub(l, off, n));
 }
 
@@ -47,8 +47,8 @@ static void group_range(int g, int *first, int *count) {
 fg_shm_handle fg_weight_handle(const fg_engine *e, int idx, int s) {
     const fg_plan *pl = &e->pl;
     if (!pl->sp[idx].present) return (fg_shm_handle){.segment = FG_SEG_DEVICE, .offset = 0, .nbytes = 0};
-    if (pl->wtier[idx] == FG_TIER_GPU) return Hs(e, pl->whome[idx]);
-    return Hsub(e, pl->wslot[s], pl->wslot_off[idx], pl->whome[idx].n);
+    if (pl->wtier[idx] == FG_TIER_GPU) return fg_engine_handle(e, pl->whome[idx]);
+    return sub_handle(e, pl->wslot[s], pl->wslot_off[idx], pl->whome[idx].n);
 }
 
 static fg_status issue_weight_copy(fg_engine *e, int s);
@@ -74,9 +74,9 @@ fg_status fg_load_weight(fg_engine *e, int g, int s) {
         if (!w->ndisk && (st = fg_cmdq_await(&e->q, w->stage_read))) break;
         fg_msg m;
         fg_msg_init(&m, FG_MSG_DISK_READ);
-        m.u.disk.file_offset = e->wfoff[i];
-        m.u.disk.buf = Hsub(e, pl->wstage[s], pl->wslot_off[i], pl->whome[i].n);
-        snprintf(m.u.disk.path, sizeof m.u.disk.path, "%s", fg_store_path(e->store, e->wfile[i]));
+        m.u.disk.file_offset = e->store_off[i];
+        m.u.disk.buf = sub_handle(e, pl->wstage[s], pl->wslot_off[i], pl->whome[i].n);
+        snprintf(m.u.disk.path, sizeof m.u.disk.path, "%s", fg_store_path(e->store, e->store_file[i]));
         st = fg_cmdq_submit(&e->q, FG_ROLE_DISK, &m, 0, &w->disk[w->ndisk++]);
     }
     if (st) return st;
@@ -90,16 +90,16 @@ fg_status fg_load_weight(fg_engine *e, int g, int s) {
 static fg_status check_stage(fg_engine *e, int s, int first, int count) {
     const fg_plan *pl = &e->pl;
     for (int i = first; i < first + count; i++) {
-        if (!pl->sp[i].present || pl->wtier[i] != FG_TIER_DISK || e->wchecked[i]) continue;
+        if (!pl->sp[i].present || pl->wtier[i] != FG_TIER_DISK || e->store_checked[i]) continue;
         const void *p = fg_engine_ptr(e, fg_loc_sub(pl->wstage[s], pl->wslot_off[i], pl->whome[i].n));
-        if (!p || fg_store_checksum(p, pl->whome[i].n) != e->wsum[i]) {
-            const char *path = fg_store_path(e->store, e->wfile[i]);
-            fg_store_invalidate(e->store, e->wfile[i]);   /* the next run rebuilds it */
+        if (!p || fg_store_checksum(p, pl->whome[i].n) != e->store_sum[i]) {
+            const char *path = fg_store_path(e->store, e->store_file[i]);
+            fg_store_invalidate(e->store, e->store_file[i]);   /* the next run rebuilds it */
             return fg_err_set(FG_ERUNTIME, "%s: tensor '%s' at offset %llu does not match its checksum: the tier "
                                            "store is damaged (the file is removed and will be rebuilt on the next run)",
-                              path, pl->sp[i].name, (unsigned long long)e->wfoff[i]);
+                              path, pl->sp[i].name, (unsigned long long)e->store_off[i]);
         }
-        e->wchecked[i] = 1;
+        e->store_checked[i] = 1;
     }
     return FG_OK;
 }
@@ -123,13 +123,15 @@ static fg_status issue_weight_copy(fg_engine *e, int s) {
     for (int i = first; i < first + count; i++) {
         if (!pl->sp[i].present || pl->wtier[i] == FG_TIER_GPU) continue;
         int disk = pl->wtier[i] == FG_TIER_DISK;
-        fg_shm_handle src = disk ? Hsub(e, pl->wstage[s], pl->wslot_off[i], pl->whome[i].n) : Hs(e, pl->whome[i]);
+        fg_shm_handle src = disk ? sub_handle(e, pl->wstage[s], pl->wslot_off[i], pl->whome[i].n) : fg_engine_handle(e, pl->whome[i]);
         from_stage |= disk;
         fg_msg_copy_add(&m, src, fg_weight_handle(e, i, s));
     }
     fg_deps d = {{0}};
-    if (m.u.copy.n && !(st = fg_cmdq_need(&e->q, &d, w->readers_before_load)))
-        st = fg_cmdq_submit_gpu(&e->q, &m, ST_H2D, &d, &w->load);
+    long before = e->q.commands;
+    if (m.u.copy.n && !(st = fg_cmdq_need(&e->q, &d, w->readers_before_load)) &&
+        !(st = fg_cmdq_submit_gpu(&e->q, &m, ST_H2D, &d, &w->load)))
+        fg_cmds_issued(e, before, FG_CMDS_WEIGHT_COPY);
     w->readers_before_load = 0;
     if (from_stage) w->stage_read = w->load;
     return st;
@@ -165,6 +167,7 @@ fg_status fg_load_cache(fg_engine *e, const fg_unit *u, fg_deps *ld) {
     fg_status st = claim(e, &d, &e->par[p].kv);
     fg_op_step s = fg_unit_step(e, u);
     if (!st && s.past > 0) {
+        long before = e->q.commands;
         int l = u->j - 1;
         uint64_t nb = cache_rows(pl, (int)s.past);
         fg_loc ksrc = pl->kc[l * pl->K + u->k], vsrc = pl->vc[l * pl->K + u->k];
@@ -172,17 +175,18 @@ fg_status fg_load_cache(fg_engine *e, const fg_unit *u, fg_deps *ld) {
         if (disk) {   /* the prefix from disk into the stage first */
             uint64_t r1, r2;
             if ((st = fg_cmdq_await(&e->q, e->par[p].kvstage_read)) ||
-                (st = spill_io(e, FG_MSG_DISK_READ, ksrc.off, Hsub(e, pl->kstage[p], 0, nb), &r1)) ||
-                (st = spill_io(e, FG_MSG_DISK_READ, vsrc.off, Hsub(e, pl->vstage[p], 0, nb), &r2)) ||
+                (st = spill_io(e, FG_MSG_DISK_READ, ksrc.off, sub_handle(e, pl->kstage[p], 0, nb), &r1)) ||
+                (st = spill_io(e, FG_MSG_DISK_READ, vsrc.off, sub_handle(e, pl->vstage[p], 0, nb), &r2)) ||
                 (st = fg_cmdq_await(&e->q, r1)) || (st = fg_cmdq_await(&e->q, r2)))
                 return st;
             ksrc = pl->kstage[p], vsrc = pl->vstage[p];
         }
         fg_msg c;
         fg_msg_init(&c, FG_MSG_COPY);
-        fg_msg_copy_add(&c, Hsub(e, ksrc, 0, nb), Hsub(e, pl->kslot[p], 0, nb));
-        fg_msg_copy_add(&c, Hsub(e, vsrc, 0, nb), Hsub(e, pl->vslot[p], 0, nb));
-        st = fg_cmdq_submit_gpu(&e->q, &c, ST_H2D, &d, &e->par[p].kv.write);
+        fg_msg_copy_add(&c, sub_handle(e, ksrc, 0, nb), sub_handle(e, pl->kslot[p], 0, nb));
+        fg_msg_copy_add(&c, sub_handle(e, vsrc, 0, nb), sub_handle(e, pl->vslot[p], 0, nb));
+        if (!(st = fg_cmdq_submit_gpu(&e->q, &c, ST_H2D, &d, &e->par[p].kv.write)))
+            fg_cmds_issued(e, before, FG_CMDS_CACHE_MOVE + disk * FG_CMDS_CACHE_DISK);
         d.s[ST_H2D] = e->par[p].kv.write;
         if (disk) e->par[p].kvstage_read = e->par[p].kv.write;
     }
@@ -200,20 +204,22 @@ fg_status fg_load_hidden(fg_engine *e, const fg_unit *u, fg_deps *ld) {
     fg_deps d = {{0}};
     fg_status st = claim(e, &d, &e->par[p].h);
     if (!st && u->j > 0) {
+        long before = e->q.commands;
         fg_loc dev = fg_unit_hidden(e, u);
-        fg_shm_handle src = Hsub(e, pl->hhome[u->k], 0, dev.n);
+        fg_shm_handle src = sub_handle(e, pl->hhome[u->k], 0, dev.n);
         int disk = pl->atier == FG_TIER_DISK;
         if (disk) {   /* disk -> stage, then stage -> device */
             uint64_t r;
-            src = Hsub(e, pl->hstage[p], 0, dev.n);
+            src = sub_handle(e, pl->hstage[p], 0, dev.n);
             if ((st = fg_cmdq_await(&e->q, e->par[p].hstage_read)) ||
                 (st = spill_io(e, FG_MSG_DISK_READ, pl->hhome[u->k].off, src, &r)) || (st = fg_cmdq_await(&e->q, r)))
                 return st;
         }
         fg_msg c;
         fg_msg_init(&c, FG_MSG_COPY);
-        fg_msg_copy_add(&c, src, Hs(e, dev));
-        st = fg_cmdq_submit_gpu(&e->q, &c, ST_H2D, &d, &e->par[p].h.write);
+        fg_msg_copy_add(&c, src, fg_engine_handle(e, dev));
+        if (!(st = fg_cmdq_submit_gpu(&e->q, &c, ST_H2D, &d, &e->par[p].h.write)))
+            fg_cmds_issued(e, before, FG_CMDS_HIDDEN_MOVE + disk * FG_CMDS_HIDDEN_DISK);
         d.s[ST_H2D] = e->par[p].h.write;
         if (disk) e->par[p].hstage_read = e->par[p].h.write;
     }
@@ -235,22 +241,29 @@ fg_status fg_store_cache(fg_engine *e, const fg_pending_store *ps) {
     fg_deps d = {{0}};
     fg_status st = fg_cmdq_need(&e->q, &d, ps->attn);
     if (st) return st;
+    long before = e->q.commands;
     uint64_t o = cache_rows(pl, (int)s.past), nb = cache_rows(pl, (int)s.S);
     int disk = fg_plan_cache_on_disk(pl, u->j);
     fg_loc kd = disk ? pl->kstage[p] : kh, vd = disk ? pl->vstage[p] : vh;
     fg_msg c;
     fg_msg_init(&c, FG_MSG_COPY);
-    fg_msg_copy_add(&c, Hsub(e, pl->kslot[p], o, nb), Hsub(e, kd, o, nb));
-    fg_msg_copy_add(&c, Hsub(e, pl->vslot[p], o, nb), Hsub(e, vd, o, nb));
-    if ((st = fg_cmdq_submit_gpu(&e->q, &c, ST_D2H, &d, &kv->read[0])) || !disk) return st;
-    /* then to disk: O_DIRECT wants an aligned start, so from the 4096-byte
-     * boundary below the new rows (the stage holds the prefix loaded for
-     * this step) */
-    uint64_t a0 = o & ~(uint64_t)4095;
+    fg_msg_copy_add(&c, sub_handle(e, pl->kslot[p], o, nb), sub_handle(e, kd, o, nb));
+    fg_msg_copy_add(&c, sub_handle(e, pl->vslot[p], o, nb), sub_handle(e, vd, o, nb));
+    if ((st = fg_cmdq_submit_gpu(&e->q, &c, ST_D2H, &d, &kv->read[0]))) return st;
+    if (!disk) {
+        fg_cmds_issued(e, before, FG_CMDS_CACHE_MOVE);
+        return FG_OK;
+    }
+    /* then to disk: O_DIRECT wants an aligned start, so from the
+     * FG_SHM_ALIGN boundary below the new rows (the stage holds the prefix
+     * loaded for this step) */
+    uint64_t a0 = o & ~(uint64_t)(FG_SHM_ALIGN - 1);
     if ((st = fg_cmdq_await(&e->q, kv->read[0])) ||
-        (st = spill_io(e, FG_MSG_DISK_WRITE, kh.off + a0, Hsub(e, pl->kstage[p], a0, o + nb - a0), &kv->read[0])))
+        (st = spill_io(e, FG_MSG_DISK_WRITE, kh.off + a0, sub_handle(e, pl->kstage[p], a0, o + nb - a0), &kv->read[0])) ||
+        (st = spill_io(e, FG_MSG_DISK_WRITE, vh.off + a0, sub_handle(e, pl->vstage[p], a0, o + nb - a0), &kv->read[1])))
         return st;
-    return spill_io(e, FG_MSG_DISK_WRITE, vh.off + a0, Hsub(e, pl->vstage[p], a0, o + nb - a0), &kv->read[1]);
+    fg_cmds_issued(e, before, FG_CMDS_CACHE_MOVE + FG_CMDS_CACHE_DISK);
+    return FG_OK;
 }
 
 /* The hidden state back to its CPU home (or via the stage to disk) behind
@@ -265,11 +278,15 @@ fg_status fg_store_hidden(fg_engine *e, const fg_pending_store *ps) {
     fg_deps d = {{0}};
     fg_status st = fg_cmdq_need(&e->q, &d, ps->last);
     if (st) return st;
-    fg_shm_handle dst = Hsub(e, disk ? pl->hstage[p] : pl->hhome[u->k], 0, dev.n);
+    long before = e->q.commands;
+    fg_shm_handle dst = sub_handle(e, disk ? pl->hstage[p] : pl->hhome[u->k], 0, dev.n);
     fg_msg c;
     fg_msg_init(&c, FG_MSG_COPY);
-    fg_msg_copy_add(&c, Hs(e, dev), dst);
-    if ((st = fg_cmdq_submit_gpu(&e->q, &c, ST_D2H, &d, &h->read[0])) || !disk) return st;
-    if ((st = fg_cmdq_await(&e->q, h->read[0]))) return st;
-    return spill_io(e, FG_MSG_DISK_WRITE, pl->hhome[u->k].off, dst, &h->read[0]);
+    fg_msg_copy_add(&c, fg_engine_handle(e, dev), dst);
+    if ((st = fg_cmdq_submit_gpu(&e->q, &c, ST_D2H, &d, &h->read[0]))) return st;
+    if (disk && ((st = fg_cmdq_await(&e->q, h->read[0])) ||
+                 (st = spill_io(e, FG_MSG_DISK_WRITE, pl->hhome[u->k].off, dst, &h->read[0]))))
+        return st;
+    fg_cmds_issued(e, before, FG_CMDS_HIDDEN_MOVE + disk * FG_CMDS_HIDDEN_DISK);
+    return FG_OK;
 }

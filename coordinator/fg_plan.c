@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_shm.h"
 
 const char *fg_plan_seg_name(int seg) {
@@ -20,12 +20,11 @@ const char *fg_human_bytes(uint64_t b, char *buf) {
     return buf;
 }
 
-static uint64_t align4k(uint64_t x) { return (x + 4095) & ~(uint64_t)4095; }
 
 /* n bytes at the end of segment seg (shared memory starts past its header page). */
 static fg_loc place(fg_plan *pl, int seg, uint64_t n) {
     uint64_t start = seg >= FG_PLAN_FIRST_SHM && seg < FG_PLAN_END_SHM ? FG_SHM_HEADER_BYTES : 0;
-    uint64_t off = align4k(pl->used[seg] < start ? start : pl->used[seg]);
+    uint64_t off = fg_shm_align_up(pl->used[seg] < start ? start : pl->used[seg]);
     pl->used[seg] = off + n;
     return (fg_loc){seg, off, n};
 }
@@ -74,7 +73,7 @@ static void plan_weights(fg_plan *pl) {
             }
             if (pl->wtier[i] == FG_TIER_CPU) pl->whome[i] = place(pl, SEG_W, bytes);
             else pl->whome[i] = (fg_loc){SEG_STAGE, 0, bytes}, pl->any_disk_weights = 1;   /* in the stage of its slot */
-            slot = align4k(slot);
+            slot = fg_shm_align_up(slot);
             pl->wslot_off[i] = slot;
             slot += bytes;
         }
@@ -152,7 +151,7 @@ fg_status fg_plan_build(fg_plan *pl, const fg_opt_config *c, const fg_spec *sp, 
     plan_cache(pl);
     plan_activations(pl);
     plan_io(pl);
-    if ((st = fg_backend_workspace_bytes(backend, c, (uint32_t)(pl->gbs * S), &pl->ws_bytes))) return st;
+    if ((st = fg_devsize_workspace_bytes(backend, c, (uint32_t)(pl->gbs * S), &pl->ws_bytes))) return st;
 
     char a[32], b[32], w[32], m[32];
     uint64_t gpu = fg_plan_gpu_bytes(pl), shm = fg_plan_shm_bytes(pl);

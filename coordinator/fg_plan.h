@@ -97,7 +97,7 @@ typedef struct {
 } fg_plan;
 
 /* The plan for policy p (validated) on model c with prompts padded to S and
- * G new tokens, counting `backend`'s workspace (fg_backend_find). Refuses
+ * G new tokens, counting `backend`'s workspace (fg_devsize_workspace_bytes). Refuses
  * (FG_EINPUT) what does not fit gpu_mem / cpu_mem / disk_mem (0: no limit;
  * disk counts the spill file only: the tier store is checked when it is
  * opened), saying how much each tier needs. */

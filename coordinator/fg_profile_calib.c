@@ -149,16 +149,6 @@ static fg_status calib_run(calib *cb, const char *hw, const char *tag, int K, in
     return FG_OK;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static double clamp(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* The disk factor f that makes a phase of disk seconds D (at the disk's
@@ -208,7 +198,7 @@ static double fit_contention(const calib_meas *a, const calib_meas *b, double *f
 /* engine[k] = *fig = the median of v[0..n), clamped; nothing where n is 0
  * (*fig keeps the figure's default: no effect) */
 static void set_fig(json_t *eng, const char *k, double *v, int n, double lo, double hi, double *fig) {
-    if (n) json_object_set_new(eng, k, json_real(*fig = clamp(median(v, n), lo, hi)));
+    if (n) json_object_set_new(eng, k, json_real(*fig = clamp(fg_median(v, n), lo, hi)));
 }
 
 /* Write prof to path as the next run is to read it: without figures

@@ -24,29 +24,22 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_engine_ops.h"
+#include "fg_fs.h"
 #include "fg_profile_run.h"
 #include "fg_super.h"
 #include "fg_super_proc.h"
 
 #define PROFILE_FORMAT 2
 
-/* mkdir -p, mode 0700; errors surface when the file is written. */
-static void mkdirs(char *dir) {
-    for (char *p = dir + 1; *p; p++)
-        if (*p == '/') *p = 0, mkdir(dir, 0700), *p = '/';
-    mkdir(dir, 0700);
-}
-
 fg_status fg_profile_cache_path(const char *offload_dir, const char *device, char *out, size_t cap) {
-    char host[256] = "host", off[PATH_MAX];
+    char host[256] = "host";
     struct stat sb;
-    snprintf(off, sizeof off, "%s", offload_dir);
-    mkdirs(off);
+    fg_status st = fg_fs_mkdirs(offload_dir, 0700);
+    if (st) return fg_err_set(FG_EINPUT, "--offload-dir %s: %s", offload_dir, fg_err_msg());
     if (stat(offload_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return fg_err_set(FG_EINPUT, "--offload-dir %s: cannot create it: %s", offload_dir,
-                          errno ? strerror(errno) : "not a directory");
+        return fg_err_set(FG_EINPUT, "--offload-dir %s: not a directory", offload_dir);
     gethostname(host, sizeof host - 1);
     const char *base = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char dir[PATH_MAX];
@@ -57,16 +50,17 @@ fg_status fg_profile_cache_path(const char *offload_dir, const char *device, cha
 }
 
 fg_status fg_profile_write_json(json_t *prof, const char *path) {
-    char tmp[PATH_MAX + 16], dir[PATH_MAX];
+    char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) *slash = 0, mkdirs(dir);
-    snprintf(tmp, sizeof tmp, "%s.partial", path);
-    if (json_dump_file(prof, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
+    fg_fs_atomic a;
+    fg_status st = slash && slash != dir ? (*slash = 0, fg_fs_mkdirs(dir, 0700)) : FG_OK;
+    if (st || (st = fg_fs_atomic_fopen(&a, path, 0))) return st;
+    if (json_dumpf(prof, a.f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
+        fg_fs_atomic_abort(&a);
         return fg_err_set(FG_ERUNTIME, "%s: cannot write the profile", path);
     }
-    return FG_OK;
+    return fg_fs_atomic_commit(&a);
 }
 
 /* ---- measuring ---------------------------------------------------------------- */

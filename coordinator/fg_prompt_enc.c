@@ -41,25 +41,60 @@ fg_status fg_prompt_tokenizer(const char *model_dir, int dummy, int need, fg_wsr
     return FG_OK;
 }
 
-fg_status fg_prompt_encode(const char *path, fg_tok *tok, const fg_opt_config *c, int gen_len, int truncate,
-                           fg_prompt_list *text, fg_seq_in **out, int *n_out) {
+/* FG_EINPUT or ST: "PATH:LINE: WHAT: " before the message in the error slot (copied first: it is the slot). */
+static fg_status at_line(fg_status st, const char *path, int line, const char *what) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", fg_err_msg());
+    return fg_err_set(st, "%s:%d: %s%s", path, line, what, msg);
+}
+
+/* A "messages" prompt: its text becomes the conversation rendered with the chat template (opened at the
+ * first such prompt), and its ids that text's. The special tokens the template writes (<|im_start|>, BOS)
+ * are to be encoded as the tokens they name: the encoder that does so replaces fg_tok_encode here. */
+static fg_status encode_chat(const char *path, fg_prompt *p, fg_tok *tok, const fg_chat_src *chat,
+                             fg_prompt_chat **pc, int32_t **ids, size_t *m) {
+    fg_status st = FG_OK;
+    if (!*pc) st = chat ? fg_prompt_chat_open(chat, tok, pc) : fg_err_set(FG_EINPUT, "no chat template here");
+    if (st) return at_line(st, path, p->line, "a \"messages\" prompt needs the chat template: ");
+    char *text;
+    size_t len;
+    if ((st = fg_prompt_chat_render(*pc, p->messages, &text, &len)))
+        return at_line(st, path, p->line, "rendering the chat template: ");
+    free(p->text);
+    p->text = text, p->len = len;
+    if ((st = fg_tok_encode(tok, p->text, p->len, ids, m))) return at_line(FG_EINPUT, path, p->line, "");
+    return FG_OK;
+}
+
+fg_status fg_prompt_encode(const char *path, fg_tok *tok, const fg_opt_config *c, const fg_chat_src *chat,
+                           int gen_len, int truncate, fg_prompt_list *text, fg_seq_in **out, int *n_out) {
     fg_status st = fg_prompts_read(path, text);
     if (st) return st;
     int n = (int)text->n, ctx = c->max_pos - gen_len, bos = fg_tok_bos_id(tok);
     if (ctx < 2)
         return fg_err_set(FG_EINPUT, "--gen-len %d leaves no room for a prompt in %d positions", gen_len, c->max_pos);
     fg_seq_in *in = fg_xcalloc((size_t)n, sizeof *in);
+    fg_prompt_chat *pc = NULL;
     for (int i = 0; i < n && !st; i++) {
-        const fg_prompt *p = &text->items[i];
+        fg_prompt *p = &text->items[i];
         int32_t *ids = NULL;
         size_t m = 0;
-        if ((st = fg_tok_encode(tok, p->text, p->len, &ids, &m))) {
-            st = fg_err_set(FG_EINPUT, "%s:%d: %s", path, p->line, fg_err_msg());
+        if (p->messages && (st = encode_chat(path, p, tok, chat, &pc, &ids, &m))) break;
+        if (!p->messages && (st = fg_tok_encode(tok, p->text, p->len, &ids, &m))) {
+            st = at_line(FG_EINPUT, path, p->line, "");
             break;
         }
-        int has_bos = bos >= 0;
+        /* BOS first, unless the chat template wrote it (or chose not to) */
+        int has_bos = p->messages ? m && bos >= 0 && ids[0] == bos : bos >= 0;
+        const int32_t *body = ids + (p->messages && has_bos);
+        m -= (size_t)(p->messages && has_bos);
         size_t total = m + (size_t)has_bos;
         size_t keep = total;
+        if (!total) {
+            free(ids);
+            st = fg_err_set(FG_EINPUT, "%s:%d: the prompt has no tokens", path, p->line);
+            break;
+        }
         if (total > (size_t)ctx) {
             if (!truncate) {
                 free(ids);
@@ -75,9 +110,10 @@ fg_status fg_prompt_encode(const char *path, fg_tok *tok, const fg_opt_config *c
         in[i].len = (int)keep;
         size_t skip = total - keep, j = 0;
         if (has_bos) in[i].ids[j++] = bos;
-        memcpy(in[i].ids + j, ids + skip, sizeof(int32_t) * (keep - j));
+        memcpy(in[i].ids + j, body + skip, sizeof(int32_t) * (keep - j));
         free(ids);
     }
+    fg_prompt_chat_close(&pc);
     if (st) {
         fg_prompt_ids_free(in, (size_t)n);
         return st;

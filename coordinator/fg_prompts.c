@@ -47,6 +47,28 @@ static void push(fg_prompt_list *l, size_t *cap, fg_prompt p) {
     l->items[l->n++] = p;
 }
 
+/* A "messages" value: a non-empty list of {"role": string, "content": string, ...}. */
+static fg_status check_messages(const char *path, int lineno, const json_t *m) {
+    if (!json_is_array(m) || !json_array_size(m))
+        return fg_err_set(FG_EINPUT, "%s:%d: \"messages\" must be a non-empty list of {\"role\": ..., \"content\": ...}, "
+                          "got %s", path, lineno, json_is_array(m) ? "an empty list" : json_kind(m));
+    size_t i;
+    json_t *x;
+    json_array_foreach(m, i, x) {
+        if (!json_is_object(x))
+            return fg_err_set(FG_EINPUT, "%s:%d: \"messages\"[%zu] must be an object, got %s", path, lineno, i,
+                              json_kind(x));
+        static const char *const keys[] = {"role", "content"};
+        for (int k = 0; k < 2; k++) {
+            json_t *v = json_object_get(x, keys[k]);
+            if (!json_is_string(v))
+                return fg_err_set(FG_EINPUT, "%s:%d: \"messages\"[%zu]: \"%s\" must be a string, got %s", path, lineno,
+                                  i, keys[k], v ? json_kind(v) : "nothing");
+        }
+    }
+    return FG_OK;
+}
+
 /* One JSONL line -> a prompt. */
 static fg_status parse_jsonl(const char *path, int lineno, const char *s, size_t n, fg_prompt *p) {
     json_error_t jerr;
@@ -56,23 +78,27 @@ static fg_status parse_jsonl(const char *path, int lineno, const char *s, size_t
         return fg_err_set(FG_EINPUT, "%s:%d: malformed JSON at column %d: %s", path, lineno,
                           jerr.column, jerr.text);
     fg_status st = FG_OK;
-    json_t *prompt = json_object_get(o, "prompt");
+    json_t *prompt = json_object_get(o, "prompt"), *msgs = json_object_get(o, "messages");
     if (!json_is_object(o)) {
         st = fg_err_set(FG_EINPUT, "%s:%d: expected a JSON object {\"id\": ..., \"prompt\": \"...\"}, "
                         "got %s", path, lineno, json_kind(o));
-    } else if (!prompt) {
-        st = fg_err_set(FG_EINPUT, "%s:%d: missing \"prompt\"", path, lineno);
-    } else if (!json_is_string(prompt)) {
+    } else if (!prompt && !msgs) {
+        st = fg_err_set(FG_EINPUT, "%s:%d: missing \"prompt\" (or \"messages\")", path, lineno);
+    } else if (prompt && msgs) {
+        st = fg_err_set(FG_EINPUT, "%s:%d: both \"prompt\" and \"messages\": give one", path, lineno);
+    } else if (prompt && !json_is_string(prompt)) {
         st = fg_err_set(FG_EINPUT, "%s:%d: \"prompt\" must be a string, got %s", path, lineno,
                         json_kind(prompt));
-    } else {
+    } else if (!(st = msgs ? check_messages(path, lineno, msgs) : FG_OK)) {
         json_t *id = json_object_get(o, "id");
         char num[32];
         snprintf(num, sizeof num, "%d", lineno - 1);
         p->id_json = id ? json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY) : dup_bytes(num, strlen(num));
-        if (!p->id_json) fg_exit_on(fg_err_set(FG_ERUNTIME, "out of memory serializing an id"));
-        p->len = json_string_length(prompt);
-        p->text = dup_bytes(json_string_value(prompt), p->len);
+        /* a conversation's text is "" until the chat template renders it (fg_prompt_enc.c) */
+        p->messages = msgs ? json_dumps(msgs, JSON_COMPACT) : NULL;
+        if (!p->id_json || (msgs && !p->messages)) fg_exit_on(fg_err_set(FG_ERUNTIME, "out of memory serializing JSON"));
+        p->len = prompt ? json_string_length(prompt) : 0;
+        p->text = dup_bytes(prompt ? json_string_value(prompt) : "", p->len);
         p->line = lineno;
     }
     json_decref(o);
@@ -126,7 +152,7 @@ fg_status fg_prompts_read(const char *path, fg_prompt_list *out) {
         } else {
             char num[32];
             snprintf(num, sizeof num, "%d", lineno - 1);
-            push(out, &cap, (fg_prompt){dup_bytes(num, strlen(num)), dup_bytes(line, n), n, lineno});
+            push(out, &cap, (fg_prompt){dup_bytes(num, strlen(num)), dup_bytes(line, n), n, lineno, NULL});
         }
     }
     /* Empty lines at the end are the file's ending, not prompts (an editor's
@@ -153,6 +179,7 @@ void fg_prompts_free(fg_prompt_list *l) {
     for (size_t i = 0; i < l->n; i++) {
         free(l->items[i].id_json);
         free(l->items[i].text);
+        free(l->items[i].messages);
     }
     free(l->items);
     memset(l, 0, sizeof *l);

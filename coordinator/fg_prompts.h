@@ -7,10 +7,15 @@
  *    are (empty prompts); the id of a prompt is its 0-based line index;
  *  - JSONL, when that line starts with '{': one object a line,
  *    {"id": <any JSON value>, "prompt": "<string>"}, other keys ignored, blank
- *    lines skipped; "id" defaults to the 0-based line index.
+ *    lines skipped; "id" defaults to the 0-based line index. Instead of
+ *    "prompt" a line may hold a conversation, "messages": [{"role": "...",
+ *    "content": "..."}, ...] (a non-empty list of objects with string role
+ *    and content; their other keys are kept), to be rendered with the
+ *    model's chat template (fg_prompt_enc.h);
  * A file with no prompt (empty or only white space), invalid UTF-8, malformed
- * JSON, a missing or non-string "prompt" are FG_EINPUT with a message naming
- * the file and the 1-based line number.
+ * JSON, neither or both of "prompt" and "messages", a non-string "prompt",
+ * a malformed "messages" are FG_EINPUT with a message naming the file and the
+ * 1-based line number.
  *
  * Not here: tokenizing, the over-long-prompt rule and the output file, which
  * belong to the run command. */
@@ -24,9 +29,10 @@
 
 typedef struct {
     char *id_json; /* the id as compact JSON text: 0, "q-17", {"a":1}, ... */
-    char *text;    /* the prompt, UTF-8, NUL-terminated */
+    char *text;    /* the prompt, UTF-8, NUL-terminated ("" for messages, until rendered) */
     size_t len;    /* bytes in text, without the NUL */
     int line;      /* 1-based line of the file it came from */
+    char *messages; /* a "messages" line's list as compact JSON, else NULL */
 } fg_prompt;
 
 typedef struct {

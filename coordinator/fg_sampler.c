@@ -56,8 +56,8 @@ fg_status fg_block_inputs(fg_engine *e, fg_sampler *sm, int *S_k) {
             (st = upload(e, pl->mask_io[k], pl->mask_dev[k])) || (st = upload(e, pl->rng_io[k], pl->rng_dev[k])))
             return st;
     }
-    for (int k = 0; k < pl->K; k++) e->lgcopy[k] = 0;
-    e->sq_head = e->sq_len = 0;
+    for (int k = 0; k < pl->K; k++) e->sampled_copy[k] = 0;
+    e->unrecorded_head = e->unrecorded_len = 0;
     return FG_OK;
 }
 
@@ -65,7 +65,7 @@ fg_status fg_block_inputs(fg_engine *e, fg_sampler *sm, int *S_k) {
 static fg_status record(fg_engine *e, fg_sampler *sm, int i, int k) {
     const fg_plan *pl = &e->pl;
     int B = pl->gbs, V = pl->c->vocab_size;
-    fg_status st = fg_cmdq_await(&e->q, e->lgcopy[k]);
+    fg_status st = fg_cmdq_await(&e->q, e->sampled_copy[k]);
     if (st) return st;
     const float *lg = fg_engine_ptr(e, pl->logits_io[k]);   /* (B, V) */
     const int32_t *ids = fg_engine_ptr(e, pl->ids_io[k]);   /* (B) */
@@ -92,29 +92,32 @@ static fg_status record(fg_engine *e, fg_sampler *sm, int i, int k) {
 }
 
 void fg_sample_enqueue(fg_engine *e, int i, int k) {
-    int t = (e->sq_head + e->sq_len++) % e->pl.K;
-    e->sq_k[t] = k, e->sq_i[t] = i;
+    int t = (e->unrecorded_head + e->unrecorded_len++) % e->pl.K;
+    e->unrecorded_batch[t] = k, e->unrecorded_token[t] = i;
 }
 
 /* Take the oldest batch off the queue and record it. */
 static fg_status record_oldest(fg_engine *e, fg_sampler *sm, int *k) {
-    int t = e->sq_head;
-    e->sq_head = (t + 1) % e->pl.K, e->sq_len--;
-    *k = e->sq_k[t];
-    return record(e, sm, e->sq_i[t], *k);
+    int t = e->unrecorded_head;
+    e->unrecorded_head = (t + 1) % e->pl.K, e->unrecorded_len--;
+    *k = e->unrecorded_batch[t];
+    return record(e, sm, e->unrecorded_token[t], *k);
 }
 
 fg_status fg_sample_ready(fg_engine *e, fg_sampler *sm) {
     fg_status st = FG_OK;
     int k;
-    while (!st && e->sq_len && fg_cmdq_ended(&e->q, e->lgcopy[e->sq_k[e->sq_head]])) st = record_oldest(e, sm, &k);
+    while (!st && e->unrecorded_len && fg_cmdq_ended(&e->q, e->sampled_copy[e->unrecorded_batch[e->unrecorded_head]]))
+        st = record_oldest(e, sm, &k);
     return st;
 }
 
 fg_status fg_sample_until(fg_engine *e, fg_sampler *sm, int k) {
     int found = k < 0;
-    for (int q = 0; q < e->sq_len && !found; q++) found = e->sq_k[(e->sq_head + q) % e->pl.K] == k;
+    for (int q = 0; q < e->unrecorded_len && !found; q++)
+        found = e->unrecorded_batch[(e->unrecorded_head + q) % e->pl.K] == k;
     fg_status st = FG_OK;
-    for (int kt = -1; found && !st && e->sq_len && (k < 0 || kt != k);) st = record_oldest(e, sm, &kt);
+    for (int kt = -1; found && !st && e->unrecorded_len && (k < 0 || kt != k);)
+        st = record_oldest(e, sm, &kt);
     return st;
 }

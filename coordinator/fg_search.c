@@ -1,6 +1,7 @@
 /* fg_search.c - the policy search (see fg_search.h). */
 #include "fg_search.h"
 #include "fg_shm.h"
+#include "fg_store.h"
 
 #include <glpk.h>
 #include <math.h>
@@ -9,15 +10,19 @@
 
 /* LP columns (GLPK counts from 1). */
 enum {
-    C_WG = 1, C_WC, C_WN, C_CG, C_CC, C_CN,   /* the fractions, X_* + 1 */
-    C_TPRE, C_TGEN, C_THP, C_THG,             /* a layer's prefill and decode step, the head's */
-    C_SLOT, C_STAGE,                          /* a device weight slot; the shm stages of disk-tier weights */
-    C_ZCS, C_ZCD, C_ZWD, C_ZWO,               /* 0/1: cache slots on the GPU, cache stages, the tier store,
-                                                 weight slots */
-    NCOL = C_ZWO
+    /* the fractions, X_* + 1: weights, then cache, on the GPU, CPU, disk */
+    C_W_GPU = 1, C_W_CPU, C_W_DISK, C_C_GPU, C_C_CPU, C_C_DISK,
+    /* seconds of a layer's prefill and decode step, and of the head's */
+    C_T_LAYER_PRE, C_T_LAYER_GEN, C_T_HEAD_PRE, C_T_HEAD_GEN,
+    /* GB of a device weight slot; of the shm stages of disk-tier weights */
+    C_SLOT, C_STAGE,
+    /* 0/1: whether a buffer exists (any fraction off its tier): the cache
+     * slots on the GPU, the cache stages in shm, the tier store on disk,
+     * the device weight slots */
+    C_Z_CACHE_SLOTS, C_Z_CACHE_STAGES, C_Z_STORE, C_Z_WEIGHT_SLOTS,
+    NCOL = C_Z_WEIGHT_SLOTS
 };
 
-static uint64_t align4k(uint64_t x) { return (x + 4095) & ~(uint64_t)4095; }
 
 /* What the memory rows need, from the engine's own plan of the case with
  * everything on the GPU (its fixed buffers: inputs, logits, workspace,
@@ -43,20 +48,29 @@ static fg_status mem_coefs(const fg_opt_config *c, const fg_spec *sp, const fg_s
     if (!st) {
         double group[2] = {0, 0};   /* model-level, one decoder layer */
         for (int i = 0; i < FG_GW_COUNT + FG_LW_COUNT; i++)
-            if (sp[i].present) group[i >= FG_GW_COUNT] += (double)align4k(fg_spec_stored_bytes(c, sp, i));
-        double block = (double)align4k((uint64_t)a.Tmax * a.gbs * fg_cache_row_bytes(c));
+            if (sp[i].present) group[i >= FG_GW_COUNT] += (double)fg_shm_align_up(fg_spec_stored_bytes(c, sp, i));
+        double block = (double)fg_shm_align_up((uint64_t)a.Tmax * a.gbs * fg_cache_row_bytes(c));
         m->wtot = (double)(a.used[SEG_WGPU] - FG_SHM_HEADER_BYTES);
         m->wm = group[0], m->wl = group[1];
         m->mx = group[0] > group[1] ? group[0] : group[1];
         m->ctot = 2.0 * a.L * a.K * block;
         m->cslot = m->cstage = 4 * block;
-        m->store = group[0] + a.L * group[1] + (a.L + 1) * 4096.0;
+        m->store = group[0] + a.L * group[1] + (a.L + 1) * (double)FG_STORE_ALIGN;   /* and a header page a file */
         m->fix_gpu = (double)fg_plan_gpu_bytes(&a) - m->wtot - m->ctot;
         m->fix_shm = (double)fg_plan_shm_bytes(&a) - m->wtot;
         m->fix_disk = (double)a.used[SEG_SPILL];
     }
     fg_plan_free(&a);
     return st;
+}
+
+/* Nonzero coefficients of one LP: the rows of solve() have well under
+ * this many (GLPK's arrays count from 1, so each array has one more). */
+#define LP_MAX_NZ 512
+
+static int nz_room(int ne) {
+    FG_ASSERT(ne < LP_MAX_NZ);
+    return ne;
 }
 
 /* One LP: the fractions minimising the block's time for case cs. 0 and x,
@@ -72,59 +86,59 @@ static int solve(glp_prob **lpp, const fg_cost_terms *t, const mem_coef *m, cons
         *lpp = glp_create_prob();
         glp_set_obj_dir(*lpp, GLP_MIN);
         glp_add_cols(*lpp, NCOL);
-        for (int j = C_WG; j <= C_CN; j++) glp_set_col_bnds(*lpp, j, GLP_DB, 0, 1);
-        for (int j = C_TPRE; j <= C_STAGE; j++) glp_set_col_bnds(*lpp, j, GLP_LO, 0, 0);
-        for (int j = C_ZCS; j <= C_ZWO; j++) glp_set_col_bnds(*lpp, j, GLP_DB, 0, 1);
+        for (int j = C_W_GPU; j <= C_C_DISK; j++) glp_set_col_bnds(*lpp, j, GLP_DB, 0, 1);
+        for (int j = C_T_LAYER_PRE; j <= C_STAGE; j++) glp_set_col_bnds(*lpp, j, GLP_LO, 0, 0);
+        for (int j = C_Z_CACHE_SLOTS; j <= C_Z_WEIGHT_SLOTS; j++) glp_set_col_bnds(*lpp, j, GLP_DB, 0, 1);
     }
     glp_prob *lp = *lpp;
-    glp_set_obj_coef(lp, C_TPRE, L);
-    glp_set_obj_coef(lp, C_THP, 1);
-    glp_set_obj_coef(lp, C_TGEN, (double)L * (cs->G - 1));
-    glp_set_obj_coef(lp, C_THG, cs->G - 1);
+    glp_set_obj_coef(lp, C_T_LAYER_PRE, L);
+    glp_set_obj_coef(lp, C_T_HEAD_PRE, 1);
+    glp_set_obj_coef(lp, C_T_LAYER_GEN, (double)L * (cs->G - 1));
+    glp_set_obj_coef(lp, C_T_HEAD_GEN, cs->G - 1);
 
     /* rows, as (column, coefficient) lists; memory rows in GB for scale */
-    int ia[1 + 512], ja[1 + 512], ne = 0, row = 0;
-    double ar[1 + 512];
+    int ia[1 + LP_MAX_NZ], ja[1 + LP_MAX_NZ], ne = 0, row = 0;
+    double ar[1 + LP_MAX_NZ];
 #define ROW(type, lo, hi) ((fresh ? glp_add_rows(lp, 1) : 0), glp_set_row_bnds(lp, ++row, type, lo, hi))
-#define COEF(col, v) (ia[++ne] = row, ja[ne] = (col), ar[ne] = (v))
-    ROW(GLP_FX, 1, 1), COEF(C_WG, 1), COEF(C_WC, 1), COEF(C_WN, 1);
-    ROW(GLP_FX, 1, 1), COEF(C_CG, 1), COEF(C_CC, 1), COEF(C_CN, 1);
+#define COEF(col, v) (ne = nz_room(ne), ia[++ne] = row, ja[ne] = (col), ar[ne] = (v))
+    ROW(GLP_FX, 1, 1), COEF(C_W_GPU, 1), COEF(C_W_CPU, 1), COEF(C_W_DISK, 1);
+    ROW(GLP_FX, 1, 1), COEF(C_C_GPU, 1), COEF(C_C_CPU, 1), COEF(C_C_DISK, 1);
     const fg_lin *sets[4] = {t->pre, t->gen, t->head_pre, t->head_gen};
-    const int tcol[4] = {C_TPRE, C_TGEN, C_THP, C_THG};
+    const int tcol[4] = {C_T_LAYER_PRE, C_T_LAYER_GEN, C_T_HEAD_PRE, C_T_HEAD_GEN};
     for (int q = 0; q < 4; q++) {   /* T >= each bound: the max() of the step */
         fg_lin b[FG_COST_NBOUND];
         fg_cost_bounds(sets[q], t->contention, b);
         for (int r = 0; r < FG_COST_NBOUND; r++) {
             ROW(GLP_LO, b[r].c, 0), COEF(tcol[q], 1);
             for (int v = 0; v < FG_COST_NX; v++)
-                if (b[r].a[v] != 0) COEF(C_WG + v, -b[r].a[v]);
+                if (b[r].a[v] != 0) COEF(C_W_GPU + v, -b[r].a[v]);
         }
     }
-    ROW(GLP_UP, 0, 0), COEF(C_CC, 1), COEF(C_CN, 1), COEF(C_ZCS, -1);
-    ROW(GLP_UP, 0, 0), COEF(C_CN, 1), COEF(C_ZCD, -1);
-    ROW(GLP_UP, 0, 0), COEF(C_WN, 1), COEF(C_ZWD, -1);
+    ROW(GLP_UP, 0, 0), COEF(C_C_CPU, 1), COEF(C_C_DISK, 1), COEF(C_Z_CACHE_SLOTS, -1);
+    ROW(GLP_UP, 0, 0), COEF(C_C_DISK, 1), COEF(C_Z_CACHE_STAGES, -1);
+    ROW(GLP_UP, 0, 0), COEF(C_W_DISK, 1), COEF(C_Z_STORE, -1);
     const double GB = 1e9;
     /* a weight slot holds the largest group's off-GPU bytes: a layer's by
      * fraction; the model-level group's whole (one tensor, the embedding,
      * is nearly all of it); stages of the same size exist once any weight
      * is on disk (stage >= 2 slot - 2 mx (1 - zwd)) */
-    ROW(GLP_UP, 0, 0), COEF(C_WC, 1), COEF(C_WN, 1), COEF(C_ZWO, -1);
-    ROW(GLP_LO, 0, 0), COEF(C_SLOT, 1), COEF(C_ZWO, -m->wm / GB);
-    ROW(GLP_LO, 0, 0), COEF(C_SLOT, 1), COEF(C_WC, -m->wl / GB), COEF(C_WN, -m->wl / GB);
-    ROW(GLP_LO, -2 * m->mx / GB, 0), COEF(C_STAGE, 1), COEF(C_SLOT, -2), COEF(C_ZWD, -2 * m->mx / GB);
+    ROW(GLP_UP, 0, 0), COEF(C_W_CPU, 1), COEF(C_W_DISK, 1), COEF(C_Z_WEIGHT_SLOTS, -1);
+    ROW(GLP_LO, 0, 0), COEF(C_SLOT, 1), COEF(C_Z_WEIGHT_SLOTS, -m->wm / GB);
+    ROW(GLP_LO, 0, 0), COEF(C_SLOT, 1), COEF(C_W_CPU, -m->wl / GB), COEF(C_W_DISK, -m->wl / GB);
+    ROW(GLP_LO, -2 * m->mx / GB, 0), COEF(C_STAGE, 1), COEF(C_SLOT, -2), COEF(C_Z_STORE, -2 * m->mx / GB);
     if (o->gpu_mem) {
         ROW(GLP_UP, 0, ((double)o->gpu_mem - m->fix_gpu) / GB);
-        COEF(C_WG, m->wtot / GB), COEF(C_SLOT, 2);
-        COEF(C_CG, m->ctot / GB), COEF(C_ZCS, m->cslot / GB);
+        COEF(C_W_GPU, m->wtot / GB), COEF(C_SLOT, 2);
+        COEF(C_C_GPU, m->ctot / GB), COEF(C_Z_CACHE_SLOTS, m->cslot / GB);
     }
     if (o->cpu_mem) {   /* the GPU weights' host copy stays in shm */
         ROW(GLP_UP, 0, ((double)o->cpu_mem - m->fix_shm) / GB);
-        COEF(C_WG, m->wtot / GB), COEF(C_WC, m->wtot / GB), COEF(C_STAGE, 1);
-        COEF(C_CC, m->ctot / GB), COEF(C_ZCD, m->cstage / GB);
+        COEF(C_W_GPU, m->wtot / GB), COEF(C_W_CPU, m->wtot / GB), COEF(C_STAGE, 1);
+        COEF(C_C_CPU, m->ctot / GB), COEF(C_Z_CACHE_STAGES, m->cstage / GB);
     }
     if (o->disk_mem) {
         ROW(GLP_UP, 0, ((double)o->disk_mem - m->fix_disk) / GB);
-        COEF(C_ZWD, m->store / GB), COEF(C_CN, m->ctot / GB);
+        COEF(C_Z_STORE, m->store / GB), COEF(C_C_DISK, m->ctot / GB);
     }
 #undef ROW
 #undef COEF
@@ -136,18 +150,20 @@ static int solve(glp_prob **lpp, const fg_cost_terms *t, const mem_coef *m, cons
     int rc = glp_simplex(lp, &parm);
     if (rc == GLP_EBADB || rc == GLP_ESING || rc == GLP_ECOND) glp_std_basis(lp), rc = glp_simplex(lp, &parm);
     int ok = rc == 0 && glp_get_status(lp) == GLP_OPT;
-    for (int v = 0; ok && v < FG_COST_NX; v++) x[v] = glp_get_col_prim(lp, C_WG + v);
+    for (int v = 0; ok && v < FG_COST_NX; v++) x[v] = glp_get_col_prim(lp, C_W_GPU + v);
     if (ok) *obj = glp_get_obj_val(lp);
     return ok ? 0 : -1;
 }
 
 /* The engine's percentages from fractions, rounded down, the rest to disk. */
 static void round_policy(const double *x, fg_policy *p) {
-    p->w_gpu = floor(100 * x[X_WG] + 1e-6), p->w_cpu = floor(100 * x[X_WC] + 1e-6);
-    p->c_gpu = floor(100 * x[X_CG] + 1e-6), p->c_cpu = floor(100 * x[X_CC] + 1e-6);
+    p->w_gpu = floor(100 * x[X_W_GPU] + 1e-6), p->w_cpu = floor(100 * x[X_W_CPU] + 1e-6);
+    p->c_gpu = floor(100 * x[X_C_GPU] + 1e-6), p->c_cpu = floor(100 * x[X_C_CPU] + 1e-6);
     if (p->w_gpu + p->w_cpu > 100) p->w_cpu = 100 - p->w_gpu;
     if (p->c_gpu + p->c_cpu > 100) p->c_cpu = 100 - p->c_gpu;
 }
+
+#define FIT_MAX_MOVES 64   /* moves down a tier before fit() gives up */
 
 /* Build p's plan within the budgets, moving placement a tier down (GPU to
  * CPU, CPU to disk; weights before cache) while a budget is exceeded, by
@@ -155,7 +171,7 @@ static void round_policy(const double *x, fg_policy *p) {
  * or the last refusal. */
 static fg_status fit(const fg_opt_config *c, const fg_spec *sp, const fg_search_opts *o, const mem_coef *m,
                      fg_policy *p, fg_plan *pl) {
-    for (int tries = 0; tries < 64; tries++) {
+    for (int tries = 0; tries < FIT_MAX_MOVES; tries++) {
         fg_status st = fg_plan_build(pl, c, sp, p, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
         if (!st) return FG_OK;
         uint64_t gpu = fg_plan_gpu_bytes(pl), shm = fg_plan_shm_bytes(pl);
@@ -214,6 +230,10 @@ typedef struct {
     double x[FG_COST_NX];
     double lp_tput;   /* the LP optimum as throughput */
 } cand;
+
+/* Pass 2 stops at an LP optimum below this share of the best score found:
+ * rounding only lowers a candidate, and the LP averages the layers. */
+#define LP_PRUNE_MARGIN 0.9
 
 static int by_lp_tput(const void *a, const void *b) {
     double x = ((const cand *)a)->lp_tput, y = ((const cand *)b)->lp_tput;
@@ -274,7 +294,7 @@ fg_status fg_search_policy(const fg_opt_config *c, const fg_spec *sp, const fg_h
     int found = 0;
     for (size_t i = 0; i < ncand; i++) {
         const cand *cd = &cands[i];
-        if (found && cd->lp_tput < 0.9 * r->pred.throughput) break;
+        if (found && cd->lp_tput < LP_PRUNE_MARGIN * r->pred.throughput) break;
         fg_policy p;
         policy_of(&cd->cs, &p);
         round_policy(cd->x, &p);
@@ -308,9 +328,7 @@ fg_status fg_search_least_fits(const fg_opt_config *c, const fg_spec *sp, const 
     fg_plan pl;
     fg_status st = fg_plan_build(&pl, c, sp, &least, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
     fg_plan_free(&pl);
-    if (!st) return FG_OK;
-    char why[512];
-    snprintf(why, sizeof why, "%s", fg_err_msg());   /* the slot is written anew below */
-    return fg_err_set(FG_EINPUT, "no policy fits the budgets (even with every weight and the cache on disk and one "
-                                 "sequence per batch: %s)", why);
+    return st ? fg_err_set(FG_EINPUT, "no policy fits the budgets (even with every weight and the cache on disk and "
+                                      "one sequence per batch: %s)", fg_err_msg())
+              : FG_OK;
 }

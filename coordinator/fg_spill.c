@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "fg_flex_int.h"
+#include "fg_fs.h"
 
 void fg_spill_sweep(const char *dir) {
     DIR *d = opendir(dir);
@@ -43,16 +44,11 @@ void fg_spill_sweep(const char *dir) {
 
 fg_status fg_spill_claim(const char *dir, const char *path, int *fd_out) {
     fg_spill_sweep(dir);
-    char sub[PATH_MAX];
-    snprintf(sub, sizeof sub, "%s", dir);
-    for (char *p = sub + 1;; p++)   /* the directory and any missing parents */
-        if (*p == '/' || !*p) {
-            char c = *p;
-            *p = 0;
-            if (mkdir(sub, 0700) != 0 && errno != EEXIST)
-                return fg_err_set(FG_EINPUT, "--offload-dir %s: cannot create %s: %s", dir, sub, strerror(errno));
-            if (!(*p = c)) break;
-        }
+    if (fg_fs_mkdirs(dir, 0700)) {   /* the directory and any missing parents */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", fg_err_msg());
+        return fg_err_set(FG_EINPUT, "--offload-dir %s: %s", dir, why);
+    }
     for (int tries = 0; tries < 3; tries++) {
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (fd < 0) return fg_err_set(FG_EINPUT, "%s: cannot create the spill file: %s", path, strerror(errno));

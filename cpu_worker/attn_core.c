@@ -22,11 +22,10 @@ fg_status fg_cpu_attn_core_run(const fg_op_args *a) {
     fg_half *ctx16 = a->out[0];                                      /* (B*S, A*d) */
     size_t n = (size_t)a->st.B * a->st.S * (size_t)fg_config_q_dim(&a->cfg);    /* q and ctx */
     size_t nk = (size_t)a->st.B * a->st.S * (size_t)fg_config_kv_dim(&a->cfg);  /* k and v (<= n) */
-    /* q, k, v, ctx fp32, one block, kept by the thread between commands
-     * (allocated per command, a decode step's block could be fresh pages
-     * each time, and a fresh page costs about 17 us on a virtual machine:
-     * opt-1.3b, B 8, context 36, the step's median went 0.77 -> 0.71 ms).
-     * Failing to grow it is an ERROR, not an exit. */
+    /* q, k, v, ctx fp32, one block, kept by the thread between commands:
+     * allocated per command, a decode step's block could be fresh pages
+     * each time, and a page's first touch is dear (docs/ARCHITECTURE.md,
+     * section 1). Failing to grow it is an ERROR, not an exit. */
     static _Thread_local float *buf;
     static _Thread_local size_t cap;
     size_t need = 4 * n * sizeof(float);

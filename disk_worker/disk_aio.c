@@ -23,6 +23,7 @@
 
 #include "disk_io.h"
 #include "fg_aio.h"
+#include "fg_fs.h"
 
 /* Set by flags before any thread starts; read-only afterwards. */
 static int g_qd = FG_DISK_QD_DEFAULT;
@@ -112,20 +113,6 @@ static int parent_of(const char *path, char *dir, size_t cap) {
     return 1;
 }
 
-/* mkdir -p dir, 0700: the offload directory holds weights and the KV
- * cache, nobody else's business. */
-static fg_status make_dirs(char *dir) {
-    for (char *p = dir + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char c = *p;
-        *p = '\0';
-        if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-            return fg_err_set(FG_ERUNTIME, "%s: cannot create directory: %s", dir, strerror(errno));
-        *p = c;
-        if (!c) return FG_OK;
-    }
-}
-
 /* Open the command's file: reading, or writing (created 0600, and its
  * missing parent directories with it). Errors name the transfer too. */
 static fg_status open_for(const fg_msg *cmd, const char *path, fg_aio_file *f) {
@@ -136,7 +123,7 @@ static fg_status open_for(const fg_msg *cmd, const char *path, fg_aio_file *f) {
     char dir[FG_MSG_PATH_MAX + 512];
     struct stat sb;
     if (st != FG_OK && writing && parent_of(path, dir, sizeof dir) && stat(dir, &sb) != 0 && errno == ENOENT) {
-        st = make_dirs(dir);
+        st = fg_fs_mkdirs(dir, 0700);   /* the offload directory holds weights and the KV cache: nobody else's */
         if (st == FG_OK) st = fg_aio_file_open(path, flags, 0600, f);
     }
     if (st != FG_OK) {

@@ -1,7 +1,8 @@
 /* fuzz_prompts.c - libFuzzer target for the prompts file of `flexgen run
  * --prompts` (coordinator/fg_prompts.c, fg_prompts_read), plain text and
  * JSONL. Properties: no crash or leak (ASan); every prompt read is UTF-8 of
- * its stated length, its id is JSON, and lines ascend. */
+ * its stated length, its id is JSON, a conversation ("messages") a JSON list
+ * with an empty text, and lines ascend. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         json_t *id = json_loads(p->id_json, JSON_DECODE_ANY, NULL);   /* cmd_run parses it back */
         if (!id) abort();
         json_decref(id);
+        json_t *m = p->messages ? json_loads(p->messages, 0, NULL) : NULL;   /* fg_prompt_chat renders it */
+        if (p->messages && (!json_is_array(m) || p->len)) abort();
+        json_decref(m);
     }
     fg_prompts_free(&l);
     return 0;

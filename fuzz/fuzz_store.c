@@ -1,6 +1,6 @@
 /* fuzz_store.c - libFuzzer target for the tier store's file headers
- * (store/fg_store.c, read_header) through fg_store_open, what the disk
- * worker calls on <offload-dir>/<model-id>. The input's first byte holds
+ * (store/fg_store_format.c, fg_store_read_header) through fg_store_open,
+ * what the disk worker calls on <offload-dir>/<model-id>. The input's first byte holds
  * flags; the rest is split at "\nFGSTORE-NEXT\n" into globals.bin,
  * layer-000.bin, layer-001.bin, ...
  *
@@ -22,7 +22,6 @@
 #include "fg_store.h"
 #include "fuzz_util.h"
 
-#define ALIGN 4096u
 #define MAX_FILES 4
 #define MAX_BYTES (16u << 20)
 #define F_RAW_CHECKSUM 1   /* keep the input's header checksum */
@@ -44,12 +43,12 @@ static void write_file(int k, const fz_part *part, unsigned flags) {
     uint32_t hb = n >= 16 ? get32(part->p + 12) : 0;   /* header_bytes */
     size_t len = n;
     if (!(flags & F_RAW_SIZE)) {
-        len = len < ALIGN ? ALIGN : len;
-        if (hb >= ALIGN && hb % ALIGN == 0 && hb <= (1u << 20) && hb > len) len = hb;
+        len = len < FG_STORE_ALIGN ? FG_STORE_ALIGN : len;
+        if (hb >= FG_STORE_ALIGN && hb % FG_STORE_ALIGN == 0 && hb <= (1u << 20) && hb > len) len = hb;
     }
     uint8_t *buf = calloc(1, len ? len : 1);
     memcpy(buf, part->p, n);
-    if (!(flags & F_RAW_CHECKSUM) && hb >= ALIGN && hb <= len) {
+    if (!(flags & F_RAW_CHECKSUM) && hb >= FG_STORE_ALIGN && hb <= len) {
         memset(buf + 72, 0, 8);
         uint64_t sum = XXH3_64bits(buf, hb);
         for (int i = 0; i < 8; i++) buf[72 + i] = (uint8_t)(sum >> (8 * i));

@@ -129,6 +129,41 @@ def main():
         put("prompts", "ids.jsonl", "\n".join(json.dumps(o) for o in [
             {"id": "q-1", "prompt": "Paris is"}, {"id": 7, "prompt": ""}, {"prompt": "no id"},
             {"id": {"a": [1, 2]}, "prompt": "caf\u00e9 \\n", "other": None}, {"id": None, "prompt": "x"}]) + "\n")
+        put("prompts", "chat.jsonl", "\n".join(json.dumps(o) for o in [
+            {"id": "c", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]},
+            {"prompt": "plain"}, {"messages": [{"role": "user", "content": "caf\u00e9", "name": "x"}]}]) + "\n")
+
+        # chat templates: a template, then optionally a NUL and the variables as JSON
+        conv = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi {{ x }}"},
+                             {"role": "assistant", "content": "<think>\nhm\n</think>\n\nHello"},
+                             {"role": "user", "content": "caf\u00e9 \\ \"q\""}],
+                "add_generation_prompt": True, "bos_token": "<s>", "eos_token": "</s>"}
+        put("chat_template", "turns.jinja", (
+            "{%- set ns = namespace(last=messages|length - 1, sys='') %}\n"
+            "{%- for m in messages[::-1] %}{% if m.role == 'user' and ns.last == messages|length - 1 %}"
+            "{% set ns.last = (messages|length - 1) - loop.index0 %}{% endif %}{% endfor %}\n"
+            "{{- bos_token }}\n{%- for message in messages %}\n"
+            "    {%- if message['role'] == 'system' and loop.first %}{% set ns.sys = message.content|trim %}\n"
+            "    {%- elif message.role == 'assistant' and '</think>' in message.content %}\n"
+            "        {{- '<|assistant|>\\n' + message.content.split('</think>')[-1].lstrip('\\n') + eos_token }}\n"
+            "    {%- else %}\n"
+            "        {{- '<|' ~ message.role ~ '|>\\n' ~ (ns.sys + '\\n' if loop.index0 == 1 and ns.sys else '')"
+            " ~ message['content'] ~ eos_token }}\n"
+            "    {%- endif %}\n{%- endfor %}\n"
+            "{%- if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}\n").encode()
+            + b"\0" + json.dumps(conv).encode())
+        put("chat_template", "constructs.jinja", (
+            "{# every construct #}{% set d = {'a': [1, 2.5, none, true], 'b': 'x'} %}"
+            "{% for k, v in d.items() %}{{ loop.index }}{{ k }}={{ v|tojson }}{% if not loop.last %}, {% endif %}"
+            "{% else %}empty{% endfor %}\n  {%- set a, b = 1, 2 -%}  {{ a + b * 3 // 2 % 5 - -1 }}"
+            " {{ 'y' if a is defined and b is not none else 'n' }} {{ [3, 1, 2][1:] }} {{ 'abc'[::-1]|upper }}"
+            " {{ ' s '.strip() ~ 'a,b'.split(',')|join('-') ~ 'xyx'.replace('x', 'z', 1) }}"
+            " {{ d|tojson(indent=2, sort_keys=true) }} {{ d.get('c', 'dflt') }} {{ 'b' in d }} {{ 2 not in [1] }}"
+            " {{ range(3)|list|length }} {{ undefined_x|default('u') }} {{ d.a|first }} {{ d.a|last }}"
+            " {% set x %}block {{ 1 }}{% endset %}{{ x|lower }}{{ '\\u00e9\\x41\\n'|tojson(ensure_ascii=true) }}"
+            "{% if false %}{{ raise_exception('never') }}{% endif %}").encode())
+        put("chat_template", "refused.jinja", b"{% for m in messages %}\n{{ m.content|wordwrap(5) }}\n{% endfor %}")
+        put("chat_template", "raise.jinja", b"{% if messages|length > 1 %}{{ raise_exception('no ' ~ 1) }}{% endif %}")
 
         # --prompt-ids
         put("prompt_ids", "two.json", "[[2, 31414, 232], [2, 5]]\n")

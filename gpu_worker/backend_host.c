@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 
 #include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_pool.h"
 #include "fg_sample.h"
 
@@ -31,32 +32,24 @@ typedef struct {
 
 /* ---- memory ------------------------------------------------------------- */
 
-/* Workspace bytes for max_rows rows: fg_opt's scratch, h, SAMPLE's scratch
- * (the coordinator's memory plan calls this same function). */
-static uint64_t host_workspace_bytes(const fg_opt_config *c, uint32_t max_rows) {
-    return fg_opt_ws_bytes(c, (int)max_rows) + sizeof(float) * (uint64_t)max_rows * (uint64_t)c->hidden +
-           8ull * (uint64_t)c->vocab_size;
-}
-
-#define HUGE_2M (2u << 20)
+#define HUGE_2M (2u << 20)      /* a transparent huge page, and the alignment that lets one back it */
+#define CACHE_LINE_ALIGN 64     /* smaller buffers: the kernels' SIMD loads */
 
 /* Transparent huge pages where the kernel gives them on request (its
- * "madvise" mode, Debian's default): a GEMM streams hundreds of MB of
- * weights through the arena, and with 4 KiB pages its page walks grow
- * with the arena (on this virtual machine a 24-layer opt-1.3b decoded 30%
- * slower per layer than a 6-layer one). Advice only: refused, nothing
- * changes. */
+ * "madvise" mode): a GEMM streams a layer's weights through the arena, and
+ * with small pages its page walks grow with the arena. Advice only:
+ * refused, nothing changes. */
 static void huge(void *p, uint64_t n) {
     if (n >= HUGE_2M) (void)madvise(p, (size_t)n, MADV_HUGEPAGE);
 }
 
-/* Committed (written) as it is allocated, as a GPU's memory is: a first
- * write to a fresh page inside the run costs about 12 us on a virtual
- * machine, and the arena and workspace are hundreds of MB. */
+/* Committed (written) as it is allocated, as a GPU's memory is, so that no
+ * page's first-write fault lands inside the run. */
 static float *alloc_f32(uint64_t n, int *failed) {
     void *p = NULL;
     if (*failed || n > SIZE_MAX / sizeof(float) ||
-        posix_memalign(&p, n * sizeof(float) >= HUGE_2M ? HUGE_2M : 64, (size_t)(n ? n : 1) * sizeof(float))) {
+        posix_memalign(&p, n * sizeof(float) >= HUGE_2M ? HUGE_2M : CACHE_LINE_ALIGN,
+                       (size_t)(n ? n : 1) * sizeof(float))) {
         *failed = 1;
         return NULL;
     }
@@ -96,7 +89,7 @@ static int alloc_ws(host_ctx *hc, const fg_opt_config *c, uint32_t rows) {
 
 static fg_status host_device_init(void *ctx, const fg_op_init *p, const fg_opt_config *c) {
     host_ctx *hc = ctx;
-    uint64_t ws = host_workspace_bytes(c, p->max_rows);
+    uint64_t ws = fg_devsize_host_bytes(c, p->max_rows);   /* what the plan counted */
     fg_status st = FG_OK;
     if (p->arena_bytes > UINT64_MAX - ws || (p->budget_bytes && p->arena_bytes + ws > p->budget_bytes)) {
         st = fg_err_set(FG_EINPUT, "DEVICE_INIT: arena %" PRIu64 " + workspace %" PRIu64 " bytes (%" PRIu32
@@ -142,9 +135,8 @@ static fg_status host_open(void **ctx, char *info, size_t cap) {
  * order, so a copy is done when it returns ---- */
 
 /* The backend's CPU threads read and write shm segments directly: every
- * page touched as the segment is mapped (before the run), not on its first
- * use inside the run (4 s of a prefill over 2.6 GB of CPU-resident weights
- * on this virtual machine). The role cudaHostRegister has for cuda. */
+ * page is touched as the segment is mapped (before the run), so no first
+ * touch lands inside it. The role cudaHostRegister has for cuda. */
 static fg_status host_register(void *ctx, void *host, uint64_t n) {
     (void)ctx;
     fg_mem_prefault(host, (size_t)n);
@@ -282,7 +274,7 @@ const fg_backend fg_backend_host = {
     .shares_host_cpu = 1,                    /* the arena and the ops are the CPU's */
     .open = host_open,                       /* a context; the arena waits for DEVICE_INIT */
     .close = host_close,                     /* frees arena and workspace */
-    .workspace_bytes = host_workspace_bytes, /* fg_opt's scratch + fp32 h + SAMPLE's scratch */
+    .workspace_bytes = fg_devsize_host_bytes, /* fg_opt's scratch + fp32 h + SAMPLE's scratch */
     .device_init = host_device_init,         /* posix_memalign arena + fp32 workspace, budget-checked */
     .mem_bytes = host_mem_bytes,             /* arena + workspace, now / peak */
     .dev_ptr = host_dev_ptr,                 /* arena + offset */

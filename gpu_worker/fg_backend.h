@@ -51,8 +51,9 @@ typedef struct {
     void (*close)(void *ctx);
 
     /* Workspace bytes device_init adds to the arena for max_rows rows of
-     * model c. The coordinator's memory plan calls this same function, so
-     * the budget it checks is the one the backend allocates. */
+     * model c: the device's function in fg_devsize.h, which the
+     * coordinator's memory plan calls too, so the budget it checks is the
+     * one the backend allocates. */
     uint64_t (*workspace_bytes)(const fg_opt_config *c, uint32_t max_rows);
     /* DEVICE_INIT with params other than the current ones (gpu_ops.c answers
      * a repeat itself). An arena of p->arena_bytes and the workspace, in
@@ -85,46 +86,12 @@ typedef struct {
 /* The backend called `name` (cuda: its module loaded now, once); NULL and a
  * message naming the ones built, or why the module did not load. */
 const fg_backend *fg_backend_find(const char *name);
-/* FG_OK if `name` is a backend of this build, loading nothing (what the
- * coordinator checks of a --device it only plans for). */
-fg_status fg_backend_known(const char *name);
-/* FG_OK if `name` is built here and its device is present (cuda: a GPU the
- * driver can open), else FG_EINPUT saying which: what `flexgen run
- * --device` checks before it spawns a worker that could only fail. */
-fg_status fg_backend_usable(const char *name);
 /* A symbol of the cuda module (fg_cuda.h's baselines), loading it; NULL
  * where CUDA is not built or the module does not load. */
 void *fg_backend_cuda_sym(const char *name);
-/* The workspace backend `name` adds to its arena for max_rows rows of c:
- * the backend's own workspace_bytes where it is built here, else (cuda,
- * to plan for a GPU from a preset or another machine's profile) the
- * budget it is held to. FG_EINPUT for an unknown name. */
-fg_status fg_backend_workspace_bytes(const char *name, const fg_opt_config *c, uint32_t max_rows, uint64_t *bytes);
-/* What runs when no --device is given: $FLEXGEN_DEVICE if set (the tests
- * that hold the host backend's bits pin it), else "cuda" where it is built
- * and the driver finds a GPU, else "host". Looked up once per process. */
-const char *fg_backend_default(void);
 
-/* The cuda backend's workspace for max_rows = R rows of a model with H
- * hidden, F ffn, D embedding width and P = max_pos + 2 positions: regions
- * as byte offsets from its start, each 256-aligned. One function for the
- * backend (which lays its workspace out by it) and for a build without
- * CUDA (which plans a GPU's budget by it), so both count the same bytes. */
-#define FG_CUDA_BLAS_WS_MAX (32ull << 20)   /* cuBLAS's workspace at most: Hopper's recommended size */
-typedef struct {
-    uint64_t x16;        /* (R, max(H, D)) fp16: LayerNorm output, gathered embeddings, then ctx */
-    uint64_t q16, k16, v16;   /* (R, H) fp16 each: ATTN's q, k, v */
-    uint64_t y32;        /* y32_bytes: (R, H) fp32, the GEMMs that add the residual; before them in
-                          * ATTN, the prefill attention's score (fp32) and probability (fp16) tiles */
-    uint64_t y32_bytes;  /* max(4 R H, 6 P): at least one score row of the longest context */
-    uint64_t ff16;       /* (R, max(F, D)) fp16: fc1's output; the LM head's project_out */
-    uint64_t flags;      /* 256 bytes: EMBED's lowest row with an id outside the vocabulary */
-    uint64_t blas;       /* cuBLAS's workspace (cublasSetWorkspace), blas_bytes */
-    uint64_t blas_bytes; /* min(32 MiB, 4 R max(H, F)): room for split-K partial sums of the
-                          * largest GEMM's fp32 output; a small model's plan stays small */
-    uint64_t total;
-} fg_cuda_ws;
-void fg_cuda_ws_layout(const fg_opt_config *c, uint32_t max_rows, fg_cuda_ws *ws);
+/* Which device is built, present or the default, and each one's workspace:
+ * fg_devsize.h, shared with the coordinator. */
 
 extern const fg_backend fg_backend_host;
 extern const fg_backend fg_backend_cuda;   /* in the cuda module only: reach it through fg_backend_find */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "fg_backend.h"
+#include "fg_devsize.h"
 
 typedef struct {
     const fg_backend *be;
@@ -21,7 +22,7 @@ typedef struct {
     fg_op_init init;    /* its params */
 } gpu_state;
 
-static const char *device_name;   /* --device; NULL: fg_backend_default() */
+static const char *device_name;   /* --device; NULL: fg_devsize_default() */
 
 int fg_gpu_option(const char *flag, const char *val) {
     if (strcmp(flag, "--device")) return 0;
@@ -34,7 +35,7 @@ int fg_gpu_option(const char *flag, const char *val) {
 }
 
 fg_status fg_gpu_open(fg_worker *w) {
-    const char *name = device_name ? device_name : fg_backend_default();
+    const char *name = device_name ? device_name : fg_devsize_default();
     const fg_backend *be = fg_backend_find(name);
     if (!be) return FG_EINPUT;
     gpu_state *g = fg_xcalloc(1, sizeof *g);

@@ -64,6 +64,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "fg_devsize.h"
 #include "fg_profile.h"
 #include "gpu_ops.h"
 #ifdef FG_HAVE_CUDA
@@ -75,13 +76,17 @@
 
 static const uint32_t mm_rows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
 #define N_MM (sizeof mm_rows / sizeof mm_rows[0])
-#define MAX_ROWS 2048u
+#define MAX_ROWS 2048u         /* mm_rows' largest: the workspace's rows */
+#define MM_MAX_SEQS 64u        /* mm's rows as sequences; more rows become tokens of these */
 #define DEC_B 8u
 #define DEC_CTX 1024u
 #define PRE_S 512u
+#define COPY_BYTES (256ull << 20)
+#define QUICK_COPY_BYTES (64ull << 20)
+#define ATTN_MAX_PROJ_SHARE 0.9   /* of an ATTN op's time, at most this is taken off as its projections */
 
 typedef struct {
-    const char *device;   /* --device; NULL: fg_backend_default() */
+    const char *device;   /* --device; NULL: fg_devsize_default() */
     uint64_t budget;      /* --gpu-mem; 0: what the profile needs */
 } gpu_flags;
 
@@ -119,10 +124,12 @@ static fg_op_step step_of(const gprof *g, uint32_t B, uint32_t S, uint32_t past)
     return (fg_op_step){.model = g->model, .B = B, .S = S, .past = past, .Tmax = past + S, .mask_stride = past + S};
 }
 
-/* The steps measured: mm's rows (B = R up to 64 rows, then 64 sequences of
- * R/64 tokens, whose attention over at most 32 positions is noise beside
- * the GEMMs), decode, prefill. */
-static fg_op_step mm_step(const gprof *g, uint32_t R) { return step_of(g, R <= 64 ? R : 64, R <= 64 ? 1 : R / 64, 0); }
+/* The steps measured: mm's rows (B = R up to MM_MAX_SEQS rows, then
+ * MM_MAX_SEQS sequences of R / MM_MAX_SEQS tokens, whose attention over a
+ * few dozen positions is noise beside the GEMMs), decode, prefill. */
+static fg_op_step mm_step(const gprof *g, uint32_t R) {
+    return R <= MM_MAX_SEQS ? step_of(g, R, 1, 0) : step_of(g, MM_MAX_SEQS, R / MM_MAX_SEQS, 0);
+}
 
 /* Lay op out at the arena's start, fill it through the shm image and
  * upload it: g->a is then ready to run. weights 0: the image holds the
@@ -173,13 +180,13 @@ static double mm_at(const double *tflops, double R) {
  * projections (q, k, v and out: 2 rows (2 H Q + 2 H KV) FLOPs, Q = A*d and
  * KV = n_kv_heads*d, 8 rows H^2 for OPT) take at the rate mm
  * measured for as many rows. That prediction comes from other runs, so on a
- * noisy machine it can exceed the op itself: at most 90% of the op is taken
- * off, which keeps the figure positive and finite. */
+ * noisy machine it can exceed the op itself: at most ATTN_MAX_PROJ_SHARE of
+ * the op is taken off, which keeps the figure positive and finite. */
 static double attn_seconds(const gprof *g, const double *tflops, double op_s, double rows) {
     const fg_opt_config *c = &g->pa.cfg;
     double H = c->hidden, Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c);
     double proj_s = 2 * rows * (2 * H * Q + 2 * H * KV) / (mm_at(tflops, rows) * 1e12);
-    return op_s - fmin(proj_s, 0.9 * op_s);
+    return op_s - fmin(proj_s, ATTN_MAX_PROJ_SHARE * op_s);
 }
 
 #ifdef FG_HAVE_CUDA
@@ -367,12 +374,12 @@ int fg_gpu_profile_main(int argc, char **argv) {
     gpu_flags f = {0};
     int rc = fg_profile_parse(&g.pa, PROG, argc, argv, gpu_flag, &f, USAGE);
     if (rc) return rc;
-    if (!(g.be = fg_backend_find(f.device ? f.device : fg_backend_default()))) {
+    if (!(g.be = fg_backend_find(f.device ? f.device : fg_devsize_default()))) {
         fprintf(stderr, PROG ": --profile: %s\n", fg_err_msg());
         return 2;
     }
     g.model = fg_config_desc(&g.pa.cfg);
-    g.copy_bytes = (g.pa.quick ? 64ull : 256ull) << 20;
+    g.copy_bytes = g.pa.quick ? QUICK_COPY_BYTES : COPY_BYTES;
 
     /* What the tests need: the arena holds the largest op layout, then the
      * copy buffer (the same bytes, one after the other); the workspace is

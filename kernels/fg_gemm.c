@@ -211,8 +211,7 @@ AVX512_TARGET static void tile512_any(int P, int R, float *y, const float *x, co
 /* Tile width by rows: up to 6 rows go in one block (memory-bound: one pass
  * over the weights); more in blocks of 4 (P = 6, compute-bound) that each
  * read the weight tile again, from cache. The activations are read from L2
- * (measured: chunking them for L1 costs more in `part` traffic than it
- * saves). A long input is walked in chunks of kc, each chunk through every
+ * (chunking them for L1 costs more in `part` traffic than it saves). A long input is walked in chunks of kc, each chunk through every
  * tile of the task, so that chunk of the activations stays in L2 instead of
  * streaming from L3 once per tile; the accumulators wait in `part` between
  * chunks. */

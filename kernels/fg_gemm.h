@@ -7,8 +7,8 @@
  *    register tiles of up to 8 weight rows by 1-6 activation rows where the
  *    CPU has it, else AVX2, else portable C) widens the fp16 weights inside
  *    its FMA loop and reads them once from memory; memory-bound up to a few
- *    rows, so fp16 weights make it up to 2x faster than sgemm on fp32
- *    weights, which also repacks the whole weight matrix on every call;
+ *    rows, so half the bytes of fp32 weights make it faster than sgemm,
+ *    which also repacks the whole weight matrix on every call;
  *  - many rows (prefill): the weight is widened to fp32 in chunks of output
  *    rows and multiplied with OpenBLAS sgemm (compute-bound).
  * The result depends on the path (summation order), never on where the data

@@ -20,6 +20,11 @@ static struct {
 } spec;
 static pthread_once_t parsed = PTHREAD_ONCE_INIT;
 
+#define BODY_LEN_OFFSET 20   /* the header's body_len field (proto/fg_msg.h): damaged, the message never decodes */
+#define GARBLE_MASK 0x5a     /* flips bits in it, never to its own value */
+#define TRUNCATE_BYTES 7     /* cut off a message's end: its length field then disagrees with what arrived */
+static const char *const kind_names[FG_FAULT_NKINDS] = {"", "crash", "stop", "garble", "truncate", "hang"};
+
 static void parse(void) {
     const char *e = getenv("FLEXGEN_FAULT");
     if (!e || !*e) return;
@@ -31,9 +36,8 @@ static void parse(void) {
         return;
     }
     if (e[used] == ':') snprintf(spec.once, sizeof spec.once, "%s", e + used + 1);
-    spec.kind = !strcmp(kind, "crash") ? FG_FAULT_CRASH : !strcmp(kind, "stop") ? FG_FAULT_STOP
-              : !strcmp(kind, "garble") ? FG_FAULT_GARBLE : !strcmp(kind, "truncate") ? FG_FAULT_TRUNCATE
-              : FG_FAULT_NONE;
+    for (int k = FG_FAULT_NONE + 1; k < FG_FAULT_NKINDS; k++)
+        if (!strcmp(kind, kind_names[k])) spec.kind = (fg_fault_kind)k;
     if (!spec.kind) fg_warn("FLEXGEN_FAULT=%s: unknown kind '%s'; ignored", e, kind);
     spec.n = n;
 }
@@ -46,18 +50,21 @@ fg_fault_kind fg_fault_at(const char *who, uint64_t n) {
         if (fd < 0) return FG_FAULT_NONE;   /* fired before, in an earlier incarnation */
         close(fd);
     }
-    static const char *const names[] = {"", "crash", "stop", "garble", "truncate"};
-    fg_warn("fault injection (FLEXGEN_FAULT): %s at command %llu", names[spec.kind],
+    fg_warn("fault injection (FLEXGEN_FAULT): %s at command %llu", kind_names[spec.kind],
             (unsigned long long)n);
     return spec.kind;
+}
+
+void fg_fault_hang(void) {
+    for (;;) pause();
 }
 
 int fg_fault_send(void *sock, const char *identity, const fg_msg *m, fg_fault_kind kind) {
     uint8_t buf[FG_MSG_MAX_BYTES];
     size_t len = 0;
     if (fg_msg_encode(m, buf, sizeof buf, &len) != 0) return -2;
-    if (kind == FG_FAULT_GARBLE) buf[20] ^= 0x5a;   /* body_len: the header's offset 20 */
-    else if (kind == FG_FAULT_TRUNCATE) len = len > 7 ? len - 7 : 0;
+    if (kind == FG_FAULT_GARBLE) buf[BODY_LEN_OFFSET] ^= GARBLE_MASK;
+    else if (kind == FG_FAULT_TRUNCATE) len = len > TRUNCATE_BYTES ? len - TRUNCATE_BYTES : 0;
     if (identity && zmq_send(sock, identity, strlen(identity), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) return -1;
     return zmq_send(sock, buf, len, identity ? ZMQ_DONTWAIT : 0) < 0 ? -1 : 0;
 }

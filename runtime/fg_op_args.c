@@ -10,6 +10,7 @@
  * inside int, far above any real model or batch. */
 #define DIM_MAX (1u << 20)
 #define ROWS_MAX (1u << 24)
+#define SAMPLE_MAX_TEMPERATURE 100.0f   /* far past where sampling is uniform noise */
 
 /* The bytes slot s must have, and how to say it. */
 static uint64_t slot_bytes(const fg_op_slot *s, const fg_op_args *a, const fg_spec *sp, char *why, size_t cap) {
@@ -18,21 +19,21 @@ static uint64_t slot_bytes(const fg_op_slot *s, const fg_op_args *a, const fg_sp
     case FG_SLOT_ACT:   /* the hidden state H wide; q and ctx A*d; k and v KV*d */
         if (s->which == FG_ACT_K || s->which == FG_ACT_V) {
             snprintf(why, cap, "B*S*n_kv_heads*head_dim fp16");
-            return B * S * (uint64_t)fg_config_kv_dim(&a->cfg) * 2;
+            return B * S * (uint64_t)fg_config_kv_dim(&a->cfg) * sizeof(fg_half);
         }
         if (s->which != FG_ACT_H) {
             snprintf(why, cap, "B*S*n_heads*head_dim fp16");
-            return B * S * (uint64_t)fg_config_q_dim(&a->cfg) * 2;
+            return B * S * (uint64_t)fg_config_q_dim(&a->cfg) * sizeof(fg_half);
         }
         snprintf(why, cap, "B*S*H fp16");
-        return B * S * H * 2;
-    case FG_SLOT_IDS: snprintf(why, cap, "B*S int32"); return B * S * 4;
+        return B * S * H * sizeof(fg_half);
+    case FG_SLOT_IDS: snprintf(why, cap, "B*S int32"); return B * S * sizeof(int32_t);
     case FG_SLOT_MASK: snprintf(why, cap, "B*mask_stride uint8"); return B * a->p.mask_stride;
     case FG_SLOT_CACHE:
         snprintf(why, cap, a->cfg.compress_cache ? "Tmax*B*n_kv_heads 4-bit head slices" : "Tmax*B*KV*d fp16");
         return (uint64_t)a->p.Tmax * B * fg_cache_row_bytes(&a->cfg);
-    case FG_SLOT_LOGITS: snprintf(why, cap, "B*V fp32"); return B * V * 4;
-    case FG_SLOT_RNG: snprintf(why, cap, "B u64"); return B * 8;
+    case FG_SLOT_LOGITS: snprintf(why, cap, "B*V fp32"); return B * V * sizeof(float);
+    case FG_SLOT_RNG: snprintf(why, cap, "B u64"); return B * sizeof(uint64_t);
     case FG_SLOT_LW:
     case FG_SLOT_GW: {
         int idx = s->kind == FG_SLOT_LW ? fg_spec_layer(0, s->which) : fg_spec_global(s->which);
@@ -50,6 +51,17 @@ static uint64_t slot_bytes(const fg_op_slot *s, const fg_op_args *a, const fg_sp
     }
     }
     return 0;
+}
+
+/* The size of one element of a slot of this kind: its pointer's alignment. */
+static unsigned elem_bytes(fg_slot_kind k) {
+    switch (k) {
+    case FG_SLOT_MASK: return sizeof(uint8_t);
+    case FG_SLOT_RNG: return sizeof(uint64_t);
+    case FG_SLOT_IDS: return sizeof(int32_t);
+    case FG_SLOT_LOGITS: return sizeof(float);
+    default: return sizeof(fg_half);   /* fp16 tensors; 4-bit data is packed in bytes beside fp16 scales */
+    }
 }
 
 /* Check one slot's size and resolve it; weights also go into lw / gw. */
@@ -71,7 +83,7 @@ static fg_status take_slot(fg_worker *w, fg_op_dev_ptr_fn dev_ptr, void *dev_ctx
             snprintf(inner, sizeof inner, "%s", fg_err_msg());
             return fg_err_set(FG_EINPUT, "%s: %s[%d] %s: %s", a->name, dir, i, s->name, inner);
         }
-        unsigned align = s->kind == FG_SLOT_MASK ? 1 : s->kind == FG_SLOT_RNG ? 8 : s->kind == FG_SLOT_IDS || s->kind == FG_SLOT_LOGITS ? 4 : 2;
+        unsigned align = elem_bytes(s->kind);
         if ((uintptr_t)*ptr % align)
             return fg_err_set(FG_EINPUT, "%s: %s[%d] %s at offset %" PRIu64 " is not %u-byte aligned", a->name, dir,
                               i, s->name, h.offset, align);
@@ -133,9 +145,9 @@ fg_status fg_op_args_parse(fg_worker *w, const fg_msg *cmd, fg_op_dev_ptr_fn dev
     if (os->params == FG_PARAMS_SAMPLE) {
         fg_op_sample sp;
         memcpy(&sp, c->params, sizeof sp);
-        if (!(sp.temperature >= 0 && sp.temperature <= 100) || !(sp.top_p > 0 && sp.top_p <= 1))
-            return fg_err_set(FG_EINPUT, "SAMPLE: temperature %g must be in [0, 100] and top_p %g in (0, 1]",
-                              (double)sp.temperature, (double)sp.top_p);
+        if (!(sp.temperature >= 0 && sp.temperature <= SAMPLE_MAX_TEMPERATURE) || !(sp.top_p > 0 && sp.top_p <= 1))
+            return fg_err_set(FG_EINPUT, "SAMPLE: temperature %g must be in [0, %g] and top_p %g in (0, 1]",
+                              (double)sp.temperature, (double)SAMPLE_MAX_TEMPERATURE, (double)sp.top_p);
         if (a->p.S != 1) return fg_err_set(FG_EINPUT, "SAMPLE: S=%" PRIu32 " must be 1", a->p.S);
         a->temperature = sp.temperature;
         a->top_p = sp.top_p;

@@ -9,7 +9,9 @@
 #include "fg_weights.h"
 
 #define DEFAULT_MODEL "opt-1.3b"
-#define MAX_REPS 1000
+#define MAX_REPS 1000     /* timed runs of one point at most, however fast it is */
+#define MIN_REPS 5        /* timed runs of one point at least: a median of 5 */
+#define QUICK_REPS 3      /* --quick (tests): a median of 3, no minimum time */
 
 int fg_profile_parse(fg_profile_args *pa, const char *program, int argc, char **argv, fg_profile_flag_fn own,
                      void *own_ctx, const char *usage) {
@@ -42,14 +44,9 @@ int fg_profile_parse(fg_profile_args *pa, const char *program, int argc, char **
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 fg_status fg_profile_median(const fg_profile_args *pa, fg_profile_fn fn, void *ctx, double min_seconds,
                             double *seconds) {
-    int min_reps = pa->quick ? 3 : 5;
+    int min_reps = pa->quick ? QUICK_REPS : MIN_REPS;
     if (pa->quick) min_seconds = 0;
     fg_status st = fn(ctx);   /* the untimed run */
     if (st) return st;
@@ -60,21 +57,21 @@ fg_status fg_profile_median(const fg_profile_args *pa, fg_profile_fn fn, void *c
         if ((st = fn(ctx))) break;
         t[n++] = fg_now() - t0;
     }
-    if (!st) {
-        qsort(t, (size_t)n, sizeof *t, cmp_double);
-        *seconds = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-    }
+    if (!st) *seconds = fg_median(t, n);
     free(t);
     return st;
 }
 
+#define FILL_SEED 0x5eed   /* any fixed seed: the same contents every run */
+#define FILL_CHUNK 1024    /* floats converted at a time, on the stack */
+
 /* n halves uniform in [-1, 1), from a generator keyed by the slot. */
 static void fill_uniform(fg_half *dst, uint64_t n, uint64_t key) {
     fg_rng r;
-    fg_rng_init(&r, 0x5eed, key);
-    float buf[1024];
-    for (uint64_t i0 = 0; i0 < n; i0 += 1024) {
-        size_t m = n - i0 < 1024 ? (size_t)(n - i0) : 1024;
+    fg_rng_init(&r, FILL_SEED, key);
+    float buf[FILL_CHUNK];
+    for (uint64_t i0 = 0; i0 < n; i0 += FILL_CHUNK) {
+        size_t m = n - i0 < FILL_CHUNK ? (size_t)(n - i0) : FILL_CHUNK;
         for (size_t i = 0; i < m; i++) buf[i] = (float)(2 * fg_rng_uniform(&r) - 1);
         fg_float_to_half_n(buf, dst + i0, m);
     }
@@ -100,7 +97,7 @@ fg_status fg_profile_fill(const fg_msg *m, void *image, const fg_profile_args *p
                                                                       : fg_spec_global(s->which), p);
             break;
         case FG_SLOT_ACT:
-        case FG_SLOT_CACHE: fill_uniform((fg_half *)p, h.nbytes / 2, i); break;
+        case FG_SLOT_CACHE: fill_uniform((fg_half *)p, h.nbytes / sizeof(fg_half), i); break;
         case FG_SLOT_MASK: memset(p, 1, h.nbytes); break;
         default: memset(p, 0, h.nbytes); break;
         }

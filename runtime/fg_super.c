@@ -1,15 +1,22 @@
-/* fg_super.c - the supervisor's protocol: the table of commands in flight,
- * READY handshakes, heartbeats, death detection, restart, restore and
- * re-issue, and the pump that drives them (see fg_super.h for the
- * contract). The public calls, the lock and the heartbeat thread live in
- * fg_super_api.c; run directories, spawning and signal cleanup in
- * fg_super_proc.c.
+/* fg_super.c - the supervisor's protocol: READY handshakes and refusals,
+ * deaths, restart, restore and re-issue (see fg_super.h for the contract).
+ * The pump and its timers (heartbeats, silence, the command deadline) live
+ * in fg_super_pump.c; the window and the public calls on it in
+ * fg_super_api.c; creating and destroying a run, the heartbeat thread and
+ * worker command lines in fg_super_start.c; run directories, spawning and
+ * signal cleanup in fg_super_proc.c.
  *
  * Commands live in a window indexed by sequence number: slots[seq & mask]
  * for lo <= seq < hi. Each is PENDING (not sent to the current worker of its
  * role), SENT (with that worker's epoch) or DONE (waiting for poll or wait
  * to take it). A worker's death turns its SENT commands back to PENDING; its
- * successor's READY sends them again. */
+ * successor's READY sends them again.
+ *
+ * Each worker process connects under a routing id of its own
+ * ("<role>.<pid>.<nonce>", fg_worker_loop.c), so a second process for a
+ * role is told apart from the one that holds it: one that says READY while
+ * the holder lives is refused; messages from an earlier incarnation are
+ * told to go. */
 #include "fg_super.h"
 
 #include <errno.h>
@@ -35,13 +42,25 @@ const char *fg_sup_program(int role) {
     return names[role];
 }
 
+/* The role a routing id names ("gpu.1234.5f3a9c01": gpu), or -1. */
+static int role_of(const char *id) {
+    char name[16];
+    size_t n = strcspn(id, ".");
+    if (n >= sizeof name) return -1;
+    memcpy(name, id, n);
+    name[n] = 0;
+    return fg_role_from_name(name);
+}
+
 /* ---- sending ---------------------------------------------------------- */
 
-void fg_sup_send_plain(fg_super *s, int role, fg_msg_type type) {
+static void send_to(fg_super *s, const char *id, fg_msg_type type) {
     fg_msg m;
     fg_msg_init(&m, type);
-    fg_msg_send(s->router, fg_role_name(role), &m, ZMQ_DONTWAIT);
+    if (id[0]) fg_msg_send(s->router, id, &m, ZMQ_DONTWAIT);
 }
+
+void fg_sup_send_plain(fg_super *s, int role, fg_msg_type type) { send_to(s, s->w[role].id, type); }
 
 void fg_sup_send_cmd(fg_super *s, cmd *c, int extra_flags) {
     worker *w = &s->w[c->role];
@@ -49,8 +68,8 @@ void fg_sup_send_cmd(fg_super *s, cmd *c, int extra_flags) {
     c->msg.flags = user | (uint32_t)extra_flags | (c->sends ? FG_MSG_F_REISSUE : 0) |
                    (uint32_t)w->epoch << FG_MSG_EPOCH_SHIFT;
     fg_fault_kind fault = fg_fault_at("coord", ++s->sent_cmds);
-    int rc = fault ? fg_fault_send(s->router, fg_role_name(c->role), &c->msg, fault)
-                   : fg_msg_send(s->router, fg_role_name(c->role), &c->msg, ZMQ_DONTWAIT);
+    int rc = fault ? fg_fault_send(s->router, w->id, &c->msg, fault)
+                   : fg_msg_send(s->router, w->id, &c->msg, ZMQ_DONTWAIT);
     c->msg.flags = user;
     if (rc != 0) {
         /* EHOSTUNREACH: the connection is gone before we saw the death; the
@@ -66,6 +85,7 @@ void fg_sup_send_cmd(fg_super *s, cmd *c, int extra_flags) {
     c->sends++;
     c->state = C_SENT;
     c->epoch = w->epoch;
+    c->sent_ns = now_ns();
 }
 
 /* ---- completion ------------------------------------------------------- */
@@ -189,7 +209,7 @@ void fg_sup_kill_child(fg_super *s, int role) {
  * spawned role is restarted, a manual one waited for. A spawned role that
  * dies max_restarts + 1 times in a row without answering a command, or
  * max_deaths times in the run, is given up: its commands fail. */
-static void role_down(fg_super *s, int role, const char *why) {
+void fg_sup_role_down(fg_super *s, int role, const char *why) {
     worker *w = &s->w[role];
     if (w->state == W_FAILED) return;
     int was_ready = w->state == W_READY;
@@ -201,7 +221,8 @@ static void role_down(fg_super *s, int role, const char *why) {
     w->deaths++;
     fg_warn("the %s worker %s%s; %zu command(s) in flight %s", fg_role_name(role), why,
             was_ready ? "" : " before it was ready", requeued,
-            w->manual ? "wait for it to speak again or for a new one" : "will be re-issued");
+            !w->manual ? "will be re-issued" : w->no_revive ? "wait for a new one"
+                                                            : "wait for it to speak again or for a new one");
     if (w->manual) {
         fg_sup_announce_manual(s, role);
         return;
@@ -225,6 +246,29 @@ static void role_down(fg_super *s, int role, const char *why) {
     fg_sup_spawn_role(s, role);
 }
 
+void fg_sup_declare_dead(fg_super *s, int role, const char *death, const char *why, int ask_to_go) {
+    worker *w = &s->w[role];
+    snprintf(w->last_death, sizeof w->last_death, "%s", death);
+    fg_sup_kill_child(s, role);
+    if (w->manual && ask_to_go) {   /* not ours to kill: ask it to go, and never take it back */
+        fg_sup_send_plain(s, role, FG_MSG_SHUTDOWN);
+        w->no_revive = 1;
+    }
+    fg_sup_role_down(s, role, why);
+}
+
+int fg_sup_collect_child(fg_super *s, int role) {
+    worker *w = &s->w[role];
+    int ws = 0;
+    pid_t pid = w->child, p = waitpid(pid, &ws, WNOHANG);
+    if (p == 0 || (p < 0 && errno != ECHILD)) return 0;
+    if (p < 0) ws = 0;  /* reaped elsewhere (SIGCHLD ignored): status unknown */
+    fg_sup_reap(s, role, ws);
+    char why[200];
+    snprintf(why, sizeof why, "(pid %d) %s", (int)pid, w->last_death);
+    fg_sup_role_down(s, role, why);
+    return 1;
+}
 
 /* SHM_MAP of segment idx to role's worker, as an internal command (re-sent
  * to a restarted worker like any other). */
@@ -243,7 +287,7 @@ void fg_sup_send_map(fg_super *s, int role, uint32_t idx, const fg_shm_seg *seg)
  * (the first one a barrier if the hook queued anything, so that restore
  * comes first). Returns how many were re-issued, -1 if the role was given
  * up. */
-static long finish_ready(fg_super *s, int role) {
+long fg_sup_finish_ready(fg_super *s, int role) {
     worker *w = &s->w[role];
     w->restore_due = 0;
     uint64_t before = s->hi;
@@ -275,25 +319,26 @@ int fg_sup_can_send(const fg_super *s, int role) {
     return w->state == W_READY && (!w->restore_due || s->in_restore);
 }
 
-static void worker_ready(fg_super *s, int role, const fg_msg *m) {
+static void worker_ready(fg_super *s, int role, const char *id, const fg_msg *m) {
     worker *w = &s->w[role];
     if (w->state == W_READY) {
-        /* a second READY: a new worker took over the identity (restarted by
-         * hand); what the old one had in flight goes to the new one */
+        /* the same process said READY again: what it had in flight is sent
+         * to it again, as to a new worker */
         size_t n = requeue(s, role);
-        fg_warn("a new %s worker (pid %u) replaces pid %d; %zu command(s) will be re-issued",
-                fg_role_name(role), m->u.ready.pid, (int)w->remote_pid, n);
+        fg_warn("the %s worker (pid %u) said READY again; %zu command(s) will be re-issued", fg_role_name(role),
+                m->u.ready.pid, n);
     }
     if (w->child && (pid_t)m->u.ready.pid != w->child) {
-        /* ours would fight it for the identity: one worker per role */
+        /* ours, still starting, would hold the role beside it: one worker per role */
         fg_warn("a %s worker started by hand (pid %u) takes the place of ours (pid %d)",
                 fg_role_name(role), m->u.ready.pid, (int)w->child);
         fg_sup_kill_child(s, role);
     }
+    snprintf(w->id, sizeof w->id, "%s", id);
     w->state = W_READY;
     w->no_revive = 0;
     w->remote_pid = (pid_t)m->u.ready.pid;
-    w->last_seen = now_ns();
+    w->last_seen = w->progress_ns = now_ns();
     w->epoch++;
     w->readies++;
     fg_sup_send_plain(s, role, FG_MSG_HEARTBEAT);  /* tells the worker it was accepted */
@@ -307,7 +352,7 @@ static void worker_ready(fg_super *s, int role, const fg_msg *m) {
                 fg_role_name(role), m->u.ready.pid);
         return;
     }
-    long resent = finish_ready(s, role);
+    long resent = fg_sup_finish_ready(s, role);
     if (resent < 0) return;
     if (w->readies == 1)
         fg_info("%s worker ready: pid %u, %u thread(s), %s", fg_role_name(role), m->u.ready.pid,
@@ -326,7 +371,7 @@ static void worker_ready(fg_super *s, int role, const fg_msg *m) {
 static void revive(fg_super *s, int role) {
     worker *w = &s->w[role];
     w->state = W_READY;
-    w->last_seen = now_ns();
+    w->last_seen = w->progress_ns = now_ns();
     for (uint32_t i = 0; i < s->nsegs; i++) fg_sup_send_map(s, role, i, fg_shm_table_get(s->segs, i));
     size_t held = 0, sent = 0;
     for (uint64_t q = s->lo; q < s->hi; q++) {
@@ -355,7 +400,57 @@ static void refuse(fg_super *s, const char *id, int32_t code, const char *text) 
     fg_msg_send(s->router, id, &r, ZMQ_DONTWAIT);
 }
 
-static void on_reply(fg_super *s, int role, const fg_msg *m) {
+/* The role's READY worker is gone though not yet found dead (it ended
+ * within the liveness window): found dead now, so that a new worker's
+ * READY replaces it rather than being refused as a second one. A worker
+ * not ours is probed by its pid (a local process). */
+static int holder_gone(fg_super *s, int role) {
+    worker *w = &s->w[role];
+    if (w->child) return fg_sup_collect_child(s, role);
+    if (w->remote_pid <= 0 || kill(w->remote_pid, 0) == 0 || errno != ESRCH) return 0;
+    char why[64];
+    snprintf(why, sizeof why, "(pid %d) is gone", (int)w->remote_pid);
+    snprintf(w->last_death, sizeof w->last_death, "gone");
+    fg_sup_role_down(s, role, why);
+    return 1;
+}
+
+/* A second worker for a role whose worker lives: refused (it exits 2 with
+ * the text), the holder keeps the role. */
+static void refuse_second(fg_super *s, int role, const char *id, const fg_msg *m) {
+    const worker *w = &s->w[role];
+    const char *name = fg_role_name(role);
+    char hint[200], text[FG_MSG_TEXT_MAX];
+    if (w->manual)
+        snprintf(hint, sizeof hint, "to replace it, end pid %d (kill %d) and start this worker again", (int)w->remote_pid,
+                 (int)w->remote_pid);
+    else
+        snprintf(hint, sizeof hint, "this run spawned it; to run the %s worker by hand, start flexgen run with "
+                 "--attach %s and this worker with the command it prints", name, name);
+    snprintf(text, sizeof text, "the %s role of this run is held by pid %d, which is alive and answering: one "
+             "worker per role (HINT: %s)", name, (int)w->remote_pid, hint);
+    fg_warn("refused a second %s worker (pid %u): the role is held by pid %d", name, m->u.ready.pid,
+            (int)w->remote_pid);
+    refuse(s, id, FG_MSG_EROLE, text);
+}
+
+static void on_ready(fg_super *s, int role, const char *id, const fg_msg *m) {
+    worker *w = &s->w[role];
+    if (m->u.ready.proto_version != fg_msg_version) {
+        fg_log(FG_LOG_ERROR, "refused the %s worker (pid %u): READY says protocol version %u, this coordinator "
+               "speaks %u", fg_role_name(role), m->u.ready.pid, m->u.ready.proto_version, fg_msg_version);
+        refuse(s, id, FG_MSG_EVERSION, "protocol version mismatch in READY");
+        return;
+    }
+    if (w->state == W_READY && strcmp(id, w->id) && !holder_gone(s, role)) {
+        refuse_second(s, role, id, m);
+        return;
+    }
+    worker_ready(s, role, id, m);
+}
+
+/* A reply; `current`: from the incarnation that holds the role now. */
+static void on_reply(fg_super *s, int role, const fg_msg *m, int current) {
     cmd *c = fg_sup_slot_get(s, m->seq);
     if (!c || c->state == C_DONE || c->role != (fg_role)role) {
         fg_debug("%s from %s for seq %" PRIu64 ": nothing waits for it", fg_msg_type_name(m->type),
@@ -365,51 +460,60 @@ static void on_reply(fg_super *s, int role, const fg_msg *m) {
     /* sent again to a successor: only the successor's answer counts */
     if (c->state == C_SENT && FG_MSG_EPOCH(m->flags) != c->epoch) return;
     s->w[role].deaths_in_row = 0;
+    if (current) s->w[role].progress_ns = now_ns();
     if (m->type == FG_MSG_DONE) complete(s, c, 0, NULL, &m->u.done);
     else complete(s, c, m->u.error.code ? m->u.error.code : FG_MSG_EIO, m->u.error.text, NULL);
 }
 
 /* The worker and we are out of step (a message one side could not decode):
  * a command or its reply may be lost, and nothing would time out. Restart
- * it like a dead one (a hand-started one, still alive, is sent what it owes
- * again when it next speaks), so everything in flight is re-issued. */
+ * it like a dead one, so everything in flight is re-issued. */
 static void protocol_fault(fg_super *s, int role, const char *what) {
-    worker *w = &s->w[role];
     char why[FG_MSG_TEXT_MAX + 64];
-    snprintf(why, sizeof why, "(pid %d) %s", (int)w->remote_pid, what);
-    snprintf(w->last_death, sizeof w->last_death, "protocol error");
-    fg_sup_kill_child(s, role);
-    if (w->manual) {   /* not ours to kill: ask it to go, and never take it back */
-        fg_sup_send_plain(s, role, FG_MSG_SHUTDOWN);
-        w->no_revive = 1;
-    }
-    role_down(s, role, why);
+    snprintf(why, sizeof why, "(pid %d) %s", (int)s->w[role].remote_pid, what);
+    fg_sup_declare_dead(s, role, "protocol error", why, 1);
 }
 
-static void on_message(fg_super *s, const char *id, int rc, const fg_msg *m) {
-    int role = fg_role_from_name(id);
+/* A message that did not decode: from a worker of another protocol
+ * version (refused), or from a role's worker (a protocol fault). */
+static void on_malformed(fg_super *s, const char *id, int role, const fg_msg *m) {
+    const char *who = role >= 0 ? fg_role_name(role) : id;
+    if (m->version && m->version != fg_msg_version) {
+        fg_log(FG_LOG_ERROR, "refused a worker '%s': it speaks protocol version %u, this "
+               "coordinator speaks %u (HINT: use the flexgen-*-worker programs built with "
+               "this flexgen)", who, m->version, fg_msg_version);
+        char text[160];
+        snprintf(text, sizeof text, "protocol version mismatch: the coordinator speaks %u, "
+                 "this worker speaks %u", fg_msg_version, m->version);
+        refuse(s, id, FG_MSG_EVERSION, text);
+    } else if (role >= 0 && s->w[role].managed && s->w[role].state == W_READY && !strcmp(id, s->w[role].id)) {
+        /* a reply may be lost in it, and nothing would ever time out */
+        protocol_fault(s, role, "sent a malformed message (it failed the decoder's checks)");
+    } else {
+        fg_warn("dropped a malformed message from '%s'", who);
+    }
+}
+
+/* From a process that does not hold its role (an earlier incarnation, or
+ * one refused): a reply still counts where its epoch says so; anything else
+ * is told to go. */
+static void from_other(fg_super *s, int role, const char *id, const fg_msg *m) {
+    if ((m->type == FG_MSG_DONE || m->type == FG_MSG_ERROR) && m->seq) on_reply(s, role, m, 0);
+    else send_to(s, id, FG_MSG_SHUTDOWN);
+}
+
+void fg_sup_on_message(fg_super *s, const char *id, int rc, const fg_msg *m) {
+    int role = role_of(id);
     if (rc == -2) {
-        if (m->version && m->version != fg_msg_version) {
-            fg_log(FG_LOG_ERROR, "refused a worker '%s': it speaks protocol version %u, this "
-                   "coordinator speaks %u (HINT: use the flexgen-*-worker programs built with "
-                   "this flexgen)", id, m->version, fg_msg_version);
-            char text[160];
-            snprintf(text, sizeof text, "protocol version mismatch: the coordinator speaks %u, "
-                     "this worker speaks %u", fg_msg_version, m->version);
-            refuse(s, id, FG_MSG_EVERSION, text);
-        } else if (role >= 0 && s->w[role].managed && s->w[role].state == W_READY) {
-            /* a reply may be lost in it, and nothing would ever time out */
-            protocol_fault(s, role, "sent a malformed message (it failed the decoder's checks)");
-        } else {
-            fg_warn("dropped a malformed message from '%s'", id);
-        }
+        on_malformed(s, id, role, m);
         return;
     }
     if (role < 0 || !s->w[role].managed ||
         (m->type == FG_MSG_READY && m->u.ready.role != (uint32_t)role)) {
         if (m->type == FG_MSG_READY) {
             char text[200];
-            snprintf(text, sizeof text, "role '%s' is not one this run uses (it uses:%s%s%s)", id,
+            snprintf(text, sizeof text, "role '%s' is not one this run uses (it uses:%s%s%s)",
+                     role >= 0 ? fg_role_name(role) : id,
                      s->w[0].managed ? " gpu" : "", s->w[1].managed ? " cpu" : "",
                      s->w[2].managed ? " disk" : "");
             fg_log(FG_LOG_ERROR, "refused a worker: %s", text);
@@ -419,19 +523,17 @@ static void on_message(fg_super *s, const char *id, int rc, const fg_msg *m) {
     }
     worker *w = &s->w[role];
     if (m->type == FG_MSG_READY) {
-        if (m->u.ready.proto_version != fg_msg_version) {
-            fg_log(FG_LOG_ERROR, "refused the %s worker: READY says protocol version %u, this "
-                   "coordinator speaks %u", id, m->u.ready.proto_version, fg_msg_version);
-            refuse(s, id, FG_MSG_EVERSION, "protocol version mismatch in READY");
-            return;
-        }
-        worker_ready(s, role, m);
+        on_ready(s, role, id, m);
+        return;
+    }
+    if (strcmp(id, w->id)) {
+        from_other(s, role, id, m);
         return;
     }
     if (w->state != W_READY) {
         /* replies from a worker declared dead still count (they arrive after
          * its death was seen, or it was only paused) */
-        if (m->type == FG_MSG_DONE || m->type == FG_MSG_ERROR) on_reply(s, role, m);
+        if (m->type == FG_MSG_DONE || m->type == FG_MSG_ERROR) on_reply(s, role, m, 0);
         if (w->manual && w->state == W_ABSENT && w->readies > 0 && !w->no_revive) revive(s, role);
         return;
     }
@@ -441,139 +543,12 @@ static void on_message(fg_super *s, const char *id, int rc, const fg_msg *m) {
         break;
     case FG_MSG_DONE:
     case FG_MSG_ERROR:
-        if (m->seq) on_reply(s, role, m);
+        if (m->seq) on_reply(s, role, m, 1);
         else if (m->type == FG_MSG_ERROR && m->u.error.code == FG_MSG_EBADCMD)
             protocol_fault(s, role, "reports that a message from the coordinator did not decode");
-        else fg_warn("the %s worker reports: %s", id, m->u.error.text);
+        else fg_warn("the %s worker reports: %s", fg_role_name(role), m->u.error.text);
         break;
     default:
-        fg_warn("ignored an unexpected %s from the %s worker", fg_msg_type_name(m->type), id);
+        fg_warn("ignored an unexpected %s from the %s worker", fg_msg_type_name(m->type), fg_role_name(role));
     }
-}
-
-/* ---- the pump --------------------------------------------------------- */
-
-static void check_children(fg_super *s, const short *revents) {
-    for (int r = 0; r < FG_NROLES; r++) {
-        worker *w = &s->w[r];
-        if (!w->child) continue;
-        if (w->pidfd >= 0 && !(revents[r] & ZMQ_POLLIN)) continue;
-        int ws = 0;
-        pid_t p = waitpid(w->child, &ws, WNOHANG);
-        if (p == 0) continue;
-        if (p < 0 && errno != ECHILD) continue;
-        if (p < 0) ws = 0;  /* reaped elsewhere (SIGCHLD ignored): status unknown */
-        fg_sup_reap(s, r, ws);
-        char why[200];
-        snprintf(why, sizeof why, "(pid %d) %s", (int)p, w->last_death);
-        role_down(s, r, why);
-    }
-}
-
-static void run_timers(fg_super *s, uint64_t t) {
-    if (t >= s->next_hb) {
-        for (int r = 0; r < FG_NROLES; r++)
-            if (s->w[r].state == W_READY) fg_sup_send_plain(s, r, FG_MSG_HEARTBEAT);
-        s->next_hb = t + MS(FG_HB_INTERVAL_MS);
-    }
-    for (int r = 0; r < FG_NROLES; r++) {
-        worker *w = &s->w[r];
-        char why[200];
-        if (w->state == W_READY && t - w->last_seen > MS(FG_HB_LIVENESS * FG_HB_INTERVAL_MS)) {
-            snprintf(why, sizeof why, "(pid %d) was silent for %.1f s: declared dead",
-                     (int)w->remote_pid, (double)(t - w->last_seen) / 1e9);
-            snprintf(w->last_death, sizeof w->last_death, "silent");
-            fg_sup_kill_child(s, r);
-            role_down(s, r, why);
-        } else if (w->state == W_STARTING && t > w->ready_deadline) {
-            snprintf(why, sizeof why, "(pid %d) did not say READY within %d ms", (int)w->child,
-                     s->opts.ready_timeout_ms);
-            snprintf(w->last_death, sizeof w->last_death, "no READY");
-            fg_sup_kill_child(s, r);
-            role_down(s, r, why);
-        }
-    }
-}
-
-/* Every message already queued; how many. */
-static int drain(fg_super *s) {
-    int n = 0;
-    for (;; n++) {
-        char id[64];
-        fg_msg m;
-        int r = fg_msg_recv(s->router, id, sizeof id, &m, ZMQ_DONTWAIT);
-        if (r == -1) break;
-        on_message(s, id, r, &m);
-    }
-    return n;
-}
-
-/* What the heartbeat thread left to the owner's thread: restarts, and the
- * restore of workers that said READY again meanwhile. */
-static void owner_work(fg_super *s) {
-    for (int r = 0; r < FG_NROLES; r++) {
-        worker *w = &s->w[r];
-        if (w->spawn_due && w->state == W_ABSENT) fg_sup_spawn_role(s, r);
-        w->spawn_due = 0;
-        if (w->restore_due && w->state == W_READY) {
-            long resent = finish_ready(s, r);
-            if (resent >= 0)
-                fg_info("%s worker (pid %d): restored; re-issued %ld command(s)", fg_role_name(r),
-                        (int)w->remote_pid, resent);
-        }
-    }
-}
-
-/* One round: wait up to timeout_ms (or the next timer) for the socket or a
- * child, and handle what came. -1 on a socket failure. What is already
- * queued is read before any liveness check: a coordinator that did not poll
- * for a while must not declare its workers dead for its own silence. */
-int fg_sup_pump(fg_super *s, int timeout_ms) {
-    if (!s->bg) owner_work(s);
-    /* what came while the caller was busy may be what it waits for: then
-     * the poll below only looks, and the caller checks again. (Blocking
-     * here held a DONE already in hand until the next message or timer, up
-     * to a heartbeat interval: a CPU attention step, whose coordinator
-     * waits with nothing else in flight, stalled 0.1-0.9 s at a time.) */
-    if (drain(s) > 0) timeout_ms = 0;
-    uint64_t t = now_ns();
-    run_timers(s, t);
-    uint64_t wake = s->next_hb;
-    int no_pidfd = 0;
-    for (int r = 0; r < FG_NROLES; r++) {
-        worker *w = &s->w[r];
-        if (w->state == W_READY) {
-            uint64_t dl = w->last_seen + MS(FG_HB_LIVENESS * FG_HB_INTERVAL_MS) + 1;
-            if (dl < wake) wake = dl;
-        } else if (w->state == W_STARTING && w->ready_deadline + 1 < wake) {
-            wake = w->ready_deadline + 1;
-        }
-        if (w->child && w->pidfd < 0) no_pidfd = 1;
-    }
-    long ms = wake > t ? (long)((wake - t + 999999) / 1000000) : 0;
-    if (timeout_ms >= 0 && timeout_ms < ms) ms = timeout_ms;
-    if (no_pidfd && ms > WAITPID_POLL_MS) ms = WAITPID_POLL_MS;
-
-    zmq_pollitem_t items[1 + FG_NROLES];
-    int role_at[1 + FG_NROLES];
-    int n = 0;
-    items[n++] = (zmq_pollitem_t){s->router, 0, ZMQ_POLLIN, 0};
-    for (int r = 0; r < FG_NROLES; r++)
-        if (s->w[r].child && s->w[r].pidfd >= 0) {
-            role_at[n] = r;
-            items[n++] = (zmq_pollitem_t){NULL, s->w[r].pidfd, ZMQ_POLLIN, 0};
-        }
-    int rc = zmq_poll(items, n, ms);
-    if (rc < 0) {
-        if (zmq_errno() == EINTR) return 0;
-        fg_err_set(FG_ERUNTIME, "zmq_poll: %s", zmq_strerror(zmq_errno()));
-        return -1;
-    }
-    if (items[0].revents & ZMQ_POLLIN) drain(s);
-    short rev[FG_NROLES] = {0};
-    for (int i = 1; i < n; i++) rev[role_at[i]] = items[i].revents;
-    check_children(s, rev);
-    run_timers(s, now_ns());
-    s->last_pump = now_ns();
-    return 0;
 }

@@ -8,8 +8,10 @@
  * poll/wait deliver completions.
  *
  * Supervision (Paranoid Pirate): heartbeats both ways every FG_HB_INTERVAL_MS;
- * a worker silent for FG_HB_LIVENESS intervals, or a spawned one that exits,
- * is declared dead. A spawned worker is restarted (a role that dies
+ * a worker silent for FG_HB_LIVENESS intervals, a spawned one that exits,
+ * or one that owes commands and answers none for cmd_timeout_ms while it
+ * heartbeats (stuck in a command) is declared dead. A spawned worker is
+ * restarted (a role that dies
  * max_restarts + 1 times in a row without answering a command, or
  * max_deaths times in the run, is given up: its commands fail with
  * FG_SUPER_EGAVEUP and the reason); a hand-started one is waited for, with
@@ -21,6 +23,9 @@
  * so a re-issued one is harmless. The worker's epoch travels in the top 16
  * bits of each command's flags and is echoed back, so a late reply from a dead
  * incarnation never completes a command re-issued to its successor.
+ * A role has one worker: a second process that says READY for a role whose
+ * worker lives is refused (FG_MSG_EROLE: it exits 2 with the holder's pid
+ * and how to take over); after the holder's death a new one is taken.
  *
  * Threading: one thread, the owner, drives a fg_super (submit/poll/wait
  * from the same thread, and not from inside a completion callback's poll).
@@ -78,6 +83,13 @@ typedef void (*fg_super_done_fn)(void *ctx, const fg_super_done *d);
  * gives up on the role. */
 typedef fg_status (*fg_super_restore_fn)(fg_super *sup, fg_role role, void *ctx);
 
+/* The command deadline's default: a worker that owes commands and has
+ * answered none for this long is stuck. Ten minutes is well past any one
+ * command of the largest model on the slowest tier (a layer's disk read or
+ * prefill on the CPU takes seconds to a minute), so only a handler that
+ * never returns meets it. */
+#define FG_SUPER_CMD_TIMEOUT_MS (10 * 60 * 1000)
+
 /* All zero is a good default. */
 typedef struct {
     unsigned roles;              /* bitmask of 1u << FG_ROLE_*; 0 = all three */
@@ -101,6 +113,10 @@ typedef struct {
                                     giving up on a role. 0: 5 */
     int max_deaths;              /* deaths of a role in the whole run before
                                     giving up on it. 0: 20 */
+    int cmd_timeout_ms;          /* the command deadline: a worker that owes
+                                    commands and answers none for this long is
+                                    declared dead and replaced. 0:
+                                    FG_SUPER_CMD_TIMEOUT_MS; < 0: none */
     int no_signal_handlers;      /* 1: leave SIGINT/SIGTERM alone even where
                                     they have no handler */
     fg_super_restore_fn restore;

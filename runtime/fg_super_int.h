@@ -1,7 +1,9 @@
 /* fg_super_int.h - the supervisor's state, shared by its files and by
- * nobody else: fg_super.c (the protocol: the window of commands, READY,
- * heartbeats, deaths, restart, re-issue, the pump) and fg_super_api.c (the
- * public calls, the lock and the heartbeat thread).
+ * nobody else: fg_super.c (the protocol: READY, refusals, deaths, restart,
+ * re-issue), fg_super_pump.c (the pump and its timers: heartbeats, silence,
+ * the command deadline), fg_super_api.c (the window of commands and the
+ * public calls on it) and fg_super_start.c (creating and destroying a run,
+ * the heartbeat thread, worker command lines).
  *
  * Locking: one recursive mutex guards everything here. Every public call
  * takes it; the heartbeat thread takes it to pump while the owner is away
@@ -23,6 +25,7 @@
 #define DEFAULT_MAX_DEATHS 20    /* deaths of one role in a whole run */
 #define SHUTDOWN_GRACE_MS 5000   /* SHUTDOWN to SIGKILL at destroy */
 #define WAITPID_POLL_MS 100      /* child checks where there is no pidfd */
+#define FG_SUP_ID_MAX 64         /* a worker's routing id: "<role>.<pid>.<nonce>" */
 /* The heartbeat thread pumps when the owner has not for this long, so a
  * heartbeat goes out at most about 1.5 intervals apart however long the
  * owner stays away. */
@@ -38,6 +41,7 @@ typedef struct {
     int internal;        /* an SHM_MAP of the supervisor's: never delivered */
     uint16_t epoch;      /* epoch of the worker it was last sent to */
     uint32_t sends;
+    uint64_t sent_ns;    /* when it was last sent, for the command deadline */
     fg_super_done done;
 } cmd;
 
@@ -51,8 +55,10 @@ typedef struct {
     pid_t child;                 /* our child, 0 if none */
     int pidfd;                   /* -1 if none */
     uint64_t ready_deadline;     /* W_STARTING */
+    char id[FG_SUP_ID_MAX];      /* routing id of the incarnation that said READY last */
     pid_t remote_pid;            /* from READY; kept after a death, for revive */
     uint64_t last_seen;
+    uint64_t progress_ns;        /* its last reply, or when it last owed nothing */
     uint16_t epoch;              /* bumped on every READY */
     uint32_t readies;
     uint32_t deaths_in_row;      /* deaths with no reply in between */
@@ -102,22 +108,37 @@ static inline uint64_t fg_sup_now_ns(void) {
 
 #define MS(x) ((uint64_t)(x) * 1000000ull)
 
-/* fg_super.c, for fg_super_api.c; fg_super_api.c (the window, command
- * lines), for fg_super.c */
+static inline void fg_sup_lock(fg_super *s) { pthread_mutex_lock(&s->mu); }
+static inline void fg_sup_unlock(fg_super *s) { pthread_mutex_unlock(&s->mu); }
+
+/* What the files call of each other. fg_super.c: */
 const char *fg_sup_program(int role);
-int fg_sup_worker_argv(fg_super *s, int role, char **argv);  /* NULL-ended; returns argc */
 void fg_sup_spawn_role(fg_super *s, int role);
 void fg_sup_kill_child(fg_super *s, int role);
 void fg_sup_reap(fg_super *s, int role, int wstatus);
 void fg_sup_send_plain(fg_super *s, int role, fg_msg_type type);
 void fg_sup_send_cmd(fg_super *s, cmd *c, int extra_flags);
 void fg_sup_send_map(fg_super *s, int role, uint32_t idx, const fg_shm_seg *seg);
-void fg_sup_announce_manual(fg_super *s, int role);
 int fg_sup_can_send(const fg_super *s, int role);  /* READY, nothing due before it */
+void fg_sup_on_message(fg_super *s, const char *id, int rc, const fg_msg *m);
+long fg_sup_finish_ready(fg_super *s, int role);
+void fg_sup_role_down(fg_super *s, int role, const char *why);
+/* The role's worker is dead (`death`, short, for a give-up message; `why`
+ * for the log): a child of ours is killed first; a hand-started one that
+ * may still run is asked to go (SHUTDOWN) and never taken back when
+ * ask_to_go; then role_down. */
+void fg_sup_declare_dead(fg_super *s, int role, const char *death, const char *why, int ask_to_go);
+/* If the role's child has exited: collect it, put the role down, 1. */
+int fg_sup_collect_child(fg_super *s, int role);
+/* fg_super_start.c: */
+int fg_sup_worker_argv(fg_super *s, int role, char **argv);  /* NULL-ended; returns argc */
+void fg_sup_announce_manual(fg_super *s, int role);
+/* fg_super_api.c: */
 uint64_t fg_sup_slot_add(fg_super *s, cmd *c);
 cmd *fg_sup_slot_get(const fg_super *s, uint64_t seq);
 void fg_sup_slot_free(fg_super *s, uint64_t seq);
 void fg_sup_fifo_push(fg_super *s, uint64_t seq);
+/* fg_super_pump.c: */
 int fg_sup_pump(fg_super *s, int timeout_ms);
 
 #endif

@@ -1,70 +1,21 @@
 /* fg_worker_loop.c - the worker side of the protocol, shared by the three
  * worker programs: flag parsing, the DEALER socket, READY, heartbeats both
- * ways, the command queue with its executor threads, and DONE/ERROR replies.
- *
- * Threads: the I/O thread (the caller of fg_worker_main) is the only one
- * that touches the socket. Executors take jobs from a FIFO under one mutex
- * and put finished jobs on a done list, then poke an eventfd that the I/O
- * thread polls beside the socket. The shm table is written only by an
- * exclusive job (SHM_MAP), during which no other job runs, so executors read
- * it without a lock. */
-#include "fg_worker.h"
+ * ways, commands in and DONE/ERROR replies out, on the I/O thread (the
+ * caller of fg_worker_main). The jobs and their executor threads are
+ * fg_worker_exec.c's (fg_worker_int.h). */
+#include "fg_worker_int.h"
 
 #include <errno.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
-#include "fg_fault.h"
-
-typedef struct job {
-    struct job *next;
-    fg_msg cmd;
-    fg_worker_fn fn;     /* NULL: SHM_MAP */
-    int exclusive;
-    int stream;          /* FG_MSG_STREAM(flags): in order within a stream */
-    fg_fault_kind fault; /* FLEXGEN_FAULT: damage the reply (tests) */
-    /* results */
-    int32_t code;        /* 0 or FG_MSG_E* */
-    char err[FG_MSG_TEXT_MAX + 1];
-    uint64_t start_ns, end_ns;
-} job;
-
-struct fg_worker {
-    const fg_worker_def *def;
-    const char *endpoint;
-    const char *offload_dir;
-    void *ctx;
-    fg_shm_table *shm;
-    char info[FG_MSG_INFO_MAX + 1];   /* READY's: def->info, or what init set */
-
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    job *qhead, *qtail;  /* waiting to run */
-    job *dhead, *dtail;  /* finished, not yet replied */
-    int running, exclusive_running, stopping;
-    uint8_t stream_busy[256];  /* executors inside a job of each stream */
-    uint64_t *running_seq;     /* per executor: the seq of its job, 0 if idle */
-    int evfd;
-    _Atomic uint64_t busy_ns;
-    uint64_t received;         /* commands, for FLEXGEN_FAULT */
-    pthread_t *threads;
-    int nthreads;
-};
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#define now_ns fg_wk_now_ns
 
 /* ---- handler helpers -------------------------------------------------- */
 
@@ -81,165 +32,6 @@ const char *fg_worker_offload_dir(const fg_worker *w) { return w->offload_dir; }
 void fg_worker_set_ctx(fg_worker *w, void *ctx) { w->ctx = ctx; }
 void *fg_worker_ctx(const fg_worker *w) { return w->ctx; }
 
-/* ---- executors -------------------------------------------------------- */
-
-static fg_status run_shm_map(fg_worker *w, const fg_msg *cmd) {
-    const fg_msg_shm_map *m = &cmd->u.map;
-    fg_shm_seg *cur = fg_shm_table_get(w->shm, m->segment);
-    if (cur && !strcmp(fg_shm_name(cur), m->name) && fg_shm_size(cur) == m->size)
-        return FG_OK;  /* already mapped: a re-sent map is a no-op */
-    fg_shm_seg *seg = NULL;
-    fg_status st = fg_shm_attach(m->name, m->segment, &seg);
-    if (st != FG_OK) return st;
-    if (fg_shm_size(seg) != m->size) {
-        fg_shm_destroy(&seg);
-        return fg_err_set(FG_EINPUT, "segment %s has %llu bytes, the coordinator says %llu",
-                          m->name, (unsigned long long)fg_shm_size(seg),
-                          (unsigned long long)m->size);
-    }
-    fg_debug("mapped segment %u: %s", m->segment, m->name);
-    /* the worker's own preparation (the gpu worker's backend registers or
-     * prefaults it), else page tables filled in the background */
-    if (!w->def->on_map) fg_shm_populate_async(seg);
-    else if ((st = w->def->on_map(w, fg_shm_base(seg), fg_shm_size(seg))) != FG_OK) {
-        fg_shm_destroy(&seg);
-        return st;
-    }
-    return fg_shm_table_add(w->shm, seg);
-}
-
-static void run_job(fg_worker *w, job *j) {
-    fg_err_set(FG_OK, "%s", "");
-    j->start_ns = now_ns();
-    fg_status st = j->fn ? j->fn(w, &j->cmd) : run_shm_map(w, &j->cmd);
-    j->end_ns = now_ns();
-    atomic_fetch_add(&w->busy_ns, j->end_ns - j->start_ns);
-    if (st != FG_OK) {
-        j->code = st == FG_EINPUT ? FG_MSG_EBADCMD : FG_MSG_EIO;
-        snprintf(j->err, sizeof j->err, "%s", fg_err_msg());
-    }
-}
-
-/* Has command seq ended? It was sent before the job that asks (the
- * coordinator checks that), so it has ended unless it is still queued in
- * front of that job or running. */
-static int ended(const fg_worker *w, const job *asker, uint64_t seq) {
-    if (!seq) return 1;
-    for (const job *q = w->qhead; q && q != asker; q = q->next)
-        if (q->cmd.seq == seq) return 0;
-    for (int t = 0; t < w->nthreads; t++)
-        if (w->running_seq[t] == seq) return 0;
-    return 1;
-}
-
-/* The job an idle executor may take, with the one before it in the queue
- * (NULL: it is the head), or NULL: the first queued job of a stream whose
- * earlier jobs have all ended and whose `after` commands have ended;
- * nothing past an exclusive job, which itself runs only when nothing else
- * does. */
-static job *pick(const fg_worker *w, job **prev_out) {
-    if (w->exclusive_running) return NULL;
-    uint8_t skipped[256] = {0};
-    job *prev = NULL;
-    for (job *j = w->qhead; j; prev = j, j = j->next) {
-        if (j->exclusive) {
-            if (j == w->qhead && w->running == 0) {
-                *prev_out = NULL;
-                return j;
-            }
-            return NULL;
-        }
-        int free_stream = !w->def->ordered_streams || (!w->stream_busy[j->stream] && !skipped[j->stream]);
-        if (free_stream && ended(w, j, j->cmd.after[0]) && ended(w, j, j->cmd.after[1])) {
-            *prev_out = prev;
-            return j;
-        }
-        skipped[j->stream] = 1;   /* a stream runs in order: nothing of it passes a waiting job */
-    }
-    return NULL;
-}
-
-/* Take job j (prev: the one before it in the queue) off the queue as
- * running. Under w->mu. */
-static void take(fg_worker *w, job *j, job *prev) {
-    if (prev) prev->next = j->next;
-    else w->qhead = j->next;
-    if (w->qtail == j) w->qtail = prev;
-    j->next = NULL;
-    w->running++;
-    w->stream_busy[j->stream]++;
-    for (int t = 0; t < w->nthreads; t++)
-        if (!w->running_seq[t]) {
-            w->running_seq[t] = j->cmd.seq;
-            break;
-        }
-    if (j->exclusive) w->exclusive_running = 1;
-}
-
-static void wake_io(fg_worker *w) {
-    uint64_t one = 1;
-    ssize_t rc = write(w->evfd, &one, sizeof one);
-    (void)rc;
-}
-
-/* An executor takes its next job before it wakes the I/O thread for the
- * DONE of the last one, and wakes another executor only when a job is
- * there for it: on a machine whose cores the compute fills, each wakeup
- * between two jobs of a stream could cost a scheduler slice. */
-static void *executor(void *arg) {
-    fg_worker *w = arg;
-    int done_unsent = 0;
-    pthread_mutex_lock(&w->mu);
-    for (;;) {
-        job *j = NULL, *prev = NULL;
-        while (!w->stopping && !(j = pick(w, &prev))) {
-            if (done_unsent) {   /* nothing to run: the DONE goes out now */
-                pthread_mutex_unlock(&w->mu);
-                wake_io(w);
-                done_unsent = 0;
-                pthread_mutex_lock(&w->mu);
-                continue;
-            }
-            pthread_cond_wait(&w->cv, &w->mu);
-        }
-        if (w->stopping) break;
-        take(w, j, prev);
-        job *other, *oprev;
-        if ((other = pick(w, &oprev)) != NULL) pthread_cond_signal(&w->cv);
-        pthread_mutex_unlock(&w->mu);
-        if (done_unsent) wake_io(w);
-        done_unsent = 0;
-
-        run_job(w, j);
-
-        pthread_mutex_lock(&w->mu);
-        w->running--;
-        w->stream_busy[j->stream]--;
-        for (int t = 0; t < w->nthreads; t++)
-            if (w->running_seq[t] == j->cmd.seq) {
-                w->running_seq[t] = 0;
-                break;
-            }
-        if (j->exclusive) w->exclusive_running = 0;
-        if (w->dtail) w->dtail->next = j;
-        else w->dhead = j;
-        w->dtail = j;
-        done_unsent = 1;
-    }
-    pthread_mutex_unlock(&w->mu);
-    if (done_unsent) wake_io(w);
-    return NULL;
-}
-
-static void enqueue(fg_worker *w, job *j) {
-    pthread_mutex_lock(&w->mu);
-    if (w->qtail) w->qtail->next = j;
-    else w->qhead = j;
-    w->qtail = j;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
 /* ---- replies ---------------------------------------------------------- */
 
 static void send_error(void *sock, uint64_t seq, uint32_t flags, int32_t code, const char *text) {
@@ -255,10 +47,7 @@ static void send_error(void *sock, uint64_t seq, uint32_t flags, int32_t code, c
 }
 
 static void send_finished(fg_worker *w, void *sock) {
-    pthread_mutex_lock(&w->mu);
-    job *j = w->dhead;
-    w->dhead = w->dtail = NULL;
-    pthread_mutex_unlock(&w->mu);
+    job *j = fg_wk_take_finished(w);
     while (j) {
         job *next = j->next;
         if (j->code) {
@@ -321,8 +110,9 @@ static void accept_command(fg_worker *w, void *sock, const fg_msg *m) {
     j->fn = fn;
     j->exclusive = m->type == FG_MSG_SHM_MAP || (m->flags & FG_MSG_F_BARRIER);
     j->stream = FG_MSG_STREAM(m->flags);
-    j->fault = fault == FG_FAULT_GARBLE || fault == FG_FAULT_TRUNCATE ? fault : FG_FAULT_NONE;
-    enqueue(w, j);
+    j->fault = fault == FG_FAULT_GARBLE || fault == FG_FAULT_TRUNCATE || fault == FG_FAULT_HANG ? fault
+                                                                                                : FG_FAULT_NONE;
+    fg_wk_enqueue(w, j);
 }
 
 /* ---- the loop --------------------------------------------------------- */
@@ -442,7 +232,7 @@ static int serve(fg_worker *w, void *sock) {
                 continue;
             }
             last_heard = now_ns();
-            if (!heard_once) {
+            if (!heard_once && m.type != FG_MSG_ERROR) {   /* an ERROR here may be a refusal */
                 heard_once = 1;
                 fg_info("attached to the coordinator at %s", w->endpoint);
             }
@@ -486,14 +276,32 @@ int fg_worker_profile_print(json_t *j, int as_json, void (*summary)(const json_t
     return fflush(stdout) == 0 ? 0 : 1;
 }
 
-int fg_worker_main(const fg_worker_def *def, int argc, char **argv) {
-    static char role_tag[32];
-    snprintf(role_tag, sizeof role_tag, "%s-worker", fg_role_name(def->role));
-    fg_log_init(role_tag);
-    signal(SIGPIPE, SIG_IGN);
+/* The DEALER, connected under a routing id of this process's own
+ * ("gpu.1234.5f3a9c01"): the coordinator tells a second worker for a role
+ * from the one that holds it. NULL after logging why. */
+static void *connect_socket(fg_worker *w, void *zctx) {
+    char id[64];
+    snprintf(id, sizeof id, "%s.%d.%08x", fg_role_name(w->def->role), (int)getpid(),
+             (unsigned)(now_ns() ^ (now_ns() >> 32)));
+    void *sock = zmq_socket(zctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(sock, ZMQ_SNDHWM, &zero, sizeof zero);
+    zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof zero);
+    zmq_setsockopt(sock, ZMQ_ROUTING_ID, id, strlen(id));
+    if (zmq_connect(sock, w->endpoint) != 0) {
+        fg_log(FG_LOG_ERROR, "cannot connect to '%s': %s (HINT: expected ipc://PATH or "
+               "tcp://HOST:PORT as printed by the coordinator)", w->endpoint,
+               zmq_strerror(zmq_errno()));
+        zmq_close(sock);
+        return NULL;
+    }
+    return sock;
+}
 
-    /* --help anywhere wins; --profile is a program mode of its own, with
-     * flags the loop does not know. */
+/* --help anywhere wins; --profile is a program mode of its own, with flags
+ * the loop does not know. Returns the exit status, or -1 to serve. */
+static int program_mode(const fg_worker_def *def, int argc, char **argv) {
     int profile = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -502,18 +310,37 @@ int fg_worker_main(const fg_worker_def *def, int argc, char **argv) {
         }
         profile |= !strcmp(argv[i], "--profile");
     }
-    if (profile) {
-        if (def->profile) return def->profile(argc, argv);
-        fprintf(stderr, "%s: --profile is not implemented yet\n", def->program);
-        return 2;
-    }
+    if (!profile) return -1;
+    if (def->profile) return def->profile(argc, argv);
+    fprintf(stderr, "%s: --profile is not implemented yet\n", def->program);
+    return 2;
+}
+
+static void worker_free(fg_worker *w) {
+    fg_wk_free_jobs(w);
+    if (w->def->fini) w->def->fini(w);
+    fg_shm_table_destroy(&w->shm);
+    if (w->evfd >= 0) close(w->evfd);
+    free(w->threads);
+    free(w->running_seq);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
+
+int fg_worker_main(const fg_worker_def *def, int argc, char **argv) {
+    static char role_tag[32];
+    snprintf(role_tag, sizeof role_tag, "%s-worker", fg_role_name(def->role));
+    fg_log_init(role_tag);
+    signal(SIGPIPE, SIG_IGN);
+    int rc = program_mode(def, argc, argv);
+    if (rc >= 0) return rc;
 
     fg_worker *w = fg_xcalloc(1, sizeof *w);
     w->def = def;
     w->offload_dir = ".";
     fg_worker_set_info(w, def->info ? def->info : "");
-    int rc = parse_args(w, argc, argv);
-    if (rc) {
+    if ((rc = parse_args(w, argc, argv)) != 0) {
         free(w);
         return rc;
     }
@@ -530,53 +357,27 @@ int fg_worker_main(const fg_worker_def *def, int argc, char **argv) {
         fg_log(FG_LOG_ERROR, "%s", fg_err_msg());
         return 1;
     }
-
     void *zctx = zmq_ctx_new();
-    void *sock = zmq_socket(zctx, ZMQ_DEALER);
-    int zero = 0;
-    const char *id = fg_role_name(def->role);
-    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(sock, ZMQ_SNDHWM, &zero, sizeof zero);
-    zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof zero);
-    zmq_setsockopt(sock, ZMQ_ROUTING_ID, id, strlen(id));
-    if (zmq_connect(sock, w->endpoint) != 0) {
-        fg_log(FG_LOG_ERROR, "cannot connect to '%s': %s (HINT: expected ipc://PATH or "
-               "tcp://HOST:PORT as printed by the coordinator)", w->endpoint,
-               zmq_strerror(zmq_errno()));
-        zmq_close(sock);
+    void *sock = connect_socket(w, zctx);
+    if (!sock) {
         zmq_ctx_term(zctx);
         return 2;
     }
-
-    w->threads = fg_xcalloc((size_t)w->nthreads, sizeof *w->threads);
-    w->running_seq = fg_xcalloc((size_t)w->nthreads, sizeof *w->running_seq);
-    for (int i = 0; i < w->nthreads; i++) pthread_create(&w->threads[i], NULL, executor, w);
-    fg_debug("connecting to %s with %d executor thread(s)", w->endpoint, w->nthreads);
-
-    rc = serve(w, sock);
-
-    pthread_mutex_lock(&w->mu);
-    w->stopping = 1;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    for (int i = 0; i < w->nthreads; i++) pthread_join(w->threads[i], NULL);
-    for (job *j = w->qhead, *n; j; j = n) {
-        n = j->next;
-        free(j);
+    if (fg_wk_start_executors(w) != FG_OK) {
+        fg_log(FG_LOG_ERROR, "%s", fg_err_msg());
+        rc = 1;
+    } else {
+        fg_debug("connecting to %s with %d executor thread(s)", w->endpoint, w->nthreads);
+        rc = serve(w, sock);
     }
-    for (job *j = w->dhead, *n; j; j = n) {
-        n = j->next;
-        free(j);
+    if (fg_wk_stop_executors(w)) {
+        /* an executor is inside a command that does not return: nothing
+         * may be freed under it, and a stuck worker exits abnormally */
+        fflush(NULL);
+        _exit(1);
     }
     zmq_close(sock);
     zmq_ctx_term(zctx);
-    if (def->fini) def->fini(w);
-    fg_shm_table_destroy(&w->shm);
-    close(w->evfd);
-    free(w->threads);
-    free(w->running_seq);
-    pthread_cond_destroy(&w->cv);
-    pthread_mutex_destroy(&w->mu);
-    free(w);
+    worker_free(w);
     return rc;
 }

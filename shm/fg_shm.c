@@ -208,10 +208,9 @@ fg_status fg_shm_create(const char *run_id, const char *segname, uint32_t index,
  * for a process that reads a segment now and then (fg_shm_populate_async),
  * or every page touched now, for one that streams through all of it
  * (fg_mem_prefault). A page's first touch through a new mapping is
- * expensive on a virtualised MMU: about 6 us per 4 KiB page here, after the
- * kernel has filled its page tables (which alone costs about 0.3 us), so a
- * prefill over 2.6 GB of CPU-resident weights spent 4 s in first touches.
- * A kernel without MADV_POPULATE_WRITE (EINVAL before 5.14) leaves the
+ * expensive on a virtualised MMU even after the kernel has filled its page
+ * tables, so it belongs in setup, not in the run (figures in
+ * docs/ARCHITECTURE.md, section 1). A kernel without MADV_POPULATE_WRITE (EINVAL before 5.14) leaves the
  * faults to the touches. */
 typedef struct {
     void *base;
@@ -241,7 +240,7 @@ void fg_mem_prefault(void *base, size_t len) {
     (void)madvise(base, len, MADV_POPULATE_WRITE);
     const volatile uint8_t *p = base;
     uint8_t sink = 0;
-    for (size_t off = 0; off < len; off += 4096) sink ^= p[off];   /* a read: the data may be in use */
+    for (size_t off = 0; off < len; off += FG_SHM_ALIGN) sink ^= p[off];   /* a read per page: the data may be in use */
     (void)sink;
 }
 

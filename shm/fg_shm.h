@@ -4,7 +4,8 @@
  * A segment is a POSIX shm object named "/flexgen-<runid>-<segname>", mode
  * 0600, created by the coordinator and unlinked by it at exit. Its first
  * FG_SHM_HEADER_BYTES hold a header (magic, format version, sizes, index,
- * creator pid and start time); tensors live after it at 4096-aligned offsets.
+ * creator pid and start time); tensors live after it at FG_SHM_ALIGN-aligned
+ * offsets.
  * Workers attach by name and refuse a segment whose header does not match
  * (foreign object, other format version, other run, dead creator).
  *
@@ -36,6 +37,9 @@
  * a shm segment, so the two can not collide. Defined here, beside the shm
  * limit, so that there is one place for both. */
 #define FG_SEG_DEVICE FG_SHM_MAX_SEGMENTS
+
+/* x rounded up to a multiple of FG_SHM_ALIGN: where the next tensor may start. */
+static inline uint64_t fg_shm_align_up(uint64_t x) { return (x + FG_SHM_ALIGN - 1) & ~(uint64_t)(FG_SHM_ALIGN - 1); }
 
 /* A tensor reference: bytes [offset, offset + nbytes) of segment `segment`. */
 typedef struct {
@@ -86,8 +90,8 @@ fg_status fg_shm_attach(const char *name, uint32_t expect_index, fg_shm_seg **ou
  * process that touches a segment here and there. */
 void fg_shm_populate_async(const fg_shm_seg *seg);
 /* Every page of [base, base+len) touched (read) now, so none faults later
- * inside a run: for memory a process streams through. Costs about 6 us per
- * 4 KiB page on a virtualised MMU. */
+ * inside a run: for memory a process streams through. Costs a first touch
+ * per page, which a virtualised MMU makes dear: call it in setup. */
 void fg_mem_prefault(void *base, size_t len);
 
 /* Unmap; also unlink when this process created the segment. */

@@ -84,6 +84,7 @@
 #include "fg_weights.h"
 
 #define FG_STORE_VERSION 2
+#define FG_STORE_ALIGN 4096ull  /* headers, tensors and files are multiples of it (O_DIRECT) */
 #define FG_STORE_GLOBALS (-1)   /* the file argument for globals.bin */
 
 typedef struct fg_store fg_store;

@@ -1,6 +1,6 @@
 /* backend_cuda.c - the cuda backend: the same table as the host backend
  * (fg_backend.h), on an NVIDIA GPU. Device memory is one cudaMalloc per
- * DEVICE_INIT (the arena, then the workspace laid out by fg_cuda_ws_layout,
+ * DEVICE_INIT (the arena, then the workspace laid out by fg_devsize_cuda_layout,
  * cuBLAS's workspace included), held to --gpu-mem; no managed memory.
  * Three non-blocking streams: 0 compute (every kernel and GEMM), 1
  * host-to-device and 2 device-to-host copies. Shm segments are registered
@@ -29,6 +29,7 @@
 
 #include "cuda_ops.h"
 #include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_sample.h"
 
 #define NSTREAMS 3
@@ -37,7 +38,7 @@ typedef struct {
     char dev_name[256];
     cudaStream_t st[NSTREAMS];
     cublasHandle_t blas;
-    uint8_t *mem;            /* arena (p.arena_bytes, rounded up to 256), then the workspace */
+    uint8_t *mem;            /* arena (p.arena_bytes, rounded up to FG_CUDA_WS_ALIGN), then the workspace */
     uint64_t arena_al;       /* the workspace's offset in mem */
     fg_cuda_ws ws;
     fg_op_init p;
@@ -68,12 +69,6 @@ static fg_status cu_fail(int e, const char *what) {
 
 /* ---- memory ------------------------------------------------------------- */
 
-static uint64_t cu_workspace_bytes(const fg_opt_config *c, uint32_t max_rows) {
-    fg_cuda_ws ws;
-    fg_cuda_ws_layout(c, max_rows, &ws);
-    return ws.total;
-}
-
 static void release(cu_ctx *c) {
     if (c->mem) cudaFree(c->mem);
     c->mem = NULL;
@@ -88,14 +83,15 @@ static fg_status cu_device_init(void *ctx, const fg_op_init *p, const fg_opt_con
     if (cfg->compress_weight || cfg->compress_cache)
         return fg_err_set(FG_EINPUT, "DEVICE_INIT: --compress-weight/--compress-cache are not implemented on the cuda "
                                      "backend yet (HINT: --device host)");
-    fg_cuda_ws_layout(cfg, p->max_rows, &ws);
-    if (p->arena_bytes > UINT64_MAX - ws.total - 256 || (p->budget_bytes && p->arena_bytes + ws.total > p->budget_bytes))
+    fg_devsize_cuda_layout(cfg, p->max_rows, &ws);   /* what the plan counted */
+    if (p->arena_bytes > UINT64_MAX - ws.total - FG_CUDA_WS_ALIGN ||
+        (p->budget_bytes && p->arena_bytes + ws.total > p->budget_bytes))
         return fg_err_set(FG_EINPUT, "DEVICE_INIT: arena %" PRIu64 " + workspace %" PRIu64 " bytes (%" PRIu32
                           " rows) exceed the device budget of %" PRIu64 " bytes (--gpu-mem)",
                           p->arena_bytes, ws.total, p->max_rows, p->budget_bytes);
     for (int s = 0; s < NSTREAMS; s++) CU(cudaStreamSynchronize(c->st[s]), "DEVICE_INIT: waiting for the streams");
     release(c);
-    uint64_t arena_al = (p->arena_bytes + 255) / 256 * 256;
+    uint64_t arena_al = (p->arena_bytes + FG_CUDA_WS_ALIGN - 1) / FG_CUDA_WS_ALIGN * FG_CUDA_WS_ALIGN;
     void *mem = NULL;
     cudaError_t e = cudaMalloc(&mem, arena_al + ws.total);
     if (e != cudaSuccess) {
@@ -161,7 +157,7 @@ static fg_status cu_open(void **ctx, char *info, size_t cap) {
     if (!st && (cublasSetStream(c->blas, c->st[0]) != CUBLAS_STATUS_SUCCESS ||
                 cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS))
         st = fg_err_set(FG_ERUNTIME, "cuBLAS: cannot bind the compute stream");
-    if (!st && cudaMallocHost((void **)&c->bad_host, 256)) st = cu_fail(cudaGetLastError(), "cudaMallocHost");
+    if (!st && cudaMallocHost((void **)&c->bad_host, FG_CUDA_FLAGS_BYTES)) st = cu_fail(cudaGetLastError(), "cudaMallocHost");
     if (st) goto out;
     cudaRuntimeGetVersion(&rt);
     cublasGetVersion(c->blas, &bv);
@@ -289,7 +285,7 @@ const fg_backend fg_backend_cuda = {
     .shares_host_cpu = 0,                    /* a device of its own */
     .open = cu_open,                         /* device 0, three streams, cuBLAS on the compute stream */
     .close = cu_close,                       /* unregisters, frees, destroys */
-    .workspace_bytes = cu_workspace_bytes,   /* fg_cuda_ws_layout's total (backends.c) */
+    .workspace_bytes = fg_devsize_cuda_bytes, /* fg_devsize_cuda_layout's total (device/) */
     .device_init = cu_device_init,           /* one cudaMalloc: arena + workspace, budget-checked */
     .mem_bytes = cu_mem_bytes,               /* arena + workspace, now / peak */
     .dev_ptr = cu_dev_ptr,                   /* a device pointer: only kernels and copies read it */

@@ -12,7 +12,11 @@
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 256;                 // a block's threads for most kernels
+constexpr int kWarp = 32;                     // threads of a warp, and warps a block's reduction holds
+constexpr unsigned kFullMask = 0xffffffffu;   // every lane of a warp in a shuffle
+constexpr int64_t kMaxGrid = 1 << 20;         // blocks at most: grid-stride loops cover the rest
+constexpr float kLnEps = 1e-5f;               // FG_LN_EPS (kernels/fg_ops.h), fg_layernorm's epsilon
 
 __device__ __forceinline__ float f16(const uint16_t *p, size_t i) {
     return __half2float(__ushort_as_half(p[i]));
@@ -24,19 +28,19 @@ __device__ __forceinline__ float ldx(const float *p, size_t i) { return p[i]; }
 // Sum (or max) over the block; every thread gets the result.
 template <typename T, bool kMax>
 __device__ T block_reduce(T v) {
-    __shared__ T sh[32];
-    for (int o = 16; o; o >>= 1) {
-        T u = __shfl_down_sync(0xffffffffu, v, o);
+    __shared__ T sh[kWarp];
+    for (int o = kWarp / 2; o; o >>= 1) {
+        T u = __shfl_down_sync(kFullMask, v, o);
         v = kMax ? (u > v ? u : v) : v + u;
     }
-    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    int lane = threadIdx.x % kWarp, wid = threadIdx.x / kWarp, nw = (blockDim.x + kWarp - 1) / kWarp;
     __syncthreads();   // sh may still be read by the previous call
     if (lane == 0) sh[wid] = v;
     __syncthreads();
     if (wid == 0) {
         v = lane < nw ? sh[lane] : (kMax ? sh[0] : T(0));
-        for (int o = 16; o; o >>= 1) {
-            T u = __shfl_down_sync(0xffffffffu, v, o);
+        for (int o = kWarp / 2; o; o >>= 1) {
+            T u = __shfl_down_sync(kFullMask, v, o);
             v = kMax ? (u > v ? u : v) : v + u;
         }
         if (lane == 0) sh[0] = v;
@@ -47,7 +51,7 @@ __device__ T block_reduce(T v) {
 
 unsigned grid_for(int64_t n) {
     int64_t g = (n + kThreads - 1) / kThreads;
-    return (unsigned)(g < 1 ? 1 : g > (1 << 20) ? (1 << 20) : g);
+    return (unsigned)(g < 1 ? 1 : g > kMaxGrid ? kMaxGrid : g);
 }
 
 #define GRID_STRIDE(i, n) \
@@ -69,7 +73,7 @@ __global__ void k_layernorm(uint16_t *y, const T *x, const uint16_t *w, const ui
         v += d * d;
     }
     double var = block_reduce<double, false>(v) / dim;
-    float rstd = (float)(1.0 / sqrt(var + (double)1e-5f)), m = (float)mean;
+    float rstd = (float)(1.0 / sqrt(var + (double)kLnEps)), m = (float)mean;
     // each thread reads then writes its own elements: y may be x
     for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = to16((ldx(xr, i) - m) * rstd * f16(w, i) + f16(b, i));
 }
@@ -188,11 +192,11 @@ __global__ void k_attn_decode(uint16_t *ctx, const uint16_t *q, const uint16_t *
     __syncthreads();
     size_t row = (size_t)B * H;   // time-major cache: position t of sequence b at row t*B + b
     const uint16_t *kb = kc + (size_t)b * H + (size_t)h * d, *vb = vc + (size_t)b * H + (size_t)h * d;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, nw = blockDim.x / kWarp;
     for (int t = warp; t < T; t += nw) {
         float acc = 0;
-        for (int j = lane; j < d; j += 32) acc += qs[j] * f16(kb, t * row + j);
-        for (int o = 16; o; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+        for (int j = lane; j < d; j += kWarp) acc += qs[j] * f16(kb, t * row + j);
+        for (int o = kWarp / 2; o; o >>= 1) acc += __shfl_down_sync(kFullMask, acc, o);
         if (lane == 0) sc[t] = acc;
     }
     __syncthreads();

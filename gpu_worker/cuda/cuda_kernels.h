@@ -2,7 +2,8 @@
  * launchers: everything an op needs beside cuBLAS's GEMMs. backend_cuda.c
  * decides what runs when; these only launch, on the stream they are given,
  * and return the launch's cudaError_t as an int (0: launched; the caller
- * names the op and cudaGetErrorString gives the reason). fp16 tensors travel as uint16_t, so C callers need no CUDA types.
+ * names the op and cudaGetErrorString gives the reason). fp16 tensors
+ * travel as uint16_t, so C callers need no CUDA types.
  *
  * Rounding: a kernel that writes fp16 converts with __float2half_rn (round
  * to nearest even, as common/fg_fp16.c does), and only at the points the
@@ -44,7 +45,9 @@ int fg_cuk_round16(uint16_t *y16, const float *x32, int64_t n, cudaStream_t s);
  *   h16 (B*S, H) = round16(base + P[pos]), base = E[ids] (e32 NULL) or the
  *                  projected e32 (B*S, H)
  * An id outside [0, V) writes zeros and sets *bad to the lowest such row
- * (bad starts at INT32_MAX). */
+ * (atomicMin: bad starts at FG_CUK_BAD_NONE, above any row). */
+#define FG_CUK_BAD_FILL 0x7f            /* each byte of *bad before EMBED (cudaMemsetAsync) */
+#define FG_CUK_BAD_NONE 0x7f7f7f7f      /* *bad with no id outside the vocabulary */
 int fg_cuk_embed_gather(uint16_t *e16, const int32_t *ids, const uint16_t *E, int rows, int D, int V, int32_t *bad,
                         cudaStream_t s);
 int fg_cuk_embed_pos(uint16_t *h16, const float *e32, const int32_t *ids, const uint16_t *E, const uint16_t *P,
@@ -66,7 +69,10 @@ int fg_cuk_softmax(uint16_t *p16, const float *scores, const uint8_t *mask_b, in
 /* Decode attention straight over the cache, one block per (sequence, head,
  * query): ctx16 (B*S, H) = round16(softmax(q k^T) v) with the same mask
  * rule; q (B*S, H) fp16 already scaled; kc, vc (Tmax, B, H). Needs
- * T = past + S <= fg_cuk_decode_max_T() and head_dim <= 256. */
+ * T = past + S <= fg_cuk_decode_max_T() and head_dim <=
+ * FG_CUK_DECODE_MAX_HEAD_DIM: q and the scores then fit the block's default
+ * 48 KiB of shared memory. */
+#define FG_CUK_DECODE_MAX_HEAD_DIM 256
 int fg_cuk_decode_max_T(void);
 int fg_cuk_attn_decode(uint16_t *ctx16, const uint16_t *q16, const uint16_t *kc, const uint16_t *vc,
                        const uint8_t *mask, int mask_stride, int B, int S, int past, int H, int n_heads,

@@ -13,7 +13,6 @@
 #include "cuda_ops.h"
 #include "fg_sample.h"
 
-#define BAD_NONE 0x7f7f7f7f   /* EMBED's flag after cudaMemsetAsync(0x7f): no bad id */
 #define DECODE_MAX_S 4        /* up to this many new tokens: the decode kernel, else GEMMs */
 
 typedef const uint16_t *cw;   /* an fp16 weight */
@@ -104,7 +103,7 @@ fg_status fg_cu_embed(void *ctx, const fg_op_args *a) {
     cw E = a->gw.w[FG_GW_EMBED_TOKENS], P = a->gw.w[FG_GW_EMBED_POS];
     int V = a->cfg.vocab_size, D = a->cfg.word_embed_proj_dim;
     fg_status st = FG_OK;
-    K(cudaMemsetAsync(e->flag, 0x7f, sizeof(int32_t), e->s), "flag");
+    K(cudaMemsetAsync(e->flag, FG_CUK_BAD_FILL, sizeof(int32_t), e->s), "flag");
     const float *e32 = NULL;
     if (fg_config_has_proj(&a->cfg)) {
         /* the gathered rows are fp16 already: project_in's GEMM loses nothing to storage */
@@ -120,7 +119,7 @@ fg_status fg_cu_embed(void *ctx, const fg_op_args *a) {
     int32_t *bad = fg_cu_bad_host(ctx);
     K(cudaMemcpyAsync(bad, e->flag, sizeof *bad, cudaMemcpyDeviceToHost, e->s), "flag");
     K(cudaStreamSynchronize(e->s), "EMBED");
-    if (bad[0] != BAD_NONE) {
+    if (bad[0] != FG_CUK_BAD_NONE) {
         int32_t row = bad[0];
         K(cudaMemcpyAsync(bad, ids + row, sizeof *bad, cudaMemcpyDeviceToHost, e->s), "ids");
         K(cudaStreamSynchronize(e->s), "EMBED");
@@ -156,7 +155,7 @@ static fg_status attn_gemm(const op_env *e, const uint16_t *q, const uint16_t *k
                            int b) {
     const fg_op_args *a = e->a;
     int B = a->st.B, S = a->st.S, past = a->st.past, T = past + S, nh = a->cfg.n_heads, d = e->H / nh;
-    uint64_t per = 6ull * (uint64_t)T, cap = e->ws->y32_bytes / per;   /* (head, query) rows a tile holds */
+    uint64_t per = FG_CUDA_SCORE_BYTES * (uint64_t)T, cap = e->ws->y32_bytes / per;   /* (head, query) rows a tile holds */
     if (cap < 1)
         return fg_err_set(FG_EINPUT, "%s: a context of %d positions needs %" PRIu64 " bytes of attention workspace, "
                           "more than the %" PRIu64 " DEVICE_INIT gave", a->name, T, per, e->ws->y32_bytes);
@@ -201,7 +200,7 @@ static fg_status core(const op_env *e, const uint16_t *q, const uint16_t *k, con
     int B = a->st.B, S = a->st.S, past = a->st.past, nh = a->cfg.n_heads;
     K(fg_cuk_cache_store(kc, k, B, S, past, e->H, e->s), "cache store");
     K(fg_cuk_cache_store(vc, v, B, S, past, e->H, e->s), "cache store");
-    if (S <= DECODE_MAX_S && past + S <= fg_cuk_decode_max_T() && e->H / nh <= 256) {
+    if (S <= DECODE_MAX_S && past + S <= fg_cuk_decode_max_T() && e->H / nh <= FG_CUK_DECODE_MAX_HEAD_DIM) {
         K(fg_cuk_attn_decode(ctx, q, kc, vc, a->st.mask, a->st.mask_stride, B, S, past, e->H, nh, e->s), "attention");
         return FG_OK;
     }
@@ -286,8 +285,9 @@ fg_status fg_cu_lm_head(void *ctx, const fg_op_args *a) {
         K(fg_cuk_layernorm(e->x16, h, NULL, a->gw.w[FG_GW_FINAL_LN_W], a->gw.w[FG_GW_FINAL_LN_B], B, e->H, S, S - 1,
                            e->s), "final LayerNorm");
     else
-        K(cudaMemcpy2DAsync(e->x16, (size_t)e->H * 2, h + (size_t)(S - 1) * e->H, (size_t)S * e->H * 2,
-                            (size_t)e->H * 2, (size_t)B, cudaMemcpyDeviceToDevice, e->s), "gather");
+        K(cudaMemcpy2DAsync(e->x16, (size_t)e->H * sizeof(uint16_t), h + (size_t)(S - 1) * e->H,
+                            (size_t)S * e->H * sizeof(uint16_t), (size_t)e->H * sizeof(uint16_t), (size_t)B,
+                            cudaMemcpyDeviceToDevice, e->s), "gather");
     const uint16_t *x = e->x16;
     if (fg_config_has_proj(&a->cfg)) {
         if ((st = gemm(e, e->ff16, CUDA_R_16F, e->x16, a->gw.w[FG_GW_PROJ_OUT], B, e->H, D, 1, 0, "project_out")))
@@ -310,7 +310,8 @@ fg_status fg_cu_sample(void *ctx, const fg_op_args *a) {
         K(fg_cuk_argmax(ids, logits, B, V, e->s), "argmax");
         return FG_OK;
     }
-    size_t nl = ((size_t)B * V * sizeof(float) + 7) / 8 * 8, nr = (size_t)B * sizeof(uint64_t);   /* states 8-aligned */
+    const size_t su = sizeof(uint64_t);   /* the generator states after the logits, aligned */
+    size_t nl = ((size_t)B * V * sizeof(float) + su - 1) / su * su, nr = (size_t)B * su;
     uint8_t *pin = fg_cu_pinned(ctx, nl + nr + (size_t)B * sizeof(int32_t));
     float *scratch = fg_cu_samp(ctx, (size_t)V);
     if (!pin) return FG_ERUNTIME;

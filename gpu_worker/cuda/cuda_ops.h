@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "fg_backend.h"
+#include "fg_devsize.h"
 
 cudaStream_t fg_cu_compute(void *ctx);
 cublasHandle_t fg_cu_blas(void *ctx);

@@ -7,6 +7,9 @@
 #    silent coordinator after 10 s): no worker leaves or is restarted;
 #  - a worker that hangs, alive and silent (it SIGSTOPs itself): declared
 #    dead after 3 s, replaced, the block redone;
+#  - a worker stuck in a command while it heartbeats (its executor never
+#    returns): the command deadline (--cmd-timeout 2) declares it dead,
+#    naming the command, and it is replaced like a dead one;
 #  - a reply that does not decode (garbled), a command cut short: the
 #    worker is restarted and what it had in flight re-issued;
 #  - a gpu worker that dies in the middle of its setup (arena made, weights
@@ -53,6 +56,13 @@ else echo "ok   stall: the coordinator away $((t1 - t0)) s, no worker restarted"
 recovers hang "the gpu worker \(pid [0-9]+\) was silent for [0-9.]+ s: declared dead" \
   FLEXGEN_FAULT=gpu:stop:20:$work/once
 grep -q "redoing the block" "$work/hang.err" || fail hang "no redo of the block in the log"
+stuck_run=("${run[@]}")
+run+=(--cmd-timeout 2)
+recovers stuck "the gpu worker \(pid [0-9]+\) is stuck in [A-Z_]+ ([A-Z_]+ )?seq [0-9]+ .*: unanswered for [0-9.]+ s" \
+  FLEXGEN_FAULT=gpu:hang:20:$work/once
+grep -q "redoing the block" "$work/stuck.err" || fail stuck "no redo of the block in the log"
+grep -q "was silent" "$work/stuck.err" && fail stuck "declared dead for silence, not by the command deadline"
+run=("${stuck_run[@]}")
 recovers garbled-reply "the gpu worker \(pid [0-9]+\) sent a malformed message" FLEXGEN_FAULT=gpu:garble:20:$work/once
 recovers truncated-command "worker \(pid [0-9]+\) reports that a message from the coordinator did not decode" \
   FLEXGEN_FAULT=coord:truncate:30:$work/once
@@ -79,6 +89,6 @@ gives_up() {
 gives_up crash-loop "the disk worker is gone: it died 6 times in a row without answering a command \(last: .*signal 6" \
   8 disk:crash:1
 
-echo "supervision: $((7 - fails)) passed, $fails failed"
+echo "supervision: $((8 - fails)) passed, $fails failed"
 [ $fails -eq 0 ] && rm -rf "$work"
 [ $fails -eq 0 ]

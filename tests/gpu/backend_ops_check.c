@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "fg_backend.h"
+#include "fg_devsize.h"
 #include "fg_sample.h"
 
 #define NMSE_TOL 1e-5
@@ -220,7 +221,7 @@ static int check_sample(side *host, side *cuda, const fg_model_desc *md, int V, 
 
 int main(int argc, char **argv) {
     int probe = argc > 1 && !strcmp(argv[1], "--probe");   /* for scripts: is there a GPU? */
-    if (fg_backend_usable("cuda")) {
+    if (fg_devsize_usable("cuda")) {
         printf("%s: no CUDA device: skipped\n", probe ? "cuda probe" : "backend_ops_check");
         return 77;
     }

@@ -2,8 +2,8 @@
 # A CUDA build on a machine without a GPU (CI): the cuda module loads and
 # resolves against the gpu worker (its open() is what refuses), the
 # coordinator refuses --device cuda up front with exit 2 and says why, the
-# default device is host, and no program but the module links CUDA
-# libraries. Skipped (77) where a GPU is present: the cuda_* tests run there.
+# default device is host, no program but the module links CUDA libraries,
+# and the coordinator links no backend (it sizes devices with fg_devsize). Skipped (77) where a GPU is present: the cuda_* tests run there.
 # Usage: no_gpu.sh BIN_DIR PROBE
 set -uo pipefail
 bin=$1 probe=$2
@@ -28,6 +28,9 @@ for p in flexgen flexgen-gpu-worker flexgen-cpu-worker flexgen-disk-worker; do
   libs=$(ldd "$bin/$p")
   if grep -qE 'libcuda|libcublas' <<<"$libs"; then echo "FAIL $p links a CUDA library"; fails=$((fails + 1)); fi
 done
+syms=$(nm "$bin/flexgen")
+if grep -qE ' fg_backend_|host_device_init' <<<"$syms"; then echo "FAIL the coordinator links a gpu worker backend"; fails=$((fails + 1))
+else echo "ok   the coordinator links no backend"; fi
 libs=$(ldd "$bin/libflexgen-cuda.so")
 if grep -q libcublas <<<"$libs"; then echo "ok   only the module links cuBLAS"
 else echo "FAIL the module does not link cuBLAS"; fails=$((fails + 1)); fi

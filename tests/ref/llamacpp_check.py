@@ -5,8 +5,8 @@ make_llama_checkpoint.py, converted by gguf_write.py, decoded greedily by
 both on the same prompts (the oracle batched with left padding, llama.cpp one
 unpadded sequence at a time).
 
-  llamacpp_check.py --case NAME --work DIR [--type f32|f16] [--kv f32|f16]
-      [--prompts 16] [--gen-len 32] [--atol A] [--tie T] [--head-std S]
+  llamacpp_check.py --case NAME --work DIR [--type f32|f16|bf16|q8_0] [--kv f32|f16]
+      [--vocab llama|gpt2] [--prompts 16] [--gen-len 32] [--atol A] [--tie T] [--head-std S]
       [--embed-std S] [--seed N]
 
 Checks, per prompt:
@@ -36,6 +36,13 @@ input activations to fp16 (2^-11 relative) and the KV cache to fp16, where
 the oracle stays float32; measured 0.016 (hidden 64) to 0.026 (hidden 128),
 so atol 5e-2. A token can only flip where the two logits differ by less
 than twice the largest logit error, so tie = 2 * atol.
+--type bf16 and q8_0 check the file format rather than the numerics: the
+oracle then runs on the weights as the file holds them (read back with
+gguf_write.read_gguf, un-permuted), and llama.cpp converts each matmul's
+activations to the weight's type (bf16's 8-bit mantissa; Q8_0's int8
+blocks), measured 0.13 (BF16) and 0.34 to 0.55 (Q8_0) in log-probability,
+so atol 1: a misread layout (scales, block order, byte order) gives random
+logits, ~10 off, as the permutation fault shows.
 
 Weights: --head-std (0.5) scales the LM head (for a tied case --embed-std,
 the embedding) so logits have a spread of about sqrt(hidden) * 0.5 = 4 and
@@ -50,7 +57,8 @@ import os
 import subprocess
 import sys
 
-import numpy as np
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # tiny matrices: threads only wait on a shared host
+import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -89,6 +97,22 @@ def step0_logprobs(m, prompts):
     ids, mask = llama_ref.left_pad(m, prompts)
     caches = llama_ref.new_caches(m, ids.shape[0], ids.shape[1])
     return log_softmax(llama_ref.forward(m, ids, llama_ref.hf_positions(mask), caches, 0, mask))
+
+
+def gguf_model(ck, gguf):
+    """The oracle on the weights as the GGUF file holds them (BF16- or
+    Q8_0-rounded), read back by gguf_write.read_gguf and un-permuted."""
+    cfg, _ = mlc.load_llama_checkpoint(ck)
+    _, kv, tens, raw = gguf_write.read_gguf(gguf)
+    heads = {".q_proj.": cfg["num_attention_heads"], ".k_proj.": cfg["num_key_value_heads"]}
+    t = {}
+    for hf in mlc.expected_shapes(cfg):
+        a = gguf_write.tensor_f32(tens[gguf_write.gguf_name(hf)], raw)
+        for k, h in heads.items():
+            if k in hf and kv["general.architecture"] == "llama":
+                a = gguf_write.unpermute_rows(a, h)
+        t[hf] = a
+    return llama_ref.Model(cfg, t)
 
 
 def lp_diff(a, b):
@@ -147,18 +171,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--case", required=True, choices=sorted(mlc.CASES))
     ap.add_argument("--work", required=True)
-    ap.add_argument("--type", choices=["f32", "f16"], default="f32")
+    ap.add_argument("--type", choices=["f32", "f16", "bf16", "q8_0"], default="f32")
     ap.add_argument("--kv", choices=["f32", "f16"], default="f32")
+    ap.add_argument("--vocab", choices=["llama", "gpt2"], default="llama", help="the GGUF's tokenizer kind")
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--gen-len", type=int, default=32)
-    ap.add_argument("--atol", type=float, default=0.0, help="default 1e-4 (f32) or 5e-2 (f16)")
+    ap.add_argument("--atol", type=float, default=0.0, help="default 1e-4 (f32), 5e-2 (f16), 1 (bf16, q8_0)")
     ap.add_argument("--tie", type=float, default=0.0, help="default 2 * atol")
     ap.add_argument("--head-std", type=float, default=0.5)
     ap.add_argument("--embed-std", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=11)
     a = ap.parse_args()
     f16 = a.type == "f16" or a.kv == "f16"
-    atol = a.atol or (5e-2 if f16 else 1e-4)
+    atol = a.atol or (1.0 if a.type in ("bf16", "q8_0") else 5e-2 if f16 else 1e-4)
     tie = a.tie or 2 * atol
     lib = fetch_llamacpp()
 
@@ -170,7 +195,7 @@ def main():
         margs += ["--embed-std", str(a.embed_std or a.head_std)]
     cfg, _ = mlc.write(mlc.parse_args(margs))
     gguf = os.path.join(a.work, "model.gguf")
-    gguf_write.from_checkpoint(ck, gguf, a.type)
+    gguf_write.from_checkpoint(ck, gguf, a.type, vocab=a.vocab)
     prompts = make_prompts(a.prompts, cfg["vocab_size"], a.seed)
     pfile = os.path.join(a.work, "prompts.json")
     with open(pfile, "w") as f:
@@ -188,7 +213,7 @@ def main():
         lc = json.load(f)
 
     llama_ref.ROUND_FP16 = False
-    m = llama_ref.load_model(ck)
+    m = llama_ref.load_model(ck) if a.type in ("f32", "f16") else gguf_model(ck, gguf)
     logits, toks = llama_ref.generate(m, prompts, a.gen_len)
     lc_lp0 = np.array(lc["logprobs0"], np.float64)
     d0 = lp_diff(log_softmax(logits[:, 0].astype(np.float64)), lc_lp0)

@@ -6,9 +6,12 @@
 // near-ties. Nothing is tokenized and no BOS is added: the ids are fed as given.
 //
 //   node llamacpp_oracle.mjs --lib DIR --model F.gguf --prompt-ids P.json
-//        --gen-len N --vocab V --out OUT.json [--kv f32|f16] [--threads 2]
+//        --gen-len N --vocab V --out OUT.json [--kv f32|f16] [--threads 1]
 //
 // DIR: the folder scripts/fetch-llamacpp.sh prints (holding node_modules).
+// --threads: 1 by default: the models are tiny, and ggml's threads meet at a
+// barrier after every op, which on a loaded 2-core host made 2 threads 10x
+// and 3 threads 75x slower than one (1.7 s for 16 prompts x 32 tokens).
 // P.json: a JSON list of lists of ids. OUT.json: {"tokens": [[...]],
 // "top2": [[[id1, p1, id2, p2] per step]], "logprobs0": [[V floats]]} where
 // logprobs0[p][v] = log P(v) at the first step of prompt p (-Infinity where
@@ -28,7 +31,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
 function parseArgs(argv) {
-  const a = { kv: "f32", threads: 2 };
+  const a = { kv: "f32", threads: 1 };
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i].replace(/^--/, "").replace(/-([a-z])/g, (_, c) => c.toUpperCase());
     if (argv[i + 1] === undefined) throw new Error(`flag ${argv[i]} needs a value`);

@@ -8,10 +8,13 @@
  *   fg-rt-test after     --workers G C D      cross-stream dependencies on the gpu worker
  *   fg-rt-test peer      --workers G C D      another user cannot attach (root; else 77)
  *   fg-rt-test deaths    --workers G C D      a role given up after max_deaths deaths
+ *   fg-rt-test stuck     --workers G C D      a worker stuck in a command: the command deadline
+ *   fg-rt-test duplicate --workers G C D      a second worker for a role held is refused
  *   fg-rt-test victim    --workers G C D      (internal: coordkill's coordinator)
  *   fg-rt-test corpus DIR                     seed the decoder fuzzer's corpus */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/pidfd.h>
@@ -55,9 +58,57 @@ int rt_wait_gone(pid_t pid, int timeout_ms) {
     return -1;
 }
 
+pid_t rt_start_worker(const char *path, const char *ep, const char *version, const char *errfile, const char *fault) {
+    pid_t p = fork();
+    if (p == 0) {
+        if (errfile) {
+            int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            dup2(fd, 2);
+            close(fd);
+        }
+        if (fault) setenv("FLEXGEN_FAULT", fault, 1);
+        else unsetenv("FLEXGEN_FAULT");
+        if (version) execl(path, path, "--connect", ep, "--protocol-version", version, (char *)NULL);
+        else execl(path, path, "--connect", ep, (char *)NULL);
+        _exit(127);
+    }
+    return p;
+}
+
+char *rt_slurp(const char *path) {
+    char *data = NULL;
+    size_t len;
+    if (fg_read_file(path, &data, &len) != FG_OK) return strdup("");
+    return data;
+}
+
+uint64_t rt_submit_axpy(fg_super *sup, fg_role role, fg_shm_handle x, fg_shm_handle y, fg_shm_handle out,
+                        float alpha) {
+    fg_msg m;
+    fg_msg_init(&m, role == FG_ROLE_CPU ? FG_MSG_CPU_ATTN : FG_MSG_COMPUTE);
+    m.u.compute.op = FG_OP_AXPY;
+    fg_msg_compute_add_in(&m, x);
+    fg_msg_compute_add_in(&m, y);
+    fg_msg_compute_add_out(&m, out);
+    fg_msg_compute_set_params(&m, &alpha, sizeof alpha);
+    uint64_t seq = 0;
+    RT_MUST(fg_super_submit(sup, role, &m, NULL, &seq));
+    return seq;
+}
+
+int rt_pump_until_exit(fg_super *sup, pid_t pid, int timeout_ms) {
+    double end = fg_now() + timeout_ms / 1e3;
+    while (fg_now() < end) {
+        int ws;
+        if (waitpid(pid, &ws, WNOHANG) == pid) return ws;
+        fg_super_poll(sup, 100, NULL, NULL);
+    }
+    return -1;
+}
+
 static int usage(void) {
     fprintf(stderr, "usage: fg-rt-test proto\n"
-                    "       fg-rt-test kill|coordkill|manual|disk|after|peer|deaths --workers GPU CPU DISK\n");
+                    "       fg-rt-test kill|coordkill|manual|disk|after|peer|deaths|stuck|duplicate --workers GPU CPU DISK\n");
     return 2;
 }
 
@@ -85,6 +136,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "disk")) rc = rt_test_disk();
     else if (!strcmp(mode, "after")) rc = rt_test_after();
     else if (!strcmp(mode, "deaths")) rc = rt_test_deaths();
+    else if (!strcmp(mode, "stuck")) rc = rt_test_stuck();
+    else if (!strcmp(mode, "duplicate")) rc = rt_test_duplicate();
     else if (!strcmp(mode, "peer")) {
         if ((rc = rt_test_peer()) == 77) return 77;
     }

@@ -15,41 +15,14 @@
 #define NF 1024  /* floats per buffer */
 
 static pid_t start_worker(const char *ep, const char *version, const char *errfile) {
-    pid_t p = fork();
-    if (p == 0) {
-        if (errfile) {
-            int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-            dup2(fd, 2);
-            close(fd);
-        }
-        const char *path = rt_worker[FG_ROLE_GPU];
-        if (version) execl(path, path, "--connect", ep, "--protocol-version", version, (char *)NULL);
-        else execl(path, path, "--connect", ep, (char *)NULL);
-        _exit(127);
-    }
-    return p;
+    return rt_start_worker(rt_worker[FG_ROLE_GPU], ep, version, errfile, NULL);
 }
 
-static char *slurp(const char *path) {
-    char *data = NULL;
-    size_t len;
-    if (fg_read_file(path, &data, &len) != FG_OK) return strdup("");
-    return data;
-}
+#define slurp rt_slurp
 
-/* Submit out = alpha*x + y on the gpu worker. */
 static uint64_t submit_axpy(fg_super *sup, fg_shm_handle x, fg_shm_handle y, fg_shm_handle out,
                             float alpha) {
-    fg_msg m;
-    fg_msg_init(&m, FG_MSG_COMPUTE);
-    m.u.compute.op = FG_OP_AXPY;
-    fg_msg_compute_add_in(&m, x);
-    fg_msg_compute_add_in(&m, y);
-    fg_msg_compute_add_out(&m, out);
-    fg_msg_compute_set_params(&m, &alpha, sizeof alpha);
-    uint64_t seq = 0;
-    RT_MUST(fg_super_submit(sup, FG_ROLE_GPU, &m, NULL, &seq));
-    return seq;
+    return rt_submit_axpy(sup, FG_ROLE_GPU, x, y, out, alpha);
 }
 
 static int check_axpy(fg_super *sup, fg_shm_handle x, fg_shm_handle y, fg_shm_handle out,
@@ -89,16 +62,7 @@ static fg_status count_restore(fg_super *sup, fg_role role, void *ctx) {
     return FG_OK;
 }
 
-/* Run the supervisor until child `pid` exits; its wait status, or -1. */
-static int pump_until_exit(fg_super *sup, pid_t pid, int timeout_ms) {
-    double end = fg_now() + timeout_ms / 1e3;
-    while (fg_now() < end) {
-        int ws;
-        if (waitpid(pid, &ws, WNOHANG) == pid) return ws;
-        fg_super_poll(sup, 100, NULL, NULL);
-    }
-    return -1;
-}
+#define pump_until_exit rt_pump_until_exit
 
 int rt_test_manual(void) {
     fg_super_opts o;

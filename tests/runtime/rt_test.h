@@ -42,6 +42,18 @@ int rt_dir_exists(const char *dir);
 /* Wait (without sleeping blind) until process pid is gone; 0 ok, -1 timeout. */
 int rt_wait_gone(pid_t pid, int timeout_ms);
 
+/* A worker program started by hand: path --connect ep [--protocol-version
+ * version], its stderr to errfile (NULL: ours), FLEXGEN_FAULT=fault (NULL:
+ * none). */
+pid_t rt_start_worker(const char *path, const char *ep, const char *version, const char *errfile, const char *fault);
+/* A file's contents (heap; "" if unreadable). */
+char *rt_slurp(const char *path);
+/* Submit out = alpha*x + y (the AXPY test op) on the gpu or cpu worker. */
+uint64_t rt_submit_axpy(fg_super *sup, fg_role role, fg_shm_handle x, fg_shm_handle y, fg_shm_handle out,
+                        float alpha);
+/* Run the supervisor until child pid exits; its wait status, or -1. */
+int rt_pump_until_exit(fg_super *sup, pid_t pid, int timeout_ms);
+
 int rt_test_shm(void);
 int rt_test_kill(void);
 int rt_test_coordkill(const char *self);
@@ -51,5 +63,7 @@ int rt_test_disk(void);
 int rt_test_after(void);
 int rt_test_peer(void);
 int rt_test_deaths(void);
+int rt_test_stuck(void);
+int rt_test_duplicate(void);
 
 #endif

@@ -1,0 +1,131 @@
+/* fg_devsize.c - devices by name: which are built, which is present, and
+ * each one's workspace (see fg_devsize.h). */
+#include "fg_devsize.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef FG_HAVE_CUDA
+#include <dlfcn.h>
+#include <pthread.h>
+#endif
+
+#include "fg_opt.h"
+
+#ifdef FG_HAVE_CUDA
+#define CUDA_BUILT 1
+#else
+#define CUDA_BUILT 0
+#endif
+
+static const struct {
+    const char *name;
+    int built;   /* a backend of this build; the others are sized only */
+    uint64_t (*workspace)(const fg_opt_config *c, uint32_t max_rows);
+} devices[] = {
+    {"host", 1, fg_devsize_host_bytes},
+    {"cuda", CUDA_BUILT, fg_devsize_cuda_bytes},
+};
+#define NDEVICES (sizeof devices / sizeof devices[0])
+
+static int find(const char *name) {
+    for (size_t i = 0; i < NDEVICES; i++)
+        if (!strcmp(devices[i].name, name)) return (int)i;
+    return -1;
+}
+
+fg_status fg_devsize_known(const char *name) {
+    int i = find(name);
+    if (i >= 0 && devices[i].built) return FG_OK;
+    char built[128] = "", absent[128] = "";
+    for (size_t k = 0; k < NDEVICES; k++) {
+        char *list = devices[k].built ? built : absent;
+        snprintf(list + strlen(list), sizeof built - strlen(list), "%s%s", list[0] ? ", " : "", devices[k].name);
+    }
+    if (i >= 0)
+        return fg_err_set(FG_EINPUT, "--device %s: this build has no %s backend (its toolkit was not found when "
+                          "it was configured; built: %s)", name, name, built);
+    return fg_err_set(FG_EINPUT, "--device %s: no such backend (built: %s%s%s%s)", name, built,
+                      absent[0] ? "; " : "", absent, absent[0] ? " where its toolkit is found" : "");
+}
+
+#ifdef FG_HAVE_CUDA
+static int gpu_present;
+static pthread_once_t gpu_asked = PTHREAD_ONCE_INIT;
+
+/* A GPU the driver can open: cuInit and cuDeviceGetCount from libcuda,
+ * without the runtime or cuBLAS. libcuda stays loaded: a driver once
+ * started is not unloaded. */
+static void ask_driver(void) {
+    void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    int (*init)(unsigned) = drv ? (int (*)(unsigned))dlsym(drv, "cuInit") : NULL;
+    int (*count)(int *) = drv ? (int (*)(int *))dlsym(drv, "cuDeviceGetCount") : NULL;
+    int n = 0;
+    gpu_present = init && count && init(0) == 0 && count(&n) == 0 && n > 0;
+}
+
+static int cuda_device_present(void) {
+    pthread_once(&gpu_asked, ask_driver);
+    return gpu_present;
+}
+#endif
+
+fg_status fg_devsize_usable(const char *name) {
+    fg_status st = fg_devsize_known(name);
+#ifdef FG_HAVE_CUDA
+    if (!st && !strcmp(name, "cuda") && !cuda_device_present())
+        st = fg_err_set(FG_EINPUT, "--device cuda: no CUDA device can be opened here (no GPU, no driver, or "
+                        "CUDA_VISIBLE_DEVICES hides it); --device host runs on the CPU");
+#endif
+    return st;
+}
+
+const char *fg_devsize_default(void) {
+    static const char *chosen;
+    if (chosen) return chosen;
+    const char *env = getenv("FLEXGEN_DEVICE");
+    if (env && *env) return chosen = env;
+#ifdef FG_HAVE_CUDA
+    if (cuda_device_present()) return chosen = "cuda";
+#endif
+    return chosen = "host";
+}
+
+fg_status fg_devsize_workspace_bytes(const char *name, const fg_opt_config *c, uint32_t max_rows, uint64_t *bytes) {
+    int i = find(name);
+    if (i < 0) return fg_devsize_known(name);
+    *bytes = devices[i].workspace(c, max_rows);
+    return FG_OK;
+}
+
+uint64_t fg_devsize_host_bytes(const fg_opt_config *c, uint32_t max_rows) {
+    return fg_opt_ws_bytes(c, (int)max_rows) + sizeof(float) * (uint64_t)max_rows * (uint64_t)c->hidden +
+           2 * sizeof(float) * (uint64_t)c->vocab_size;
+}
+
+uint64_t fg_devsize_cuda_bytes(const fg_opt_config *c, uint32_t max_rows) {
+    fg_cuda_ws ws;
+    fg_devsize_cuda_layout(c, max_rows, &ws);
+    return ws.total;
+}
+
+static uint64_t up(uint64_t n) { return (n + FG_CUDA_WS_ALIGN - 1) / FG_CUDA_WS_ALIGN * FG_CUDA_WS_ALIGN; }
+static uint64_t max2(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+void fg_devsize_cuda_layout(const fg_opt_config *c, uint32_t max_rows, fg_cuda_ws *ws) {
+    uint64_t R = max_rows, H = (uint64_t)c->hidden, F = (uint64_t)c->ffn_dim, D = (uint64_t)c->word_embed_proj_dim;
+    uint64_t P = (uint64_t)c->max_pos + 2, off = 0;
+    const uint64_t h16 = sizeof(uint16_t);   /* an fp16 element */
+    ws->x16 = off, off += up(h16 * R * max2(H, D));
+    ws->q16 = off, off += up(h16 * R * H);
+    ws->k16 = off, off += up(h16 * R * H);
+    ws->v16 = off, off += up(h16 * R * H);
+    ws->y32_bytes = up(max2(sizeof(float) * R * H, FG_CUDA_SCORE_BYTES * P));
+    ws->y32 = off, off += ws->y32_bytes;
+    ws->ff16 = off, off += up(h16 * R * max2(F, D));
+    ws->flags = off, off += FG_CUDA_FLAGS_BYTES;
+    uint64_t blas = up(sizeof(float) * R * max2(F, H));
+    ws->blas_bytes = blas < FG_CUDA_BLAS_WS_MAX ? blas : FG_CUDA_BLAS_WS_MAX;
+    ws->blas = off, off += ws->blas_bytes;
+    ws->total = off;
+}
