@@ -3,7 +3,7 @@
  * replacement for output (a token boundary may cut a character in two). */
 #include <string.h>
 
-#include "fg_tok_internal.h"
+#include "fg_tok_hf.h"
 
 int fg_tok_utf8_seq(const uint8_t *s, size_t n) {
     uint8_t b = s[0];
@@ -82,6 +82,7 @@ fg_status fg_tok_decode(fg_tok *t, const int32_t *ids, size_t n, int skip_specia
     }
     free(raw);
     out[o] = 0;
+    fg_tok_hf_strip(t, out, &o);
     *text = (char *)out;
     *len = o;
     return FG_OK;
