@@ -92,6 +92,31 @@ static size_t bpe_linear(fg_tok *t, size_t n) {
     return n;
 }
 
+/* Hugging Face's order on sym[0..n): one merge at a time, the lowest (rank,
+ * position) pair first, which is the order bpe_heap keeps; found by a scan
+ * (quadratic), for short words. Returns the new length. */
+static size_t bpe_linear_one(fg_tok *t, size_t n) {
+    int32_t *sym = t->sym, *rank = t->rank, *mrg = t->mrg;
+    for (size_t i = 0; i + 1 < n; i++) pair_rank(t, sym, i, rank, mrg);
+    while (n > 1) {
+        size_t best = 0;
+        for (size_t i = 1; i + 1 < n; i++)
+            if (rank[i] < rank[best]) best = i;
+        if (rank[best] == INT32_MAX) break;
+        sym[best] = mrg[best];
+        /* symbols after best+1 and pairs after best move one to the left */
+        memmove(sym + best + 1, sym + best + 2, (n - best - 2) * sizeof *sym);
+        if (n >= best + 3) {
+            memmove(rank + best + 1, rank + best + 2, (n - best - 3) * sizeof *rank);
+            memmove(mrg + best + 1, mrg + best + 2, (n - best - 3) * sizeof *mrg);
+        }
+        n--;
+        if (best > 0) pair_rank(t, sym, best - 1, rank, mrg);
+        if (best + 1 < n) pair_rank(t, sym, best, rank, mrg);
+    }
+    return n;
+}
+
 /* Min-heap on (rank, pos): equal ranks merge left to right, as in GPT-2. */
 static inline int cand_less(const fg_tok_cand *x, const fg_tok_cand *y) {
     return x->rank < y->rank || (x->rank == y->rank && x->pos < y->pos);
@@ -172,7 +197,12 @@ void fg_tok_set_cache(fg_tok *t, int on) {
     fg_tok_cache_clear(t);
 }
 
-int fg_tok_jit(const fg_tok *t) { return t->jit; }
+int fg_tok_jit(const fg_tok *t) {
+    if (!t->hf) return t->jit;
+    for (int i = 0; i < t->hf->n_split; i++)   /* a tokenizer.json: every regex step */
+        if (t->hf->split[i].re && !t->hf->split[i].jit) return 0;
+    return 1;
+}
 
 static const fg_tok_cache_slot *cache_find(const fg_tok *t, const uint8_t *w, size_t n, uint64_t h) {
     if (!t->cache) return NULL;
@@ -277,11 +307,12 @@ fg_status fg_tok_piece(fg_tok *t, const uint8_t *w, size_t n, fg_tok_ids *o) {
         } else {
             for (size_t i = 0; i < n; i++) t->sym[i] = t->byte_id[w[i]];
         }
-        /* GPT-2's own loop for short words; a tokenizer.json's reference
-         * merges one pair at a time, which only the heap does when the merges
-         * are not causal. */
-        int linear = t->hf ? k <= FG_TOK_LINEAR_MAX && t->causal : k <= FG_TOK_LINEAR_MAX || !t->causal;
-        k = linear ? bpe_linear(t, k) : bpe_heap(t, k);
+        /* Short words by a scan, long ones by the heap. GPT-2's loop merges
+         * every occurrence of the best pair at once, a tokenizer.json's
+         * reference one pair at a time; the two agree only when the merges
+         * are causal (Llama 2's and 3's are not). */
+        if (t->hf) k = k <= FG_TOK_LINEAR_MAX ? bpe_linear_one(t, k) : bpe_heap(t, k);
+        else k = k <= FG_TOK_LINEAR_MAX || !t->causal ? bpe_linear(t, k) : bpe_heap(t, k);
     }
     fg_tok_ids_reserve(o, k);
     memcpy(o->v + o->n, t->sym, k * sizeof *o->v);

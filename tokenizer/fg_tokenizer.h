@@ -154,7 +154,8 @@ int32_t fg_tok_eos_id(const fg_tok *t);
  * measures a cold cache filling up). On by default. */
 void fg_tok_set_cache(fg_tok *t, int on);
 
-/* Whether PCRE2 compiled the pre-tokenizer pattern to machine code (JIT);
+/* Whether PCRE2 compiled the pre-tokenizer pattern (a tokenizer.json: each
+ * of its Split patterns) to machine code (JIT);
  * without it matching runs in PCRE2's interpreter, slower (the benchmark
  * reports which one it measured). */
 int fg_tok_jit(const fg_tok *t);

@@ -329,6 +329,24 @@ static void test_splits(void) {
     fg_tok_destroy(&t);
 }
 
+/* Merges that are not causal ((ab a) ranks before the (a b) that makes ab):
+ * one merge at a time, Hugging Face's order, gives "abab" -> aba b, where
+ * merging every (a b) at once (GPT-2's loop) would give ab ab. Short words
+ * (the scan) and long ones (the heap) must both keep that order. */
+static void test_merge_order(void) {
+    json_t *j = json_pack("{s:[],s:n,s:n,s:n,s:{s:s},s:{s:s,s:{s:i,s:i,s:i,s:i},s:[s,s]}}", "added_tokens",
+                          "normalizer", "pre_tokenizer", "post_processor", "decoder", "type", "Fuse", "model", "type",
+                          "BPE", "vocab", "a", 0, "b", 1, "ab", 2, "aba", 3, "merges", "ab a", "a b");
+    fg_tok *t = open_json(j, NULL);
+    EXPECT(t, "abab", 0, "one merge at a time", 3, 1);
+    char long_word[53];
+    int32_t want[26];
+    for (int i = 0; i < 26; i++) long_word[2 * i] = 'a', long_word[2 * i + 1] = 'b', want[i] = i % 2 ? 1 : 3;
+    long_word[52] = 0;
+    expect(t, long_word, 0, want, 26, "the heap: the same order");
+    fg_tok_destroy(&t);
+}
+
 /* ---------------------------------------------------------------- refusals */
 
 /* Loads J (and CONFIG) and wants FG_EINPUT with a message naming FILE and
@@ -421,6 +439,7 @@ int tok_hf_unit(const char *dir) {
     test_nfc();
     test_spm();
     test_splits();
+    test_merge_order();
     test_refusals();
     test_model_dir();
     if (!failures) printf("tokenizer.json unit tests: all passed\n");
