@@ -160,6 +160,12 @@ def tokenizer_json_seeds():
                      "vocab": sv, "merges": [a + " " + b for a, b in sm]}}
     put("tokenizer_json", "spm", json.dumps(spm).encode() + sep +
         b'{"add_bos_token": true, "add_eos_token": false, "bos_token": "<s>", "eos_token": "</s>"}')
+    meta = dict(spm, normalizer=None,
+                pre_tokenizer={"type": "Metaspace", "replacement": sp, "prepend_scheme": "first", "split": True},
+                decoder={"type": "Sequence", "decoders": [
+                    {"type": "Metaspace", "replacement": sp, "prepend_scheme": "first"}, {"type": "ByteFallback"},
+                    {"type": "Fuse"}]})
+    put("tokenizer_json", "metaspace", json.dumps(meta))
 
     small = {c: i for i, c in enumerate(["<unk>", "<s>", "</s>"] + list("abcdehlorw ,!"))}
     small["he"], small["ll"], small["hell"] = len(small), len(small) + 1, len(small) + 2

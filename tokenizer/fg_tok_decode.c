@@ -60,11 +60,18 @@ fg_status fg_tok_decode(fg_tok *t, const int32_t *ids, size_t n, int skip_specia
     }
     uint8_t *raw = fg_xmalloc(raw_len + 1);
     size_t w = 0;
+    int first = 1;
     for (size_t i = 0; i < n; i++) {
         if (skip_special && t->special[ids[i]]) continue;
-        memcpy(raw + w, t->bytes + t->bytes_off[ids[i]], t->bytes_len[ids[i]]);
-        w += t->bytes_len[ids[i]];
+        if (first && t->hf && t->hf->meta_dec_first) {
+            w += fg_tok_meta_first(t, ids[i], raw + w);   /* never longer than its bytes */
+        } else {
+            memcpy(raw + w, t->bytes + t->bytes_off[ids[i]], t->bytes_len[ids[i]]);
+            w += t->bytes_len[ids[i]];
+        }
+        first = 0;
     }
+    raw_len = w;
     /* U+FFFD (3 bytes) replaces at least one byte, so 3x bounds the output. */
     uint8_t *out = fg_xmalloc(3 * raw_len + 1);
     size_t o = 0;

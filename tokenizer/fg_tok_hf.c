@@ -307,6 +307,8 @@ void fg_tok_hf_free(fg_tok_hf *hf) {
     fg_tok_trie_free(&hf->normed);
     free(hf->piece_slots);
     free(hf->strip_content);
+    free(hf->meta_rep);
+    free(hf->dec_rep);
     free(hf->buf[0]);
     free(hf->buf[1]);
     free(hf->pieces.off);

@@ -92,6 +92,12 @@ typedef struct fg_tok_hf {
     fg_tok_split split[FG_TOK_MAX_STEPS];
     int n_split;
     int prefix_space;         /* ByteLevel add_prefix_space (first step only) */
+    char *meta_rep;           /* Metaspace (first step only): spaces become this */
+    size_t meta_rep_len;      /* (NULL: no Metaspace) */
+    int meta_scheme;          /* its prepend_scheme: 0 never, 1 first, 2 always */
+    int meta_dec_first;       /* Metaspace decoder: the first token's dec_rep dropped */
+    char *dec_rep;            /* the Metaspace decoder's replacement, or NULL */
+    size_t dec_rep_len;
 
     /* added tokens */
     fg_tok_added *added;
@@ -132,8 +138,8 @@ static inline const uint8_t *fg_tok_piece_form(const fg_tok *t, int32_t id, size
 const char *fg_tok_json_type(json_t *obj);   /* obj's "type" string, or NULL */
 void fg_tok_hf_free(fg_tok_hf *hf);
 
-/* fg_tok_split.c: pre_tokenizer (null, Split, ByteLevel or a Sequence of
- * them); sets byte_level and prefix_space. */
+/* fg_tok_split.c: pre_tokenizer (null, Split, ByteLevel, Metaspace or a
+ * Sequence of them); sets byte_level, prefix_space and meta_*. */
 fg_status fg_tok_parse_pretok(fg_tok_hf *hf, json_t *pt, const char *path);
 /* Onig-syntax pattern -> PCRE2 pattern (malloc'd), or FG_EINPUT naming what
  * PCRE2 would read differently. */
@@ -151,6 +157,9 @@ fg_status fg_tok_parse_normalizer(fg_tok_hf *hf, json_t *nz, const char *path);
 const uint8_t *fg_tok_normalize(fg_tok *t, const uint8_t *s, size_t n, size_t *out_n);
 /* decoder: checks it against the pre-tokenizer and fills t->bytes. */
 fg_status fg_tok_parse_decoder(fg_tok *t, json_t *dec, const char *path);
+/* Metaspace decoder: what the first token decodes to (its string without
+ * the replacement, or its bytes when it has none) into OUT; the length. */
+size_t fg_tok_meta_first(const fg_tok *t, int32_t id, uint8_t *out);
 /* Char mode: the initial symbols of piece w[0..n) into t->sym; returns the
  * count, or -1 (error set) for a character with no token, no byte fallback
  * and no unk. */

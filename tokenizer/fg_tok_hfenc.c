@@ -5,7 +5,8 @@
  *     between them is a section;
  *  2. each section is normalized, and added tokens with normalized: true are
  *     found in the result the same way;
- *  3. each remaining part is pre-tokenized (fg_tok_split.c) into pieces, and
+ *  3. each remaining part is pre-tokenized (ByteLevel's prefix space or
+ *     Metaspace here, then the splits of fg_tok_split.c) into pieces, and
  *     each piece (cut before its "▁" runs in char mode where that is exact,
  *     fg_tok_spm.c) goes through the word cache and BPE (fg_tok_piece).
  * The template's special tokens around the result are fg_tok_encode_ex's.
@@ -131,28 +132,54 @@ static fg_status pieces(fg_tok *t, const uint8_t *s, size_t n, fg_tok_ids *o) {
     return st;
 }
 
-/* A normalized part: ByteLevel's prefix space, then pieces. */
-static fg_status part(fg_tok *t, const uint8_t *s, size_t n, fg_tok_ids *o) {
+/* Scratch buffer K with room for N bytes. */
+static uint8_t *scratch(fg_tok_hf *hf, int k, size_t n) {
+    if (hf->buf_cap[k] < n) {
+        free(hf->buf[k]);
+        hf->buf_cap[k] = 2 * n > 4096 ? 2 * n : 4096;
+        hf->buf[k] = fg_xmalloc(hf->buf_cap[k]);
+    }
+    return hf->buf[k];
+}
+
+/* Metaspace: spaces become the replacement, which also goes first where
+ * prepend_scheme says (AT0: this part starts the text) and the part does not
+ * start with it. Into the scratch buffer S is not in. */
+static const uint8_t *metaspace(fg_tok_hf *hf, const uint8_t *s, size_t *n, int at0) {
+    const char *rep = hf->meta_rep;
+    size_t rl = hf->meta_rep_len, m = *n, w = 0;
+    uint8_t *o = scratch(hf, s == hf->buf[0] ? 1 : 0, (m + 1) * rl);
+    int starts = s[0] == ' ' || (m >= rl && !memcmp(s, rep, rl));
+    if (!starts && (hf->meta_scheme == 2 || (hf->meta_scheme == 1 && at0))) memcpy(o, rep, rl), w = rl;
+    for (size_t i = 0; i < m; i++)
+        if (s[i] == ' ') memcpy(o + w, rep, rl), w += rl;
+        else o[w++] = s[i];
+    *n = w;
+    return o;
+}
+
+/* A normalized part: ByteLevel's prefix space or Metaspace, then pieces. AT0:
+ * the part starts the text. */
+static fg_status part(fg_tok *t, const uint8_t *s, size_t n, int at0, fg_tok_ids *o) {
     fg_tok_hf *hf = t->hf;
     if (!n) return FG_OK;
-    if (hf->prefix_space && s[0] != ' ') {
-        int k = s == hf->buf[0] ? 1 : 0;   /* the buffer S is not in */
-        if (hf->buf_cap[k] < n + 1) {
-            free(hf->buf[k]);
-            hf->buf_cap[k] = 2 * (n + 1) > 4096 ? 2 * (n + 1) : 4096;
-            hf->buf[k] = fg_xmalloc(hf->buf_cap[k]);
-        }
-        hf->buf[k][0] = ' ';
-        memcpy(hf->buf[k] + 1, s, n);
-        s = hf->buf[k], n++;
+    if (hf->meta_rep) {
+        s = metaspace(hf, s, &n, at0);
+    } else if (hf->prefix_space && s[0] != ' ') {
+        uint8_t *b = scratch(hf, s == hf->buf[0] ? 1 : 0, n + 1);   /* the buffer S is not in */
+        b[0] = ' ';
+        memcpy(b + 1, s, n);
+        s = b, n++;
     }
     return pieces(t, s, n, o);
 }
 
-/* Splits s[0..n) at the added tokens of TR; the parts between go to FN. */
-static fg_status split_added(fg_tok *t, const fg_tok_trie *tr, const uint8_t *s, size_t n, int special,
-                             fg_status (*fn)(fg_tok *, const uint8_t *, size_t, int, fg_tok_ids *),
-                             fg_tok_ids *o) {
+typedef fg_status (*part_fn)(fg_tok *, const uint8_t *, size_t, int special, int at0, fg_tok_ids *);
+
+/* Splits s[0..n) at the added tokens of TR; the parts between go to FN. AT0:
+ * S starts the text. */
+static fg_status split_added(fg_tok *t, const fg_tok_trie *tr, const uint8_t *s, size_t n, int special, int at0,
+                             part_fn fn, fg_tok_ids *o) {
     const fg_tok_hf *hf = t->hf;
     size_t start = 0;
     fg_status st = FG_OK;
@@ -167,32 +194,32 @@ static fg_status split_added(fg_tok *t, const fg_tok_trie *tr, const uint8_t *s,
         size_t left = ad->lstrip ? ws_back(s, start, i) : i, right = i + len;
         if (ad->rstrip)
             for (int w; right < n && (w = ws_at(s + right, n - right)) > 0;) right += (size_t)w;
-        st = fn(t, s + start, left - start, special, o);
+        st = fn(t, s + start, left - start, special, at0 && start == 0, o);
         ids_push(o, ad->id);
         start = i = right;
     }
-    if (!st) st = fn(t, s + start, n - start, special, o);
+    if (!st) st = fn(t, s + start, n - start, special, at0 && start == 0, o);
     return st;
 }
 
-static fg_status normed_part(fg_tok *t, const uint8_t *s, size_t n, int special, fg_tok_ids *o) {
+static fg_status normed_part(fg_tok *t, const uint8_t *s, size_t n, int special, int at0, fg_tok_ids *o) {
     (void)special;
-    return part(t, s, n, o);
+    return part(t, s, n, at0, o);
 }
 
 /* A section between raw added tokens: normalize, then the normalized added
  * tokens, then pieces. */
-static fg_status section(fg_tok *t, const uint8_t *s, size_t n, int special, fg_tok_ids *o) {
+static fg_status section(fg_tok *t, const uint8_t *s, size_t n, int special, int at0, fg_tok_ids *o) {
     if (!n) return FG_OK;
     size_t m;
     const uint8_t *norm = fg_tok_normalize(t, s, n, &m);
-    if (t->hf->normed.n) return split_added(t, &t->hf->normed, norm, m, special, normed_part, o);
-    return part(t, norm, m, o);
+    if (t->hf->normed.n) return split_added(t, &t->hf->normed, norm, m, special, at0, normed_part, o);
+    return part(t, norm, m, at0, o);
 }
 
 fg_status fg_tok_hf_encode(fg_tok *t, const char *text, size_t len, unsigned flags, fg_tok_ids *o) {
     int special = (flags & FG_TOK_PARSE_SPECIAL) && !t->hf->split_special;
-    return split_added(t, &t->hf->raw, (const uint8_t *)text, len, special, section, o);
+    return split_added(t, &t->hf->raw, (const uint8_t *)text, len, special, 1, section, o);
 }
 
 void fg_tok_hf_strip(const fg_tok *t, uint8_t *out, size_t *len) {

@@ -179,9 +179,42 @@ static fg_status parse_split(fg_tok_split *s, json_t *o, const char *path, const
     return FG_OK;
 }
 
+/* Metaspace (Hugging Face's since tokenizers 0.19): in each section, spaces
+ * become the replacement; it is put first too where prepend_scheme says
+ * ("always", or "first": only in a section that starts the text) and the
+ * section does not start with it already; with split, the section is then
+ * cut before each replacement (MergedWithNext). Old files have
+ * add_prefix_space instead of prepend_scheme. */
+static fg_status parse_metaspace(fg_tok_hf *hf, json_t *o, const char *path, const char *where, int first) {
+    json_t *rep = json_object_get(o, "replacement"), *sch = json_object_get(o, "prepend_scheme");
+    json_t *aps = json_object_get(o, "add_prefix_space"), *split = json_object_get(o, "split");
+    const char *s = json_string_value(sch);
+    if (!first)
+        return fg_err_set(FG_EINPUT, "%s: %s: Metaspace after another pre-tokenizer is not supported", path, where);
+    if (!json_is_string(rep) || !json_string_length(rep) || (sch && !s) || (aps && !json_is_boolean(aps)) ||
+        (split && !json_is_boolean(split)))
+        return fg_err_set(FG_EINPUT, "%s: %s: Metaspace needs a string \"replacement\" (prepend_scheme a string, "
+                          "add_prefix_space and split booleans)", path, where);
+    hf->meta_scheme = s ? (!strcmp(s, "never") ? 0 : !strcmp(s, "first") ? 1 : !strcmp(s, "always") ? 2 : -1)
+                        : (aps && !json_is_true(aps) ? 0 : 2);
+    if (hf->meta_scheme < 0)
+        return fg_err_set(FG_EINPUT, "%s: %s: prepend_scheme '%s' is not supported", path, where, s);
+    hf->meta_rep_len = json_string_length(rep);
+    hf->meta_rep = fg_xmalloc(hf->meta_rep_len + 1);
+    memcpy(hf->meta_rep, json_string_value(rep), hf->meta_rep_len + 1);
+    if (split && !json_is_true(split)) return FG_OK;
+    fg_tok_split *sp = &hf->split[hf->n_split++];
+    sp->beh = FG_SPLIT_MERGED_NEXT;
+    sp->lit_len = hf->meta_rep_len;
+    sp->lit = fg_xmalloc(sp->lit_len + 1);
+    memcpy(sp->lit, hf->meta_rep, sp->lit_len + 1);
+    return FG_OK;
+}
+
 static fg_status parse_step(fg_tok_hf *hf, json_t *o, const char *path, const char *where, int first) {
     const char *type = fg_tok_json_type(o);
     if (!type) return fg_err_set(FG_EINPUT, "%s: %s: expected an object with a \"type\"", path, where);
+    if (!strcmp(type, "Metaspace")) return parse_metaspace(hf, o, path, where, first);
     if (hf->byte_level)
         return fg_err_set(FG_EINPUT, "%s: %s: a pre-tokenizer after ByteLevel is not supported", path, where);
     if (hf->n_split == FG_TOK_MAX_STEPS)

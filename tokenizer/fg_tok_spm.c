@@ -296,6 +296,40 @@ static void spm_bytes(fg_tok *t, const dec_step *st, int n_st) {
     free(tmp);
 }
 
+/* Metaspace decoder, as the first step: each replacement becomes a space,
+ * except in the first token, where it is dropped (unless prepend_scheme is
+ * "never"; old files: add_prefix_space false). */
+static fg_status dec_metaspace(fg_tok *t, json_t *o, const char *path, const char *where, dec_step *st, int *n_st) {
+    fg_tok_hf *hf = t->hf;
+    json_t *rep = json_object_get(o, "replacement"), *sch = json_object_get(o, "prepend_scheme");
+    json_t *aps = json_object_get(o, "add_prefix_space");
+    if (*n_st || hf->dec_rep)
+        return fg_err_set(FG_EINPUT, "%s: %s: a Metaspace decoder is supported only as the first step", path, where);
+    if (!json_is_string(rep) || !json_string_length(rep) || (sch && !json_is_string(sch)))
+        return fg_err_set(FG_EINPUT, "%s: %s: Metaspace needs a string \"replacement\"", path, where);
+    const char *s = json_string_value(sch);
+    hf->meta_dec_first = s ? strcmp(s, "never") != 0 : !(aps && json_is_false(aps));
+    hf->dec_rep_len = json_string_length(rep);
+    hf->dec_rep = fg_xmalloc(hf->dec_rep_len + 1);
+    memcpy(hf->dec_rep, json_string_value(rep), hf->dec_rep_len + 1);
+    st[(*n_st)++] = (dec_step){'R', hf->dec_rep, " ", hf->dec_rep_len, 1, 0, 0};
+    return FG_OK;
+}
+
+size_t fg_tok_meta_first(const fg_tok *t, int32_t id, uint8_t *out) {
+    const fg_tok_hf *hf = t->hf;
+    const char *s = t->str[id];
+    if (!strstr(s, hf->dec_rep)) {
+        memcpy(out, t->bytes + t->bytes_off[id], t->bytes_len[id]);
+        return t->bytes_len[id];
+    }
+    size_t w = 0;
+    for (const char *p = s; *p;)
+        if (!strncmp(p, hf->dec_rep, hf->dec_rep_len)) p += hf->dec_rep_len;
+        else out[w++] = (uint8_t)*p++;
+    return w;
+}
+
 /* One decoder step of a char-mode tokenizer into ST (before Fuse) or the
  * whole-text Strip (after it). */
 static fg_status parse_dec_step(fg_tok *t, json_t *o, const char *path, const char *where, int fused,
@@ -307,8 +341,14 @@ static fg_status parse_dec_step(fg_tok *t, json_t *o, const char *path, const ch
     if (!strcmp(type, "ByteLevel"))
         return fg_err_set(FG_EINPUT, "%s: %s: a ByteLevel decoder needs a ByteLevel pre_tokenizer", path, where);
     int strip = !strcmp(type, "Strip"), replace = !strcmp(type, "Replace");
+    if (!strcmp(type, "Metaspace"))
+        return fused ? fg_err_set(FG_EINPUT, "%s: %s: Metaspace after Fuse is not supported", path, where)
+                     : dec_metaspace(t, o, path, where, st, n_st);
     if (!strip && !replace && strcmp(type, "ByteFallback"))
         return fg_err_set(FG_EINPUT, "%s: %s type '%s' is not supported", path, where, type);
+    if (hf->dec_rep && !fused && type[0] != 'B')
+        return fg_err_set(FG_EINPUT, "%s: %s: only ByteFallback, Fuse and Strip after Fuse may follow a Metaspace "
+                          "decoder", path, where);
     if (fused && !strip)
         return fg_err_set(FG_EINPUT, "%s: %s: %s after Fuse is not supported", path, where, type);
     if (replace && *seen_fallback)

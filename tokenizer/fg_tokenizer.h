@@ -41,9 +41,10 @@ void fg_tok_destroy(fg_tok **p);
  *    built with libutf8proc), or a Sequence of them;
  *  - pre_tokenizer: null, Split (Regex or String pattern, every behavior,
  *    invert), ByteLevel (use_regex: GPT-2's pattern; add_prefix_space as the
- *    first step), or a Sequence of them;
- *  - decoder: ByteLevel, or Replace (String), ByteFallback, Fuse, Strip, or a
+ *    first step), Metaspace (first step; prepend_scheme, split), or a
  *    Sequence of them;
+ *  - decoder: ByteLevel, or Metaspace (first), Replace (String),
+ *    ByteFallback, Fuse, Strip, or a Sequence of them;
  *  - post_processor: null, TemplateProcessing (single template), ByteLevel,
  *    RobertaProcessing, BertProcessing, or a Sequence of them;
  *  - added_tokens: matched in the text before anything else (leftmost,

@@ -286,6 +286,56 @@ static void test_spm(void) {
     fg_tok_destroy(&t);
 }
 
+/* Metaspace instead of the normalizer (newer Mistral and Llama 2 files), as
+ * Hugging Face's tokenizers define it: spaces become "▁", which also goes
+ * first where prepend_scheme says, unless the section starts with one. */
+static json_t *metaspace(const char *scheme, int split) {
+    json_t *j = spm();
+    json_object_set_new(j, "normalizer", json_null());
+    json_object_set_new(j, "pre_tokenizer", json_pack("{s:s,s:s,s:s,s:b}", "type", "Metaspace", "replacement", SP,
+                                                      "prepend_scheme", scheme, "split", split));
+    return j;
+}
+
+static void test_metaspace(void) {
+    fg_tok *t = open_json(metaspace("first", 0), NULL);
+    EXPECT(t, "the", 0, "Metaspace first", 288);
+    EXPECT(t, " the", 0, "a leading space is the ▁", 288);
+    EXPECT(t, "a<s>b", FG_TOK_PARSE_SPECIAL, "first: not after <s>", 259, 260, 1, 261);
+    EXPECT(t, "<s>the", FG_TOK_PARSE_SPECIAL, "first: text starting with <s>", 1, 279, 287);
+    fg_tok_destroy(&t);
+    t = open_json(metaspace("always", 0), NULL);
+    EXPECT(t, "a<s>b", FG_TOK_PARSE_SPECIAL, "always", 259, 260, 1, 259, 261);
+    fg_tok_destroy(&t);
+    t = open_json(metaspace("never", 0), NULL);
+    EXPECT(t, "the the", 0, "never", 279, 287, 288);
+    fg_tok_destroy(&t);
+    /* split: cut before each ▁, so the token across "▁" cannot form */
+    for (int split = 0; split < 2; split++) {
+        json_t *j = metaspace("first", split);
+        json_t *m = json_object_get(j, "model"), *v = json_object_get(m, "vocab");
+        json_object_set_new(v, "a" SP, json_integer(289));
+        json_object_set_new(v, "a" SP "b", json_integer(290));
+        json_array_insert_new(json_object_get(m, "merges"), 0, json_string("a " SP));
+        json_array_insert_new(json_object_get(m, "merges"), 1, json_string("a" SP " b"));
+        t = open_json(j, NULL);
+        if (split) EXPECT(t, "a b", 0, "split", 259, 260, 259, 261);
+        else EXPECT(t, "a b", 0, "no split", 259, 290);
+        fg_tok_destroy(&t);
+    }
+    /* the Metaspace decoder: ▁ is a space, except in the first token */
+    json_t *j = metaspace("first", 0);
+    json_object_set_new(j, "decoder", json_pack("{s:s,s:s,s:s}", "type", "Metaspace", "replacement", SP,
+                                                "prepend_scheme", "first"));
+    t = open_json(j, NULL);
+    const int32_t a[] = {288, 288}, b[] = {259, 288}, c[] = {1, 288};
+    expect_text(t, a, 2, 0, "the the", "Metaspace decoder");
+    expect_text(t, b, 2, 0, " the", "the first token's ▁ dropped");
+    expect_text(t, c, 2, 0, "<s> the", "<s> first");
+    expect_text(t, c, 2, 1, "the", "<s> skipped: the next is first");
+    fg_tok_destroy(&t);
+}
+
 /* ---------------------------------------------------------------- Split behaviors */
 
 /* a 0, b 1, - 2, c 3, d 4, ab 5, a- 6, -b 7, -- 8; merges (a b) (a -) (- b) (- -) */
@@ -386,8 +436,11 @@ static void test_refusals(void) {
     refused(with(spm(), "normalizer", json_pack("{s:s,s:{s:s},s:s}", "type", "Replace", "pattern", "Regex", " +",
                                                 "content", " ")),
             NULL, tj, "Replace with a Regex pattern is not supported");
-    refused(with(spm(), "pre_tokenizer", json_pack("{s:s,s:s}", "type", "Metaspace", "replacement", SP)), NULL, tj,
-            "pre_tokenizer type 'Metaspace' is not supported");
+    refused(with(spm(), "pre_tokenizer", json_pack("{s:s}", "type", "Whitespace")), NULL, tj,
+            "pre_tokenizer type 'Whitespace' is not supported");
+    refused(with(spm(), "pre_tokenizer", json_pack("{s:s,s:s,s:s}", "type", "Metaspace", "replacement", SP,
+                                                   "prepend_scheme", "sometimes")),
+            NULL, tj, "prepend_scheme 'sometimes' is not supported");
     refused(with(spm(), "pre_tokenizer", json_pack("{s:s,s:{s:s},s:s}", "type", "Split", "pattern", "Regex", "\\w+",
                                                    "behavior", "Isolated")),
             NULL, tj, "escape \\w");
@@ -439,6 +492,7 @@ int tok_hf_unit(const char *dir) {
     test_nfc();
     test_spm();
     test_splits();
+    test_metaspace();
     test_merge_order();
     test_refusals();
     test_model_dir();
