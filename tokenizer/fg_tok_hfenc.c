@@ -132,6 +132,12 @@ static fg_status pieces(fg_tok *t, const uint8_t *s, size_t n, fg_tok_ids *o) {
     return st;
 }
 
+/* The scratch buffer that does not hold S (S may point into the middle of
+ * one: a part of a normalized section). */
+static int other_buf(const fg_tok_hf *hf, const uint8_t *s) {
+    return s >= hf->buf[0] && s < hf->buf[0] + hf->buf_cap[0] ? 1 : 0;
+}
+
 /* Scratch buffer K with room for N bytes. */
 static uint8_t *scratch(fg_tok_hf *hf, int k, size_t n) {
     if (hf->buf_cap[k] < n) {
@@ -148,7 +154,7 @@ static uint8_t *scratch(fg_tok_hf *hf, int k, size_t n) {
 static const uint8_t *metaspace(fg_tok_hf *hf, const uint8_t *s, size_t *n, int at0) {
     const char *rep = hf->meta_rep;
     size_t rl = hf->meta_rep_len, m = *n, w = 0;
-    uint8_t *o = scratch(hf, s == hf->buf[0] ? 1 : 0, (m + 1) * rl);
+    uint8_t *o = scratch(hf, other_buf(hf, s), (m + 1) * rl);
     int starts = s[0] == ' ' || (m >= rl && !memcmp(s, rep, rl));
     if (!starts && (hf->meta_scheme == 2 || (hf->meta_scheme == 1 && at0))) memcpy(o, rep, rl), w = rl;
     for (size_t i = 0; i < m; i++)
@@ -166,7 +172,7 @@ static fg_status part(fg_tok *t, const uint8_t *s, size_t n, int at0, fg_tok_ids
     if (hf->meta_rep) {
         s = metaspace(hf, s, &n, at0);
     } else if (hf->prefix_space && s[0] != ' ') {
-        uint8_t *b = scratch(hf, s == hf->buf[0] ? 1 : 0, n + 1);   /* the buffer S is not in */
+        uint8_t *b = scratch(hf, other_buf(hf, s), n + 1);
         b[0] = ' ';
         memcpy(b + 1, s, n);
         s = b, n++;

@@ -207,6 +207,7 @@ void fg_tok_spm_check_segment(fg_tok *t) {
     for (int32_t id = 0; id < t->n_ids; id++) {
         if (!hf->in_model[id]) continue;
         const char *s = t->str[id];
+        if (!s[0]) continue;
         for (const char *p = strstr(s + 1, SP); p; p = strstr(p + 3, SP))
             if (p - s < 3 || memcmp(p - 3, SP, 3)) return;   /* a character, then "▁" */
     }
@@ -251,8 +252,8 @@ static size_t decode_token(const dec_step *st, int n_st, const char *s, uint8_t 
             size_t a = 0, b = n;
             for (int j = 0; j < d->start && b - a >= d->from_len && !memcmp(o + a, d->from, d->from_len); j++)
                 a += d->from_len;
-            for (int j = 0; j < d->stop && b - a >= d->from_len && !memcmp(o + b - d->from_len, d->from, d->from_len); j++)
-                b -= d->from_len;
+            size_t fl = d->from_len;
+            for (int j = 0; j < d->stop && b - a >= fl && !memcmp(o + b - fl, d->from, fl); j++) b -= fl;
             memmove(o, o + a, b - a);
             n = b - a;
         }

@@ -323,6 +323,19 @@ static void test_metaspace(void) {
         else EXPECT(t, "a b", 0, "no split", 259, 290);
         fg_tok_destroy(&t);
     }
+    /* an added token with normalized: true is found in the normalized text;
+     * the parts around it are then pre-tokenized one after the other */
+    json_t *n = metaspace("always", 0);
+    json_object_set_new(n, "normalizer", json_pack("{s:s,s:{s:s},s:s}", "type", "Replace", "pattern", "String", "  ",
+                                                   "content", " "));
+    json_t *nt = added(300, "<n>", 0);
+    json_object_set_new(nt, "normalized", json_true());
+    json_array_append_new(json_object_get(n, "added_tokens"), nt);
+    t = open_json(n, NULL);
+    EXPECT(t, "a  b<n>c  d  e  f  g", 0, "normalized added token", 259, 260, 259, 261, 300, 259, 262, 259, 263, 259,
+           264, 259, 265, 259, 266);
+    fg_tok_destroy(&t);
+
     /* the Metaspace decoder: ▁ is a space, except in the first token */
     json_t *j = metaspace("first", 0);
     json_object_set_new(j, "decoder", json_pack("{s:s,s:s,s:s}", "type", "Metaspace", "replacement", SP,
