@@ -135,7 +135,7 @@ static fg_status pieces(fg_tok *t, const uint8_t *s, size_t n, fg_tok_ids *o) {
 /* The scratch buffer that does not hold S (S may point into the middle of
  * one: a part of a normalized section). */
 static int other_buf(const fg_tok_hf *hf, const uint8_t *s) {
-    return s >= hf->buf[0] && s < hf->buf[0] + hf->buf_cap[0] ? 1 : 0;
+    return hf->buf[0] && s >= hf->buf[0] && s < hf->buf[0] + hf->buf_cap[0] ? 1 : 0;
 }
 
 /* Scratch buffer K with room for N bytes. */

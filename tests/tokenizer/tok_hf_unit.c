@@ -484,7 +484,9 @@ static void test_refusals(void) {
 
 /* A model directory with both kinds of files: tokenizer.json wins. */
 static void test_model_dir(void) {
-    put("tokenizer.json", json_pack("o", byte_level()));
+    json_t *j = byte_level();
+    put("tokenizer.json", j);
+    json_decref(j);
     put_text("vocab.json", "{\"a\": 0}");
     put_text("merges.txt", "#version: 0.2\n");
     put_text("tokenizer_config.json", "{\"eos_token\": \"<|eot|>\"}");
