@@ -252,6 +252,15 @@ static void test_spm(void) {
     CHECK(fg_tok_eos_id(t) == 2 && fg_tok_bos_id(t) == 1, "bos/eos");
     fg_tok_destroy(&t);
 
+    /* Meta's own Llama 2 file marks <s> normalized: it is found after the
+     * normalizer, so a text starting with it keeps Prepend's "▁" before it */
+    json_t *nz = spm();
+    json_object_set_new(json_array_get(json_object_get(nz, "added_tokens"), 1), "normalized", json_true());
+    t = open_json(nz, NULL);
+    EXPECT(t, "<s>the", FG_TOK_PARSE_SPECIAL, "normalized <s>", 259, 1, 279, 287);
+    EXPECT(t, "a<s>b", FG_TOK_PARSE_SPECIAL, "normalized <s> inside", 259, 260, 1, 261);
+    fg_tok_destroy(&t);
+
     /* no byte fallback: unknown characters are <unk>, fused with fuse_unk */
     json_t *j = spm();
     json_object_set_new(json_object_get(j, "model"), "byte_fallback", json_false());
