@@ -1,9 +1,10 @@
 /* fg_tok_bench.c - `flexgen-tok-bench`: encoding throughput of the C
  * tokenizer on a corpus (a JSON array of strings, one document each), with
  * the word cache on and off. Each run starts with an empty cache and encodes
- * every document in turn, as the coordinator encodes a prompts file. Prints
- * one JSON object; bench/bench_tokenizer.sh compares it with the JavaScript
- * encoder on the same corpus. */
+ * every document in turn, as the coordinator encodes a prompts file (a
+ * tokenizer.json's special tokens in the text honoured, as there). Prints
+ * one JSON object; bench/bench_tokenizer.sh and bench/bench_tokenizer_hf.sh
+ * compare it with JavaScript tokenizers on the same corpus. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,12 +23,13 @@ static void usage(FILE *f) {
 static double run_once(fg_tok *t, json_t *docs, size_t *n_tok, uint64_t *sum) {
     *n_tok = 0;
     *sum = 0;
+    unsigned flags = fg_tok_is_hf(t) ? FG_TOK_PARSE_SPECIAL : 0;
     double t0 = fg_now();
     for (size_t i = 0; i < json_array_size(docs); i++) {
         json_t *d = json_array_get(docs, i);
         int32_t *ids;
         size_t n;
-        fg_exit_on(fg_tok_encode(t, json_string_value(d), json_string_length(d), &ids, &n));
+        fg_exit_on(fg_tok_encode_ex(t, json_string_value(d), json_string_length(d), flags, &ids, &n));
         for (size_t k = 0; k < n; k++) *sum = *sum * 1000003u + (uint32_t)ids[k];
         *n_tok += n;
         free(ids);
@@ -52,7 +54,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     fg_tok *t;
+    double t_load = fg_now();
     fg_exit_on(gpt2 ? fg_tok_open_gpt2_cache(&t) : fg_tok_open_model_dir(model, &t));
+    double load_s = fg_now() - t_load;
     json_error_t jerr;
     json_t *docs = json_load_file(corpus, JSON_ALLOW_NUL, &jerr);
     if (!docs || !json_is_array(docs)) {
@@ -84,8 +88,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "flexgen-tok-bench: error: ids differ with and without the cache\n");
         return 1;
     }
-    printf("{\"docs\": %zu, \"bytes\": %zu, \"tokens\": %zu, \"runs\": %d, \"jit\": %s",
-           json_array_size(docs), bytes, n_tok[0], runs, fg_tok_jit(t) ? "true" : "false");
+    printf("{\"docs\": %zu, \"bytes\": %zu, \"tokens\": %zu, \"runs\": %d, \"jit\": %s, \"load_s\": %.3f",
+           json_array_size(docs), bytes, n_tok[0], runs, fg_tok_jit(t) ? "true" : "false", load_s);
     const char *names[2] = {"cache", "nocache"};
     for (int mode = 0; mode < 2; mode++) {
         printf(", \"%s_mbps\": [", names[mode]);

@@ -13,7 +13,7 @@ build=${2:-$root/build}
 shift $(( $# >= 2 ? 2 : 1 ))
 targets=("$@")
 if (( ${#targets[@]} == 0 )); then
-  targets=(msg safetensors npy config tokenizer prompts prompt_ids store profile)
+  targets=(msg safetensors npy config tokenizer tokenizer_json prompts prompt_ids store profile)
 fi
 long=$build/fuzz/long
 
@@ -29,7 +29,7 @@ one() {
   local last execs
   last=$(grep -E '^#[0-9]+' "$long/$t.log" | tail -1)
   execs=$(grep -E '^stat::number_of_executed_units' "$long/$t.log" | awk '{print $2}')
-  printf '%-12s rc=%d execs=%s %s\n' "$t" "$rc" "${execs:-?}" \
+  printf '%-15s rc=%d execs=%s %s\n' "$t" "$rc" "${execs:-?}" \
     "$(grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+/[0-9]+[a-zA-Z]*' <<<"$last")"
 }
 

@@ -78,6 +78,119 @@ def store_header(kind, layer, tensors):
     return h.rstrip(b"\0")
 
 
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+def tokenizer_json_seeds():
+    """fuzz_tokenizer_json: tokenizer.json ["\n\x01\n" tokenizer_config.json
+    ["\n\x01\n" generation_config.json]], small synthetic files of each kind
+    the loader takes (Llama 3, Qwen, Llama 2 / Mistral, GPT-2 and odd Splits)."""
+    m = bytes_to_unicode()
+    sep = b"\n\x01\n"
+    vocab = {m[b]: b for b in range(256)}
+    words = [("\u0120", "t"), ("h", "e"), ("\u0120t", "he"), ("i", "n"), ("in", "g"), ("\u0120", "w"), ("o", "r"),
+             ("l", "d"), ("\u0120w", "or"), ("\u0120wor", "ld"), ("\u0120", "\u0120")]
+    for a, b in words:
+        vocab[a + b] = len(vocab)
+    l3 = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+          "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+    added = lambda i, c, sp=True, **kw: dict({"id": i, "content": c, "single_word": False, "lstrip": False,
+                                              "rstrip": False, "normalized": False, "special": sp}, **kw)
+    bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    llama3 = {"version": "1.0", "truncation": None, "padding": None,
+              "added_tokens": [added(300, "<|begin_of_text|>"), added(301, "<|eot_id|>"),
+                               added(302, "<think>", False, lstrip=True, rstrip=True)],
+              "normalizer": None,
+              "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                  {"type": "Split", "pattern": {"Regex": l3}, "behavior": "Isolated", "invert": False}, bl]},
+              "post_processor": {"type": "Sequence", "processors": [bl, {
+                  "type": "TemplateProcessing",
+                  "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                             {"Sequence": {"id": "A", "type_id": 0}}],
+                  "pair": [], "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [300],
+                                                                       "tokens": ["<|begin_of_text|>"]}}}]},
+              "decoder": bl,
+              "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                        "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
+                        "vocab": vocab, "merges": [a + " " + b for a, b in words]}}
+    cfg = {"bos_token": "<|begin_of_text|>", "eos_token": {"content": "<|eot_id|>", "__type": "AddedToken"},
+           "model_max_length": 10 ** 30}
+    put("tokenizer_json", "llama3", json.dumps(llama3).encode() + sep + json.dumps(cfg).encode() + sep +
+        b'{"bos_token_id": 300, "eos_token_id": [301, 300]}')
+
+    qwen = dict(llama3, normalizer={"type": "NFC"}, post_processor=bl,
+                added_tokens=[added(300, "<|im_start|>"), added(301, "<|im_end|>"), added(302, "<tool>", False)])
+    qwen["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": l3.replace("{1,3}", "")}, "behavior": "Isolated", "invert": False},
+        bl]}
+    qwen["model"] = dict(llama3["model"], ignore_merges=False, merges=[[a, b] for a, b in words],
+                         continuing_subword_prefix="", end_of_word_suffix="")
+    put("tokenizer_json", "qwen", json.dumps(qwen).encode() + sep +
+        b'{"add_bos_token": false, "bos_token": null, "eos_token": "<|im_end|>", "split_special_tokens": false}')
+
+    sp = "\u2581"
+    sv = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        sv["<0x%02X>" % b] = len(sv)
+    for c in [sp] + list("abcdefghijklmnopqrstuvwxyz.,"):
+        sv[c] = len(sv)
+    sm = [(sp, "t"), ("h", "e"), (sp + "t", "he"), (sp, sp), (sp, "a"), ("i", "n")]
+    for a, b in sm:
+        sv[a + b] = len(sv)
+    spm = {"version": "1.0", "added_tokens": [added(0, "<unk>"), added(1, "<s>"), added(2, "</s>")],
+           "normalizer": {"type": "Sequence", "normalizers": [
+               {"type": "Prepend", "prepend": sp}, {"type": "Replace", "pattern": {"String": " "}, "content": sp}]},
+           "pre_tokenizer": None,
+           "post_processor": {"type": "TemplateProcessing",
+                              "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                         {"Sequence": {"id": "A", "type_id": 0}}],
+                              "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+           "decoder": {"type": "Sequence", "decoders": [
+               {"type": "Replace", "pattern": {"String": sp}, "content": " "}, {"type": "ByteFallback"},
+               {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+           "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True,
+                     "vocab": sv, "merges": [a + " " + b for a, b in sm]}}
+    put("tokenizer_json", "spm", json.dumps(spm).encode() + sep +
+        b'{"add_bos_token": true, "add_eos_token": false, "bos_token": "<s>", "eos_token": "</s>"}')
+    meta = dict(spm, normalizer=None,
+                pre_tokenizer={"type": "Metaspace", "replacement": sp, "prepend_scheme": "first", "split": True},
+                decoder={"type": "Sequence", "decoders": [
+                    {"type": "Metaspace", "replacement": sp, "prepend_scheme": "first"}, {"type": "ByteFallback"},
+                    {"type": "Fuse"}]})
+    put("tokenizer_json", "metaspace", json.dumps(meta))
+
+    small = {c: i for i, c in enumerate(["<unk>", "<s>", "</s>"] + list("abcdehlorw ,!"))}
+    small["he"], small["ll"], small["hell"] = len(small), len(small) + 1, len(small) + 2
+    splits = {"added_tokens": [], "normalizer": None,
+              "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                  {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithNext", "invert": False},
+                  {"type": "Split", "pattern": {"Regex": "\\p{L}+"}, "behavior": "Contiguous", "invert": True},
+                  {"type": "Split", "pattern": {"Regex": "[,!]"}, "behavior": "MergedWithPrevious", "invert": False},
+                  {"type": "Split", "pattern": {"String": "w"}, "behavior": "Removed", "invert": False}]},
+              "post_processor": {"type": "RobertaProcessing", "cls": ["<s>", 1], "sep": ["</s>", 2]},
+              "decoder": {"type": "Sequence", "decoders": [{"type": "Strip", "content": " ", "start": 1, "stop": 1},
+                                                           {"type": "Fuse"}]},
+              "model": {"unk_token": "<unk>", "fuse_unk": True, "vocab": small,
+                        "merges": [["h", "e"], ["l", "l"], ["he", "ll"]]}}
+    put("tokenizer_json", "splits", json.dumps(splits))
+
+    gv = {m[b]: b for b in range(256)}
+    gv["\u0120a"] = 256
+    gpt2 = {"added_tokens": [added(257, "<|endoftext|>")], "normalizer": None,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True, "use_regex": True},
+            "post_processor": None, "decoder": {"type": "ByteLevel"},
+            "model": {"type": "BPE", "vocab": gv, "merges": ["\u0120 a"]}}
+    put("tokenizer_json", "gpt2", json.dumps(gpt2))
+
+
 def main():
     shutil.rmtree(seeds, ignore_errors=True)
     tmp = tempfile.mkdtemp()
@@ -122,6 +235,7 @@ def main():
         small = {k: v for k, v in byte_vocab.items() if v < 260}
         small.update({"<s>": 300, "</s>": 301, "<pad>": 302, "<unk>": 303})
         put("tokenizer", "specials", json.dumps(small).encode() + b"\n\x01\n#version: 0.2\n")
+        tokenizer_json_seeds()
 
         # prompts: text (with an empty prompt, CRLF, a BOM) and JSONL (ids of every JSON kind)
         put("prompts", "sample.txt", read(os.path.join(root, "scripts", "sample-prompts.txt")))

@@ -3,7 +3,7 @@
  * replacement for output (a token boundary may cut a character in two). */
 #include <string.h>
 
-#include "fg_tok_internal.h"
+#include "fg_tok_hf.h"
 
 int fg_tok_utf8_seq(const uint8_t *s, size_t n) {
     uint8_t b = s[0];
@@ -60,11 +60,18 @@ fg_status fg_tok_decode(fg_tok *t, const int32_t *ids, size_t n, int skip_specia
     }
     uint8_t *raw = fg_xmalloc(raw_len + 1);
     size_t w = 0;
+    int first = 1;
     for (size_t i = 0; i < n; i++) {
         if (skip_special && t->special[ids[i]]) continue;
-        memcpy(raw + w, t->bytes + t->bytes_off[ids[i]], t->bytes_len[ids[i]]);
-        w += t->bytes_len[ids[i]];
+        if (first && t->hf && t->hf->meta_dec_first) {
+            w += fg_tok_meta_first(t, ids[i], raw + w);   /* never longer than its bytes */
+        } else {
+            memcpy(raw + w, t->bytes + t->bytes_off[ids[i]], t->bytes_len[ids[i]]);
+            w += t->bytes_len[ids[i]];
+        }
+        first = 0;
     }
+    raw_len = w;
     /* U+FFFD (3 bytes) replaces at least one byte, so 3x bounds the output. */
     uint8_t *out = fg_xmalloc(3 * raw_len + 1);
     size_t o = 0;
@@ -82,6 +89,7 @@ fg_status fg_tok_decode(fg_tok *t, const int32_t *ids, size_t n, int skip_specia
     }
     free(raw);
     out[o] = 0;
+    fg_tok_hf_strip(t, out, &o);
     *text = (char *)out;
     *len = o;
     return FG_OK;

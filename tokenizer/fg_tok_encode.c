@@ -1,5 +1,6 @@
 /* fg_tok_encode.c - text -> ids: GPT-2's pre-split (PCRE2), the byte-level
- * BPE of each piece, and the word cache in front of it.
+ * BPE of each piece, and the word cache in front of it. A tokenizer.json's
+ * pieces (fg_tok_hfenc.c) take the same BPE and cache through fg_tok_piece.
  *
  * BPE has two paths with the same result. Short pieces (nearly all words) run
  * GPT-2's loop as written: find the lowest-ranked adjacent pair, merge all its
@@ -11,7 +12,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include "fg_tok_internal.h"
+#include "fg_tok_hf.h"
 
 /* Pieces with more bytes than this take the heap path. */
 #define FG_TOK_LINEAR_MAX 48
@@ -26,12 +27,7 @@
 
 /* ---------------------------------------------------------------- output vector */
 
-typedef struct {
-    int32_t *v;
-    size_t n, cap;
-} ids_vec;
-
-static void vec_reserve(ids_vec *o, size_t more) {
+void fg_tok_ids_reserve(fg_tok_ids *o, size_t more) {
     if (o->n + more <= o->cap) return;
     size_t cap = o->cap ? o->cap : 64;
     while (cap < o->n + more) cap *= 2;
@@ -92,6 +88,31 @@ static size_t bpe_linear(fg_tok *t, size_t n) {
         }
         n = w;
         for (size_t i = best ? best - 1 : 0; i + 1 < n; i++) pair_rank(t, sym, i, rank, mrg);
+    }
+    return n;
+}
+
+/* Hugging Face's order on sym[0..n): one merge at a time, the lowest (rank,
+ * position) pair first, which is the order bpe_heap keeps; found by a scan
+ * (quadratic), for short words. Returns the new length. */
+static size_t bpe_linear_one(fg_tok *t, size_t n) {
+    int32_t *sym = t->sym, *rank = t->rank, *mrg = t->mrg;
+    for (size_t i = 0; i + 1 < n; i++) pair_rank(t, sym, i, rank, mrg);
+    while (n > 1) {
+        size_t best = 0;
+        for (size_t i = 1; i + 1 < n; i++)
+            if (rank[i] < rank[best]) best = i;
+        if (rank[best] == INT32_MAX) break;
+        sym[best] = mrg[best];
+        /* symbols after best+1 and pairs after best move one to the left */
+        memmove(sym + best + 1, sym + best + 2, (n - best - 2) * sizeof *sym);
+        if (n >= best + 3) {
+            memmove(rank + best + 1, rank + best + 2, (n - best - 3) * sizeof *rank);
+            memmove(mrg + best + 1, mrg + best + 2, (n - best - 3) * sizeof *mrg);
+        }
+        n--;
+        if (best > 0) pair_rank(t, sym, best - 1, rank, mrg);
+        if (best + 1 < n) pair_rank(t, sym, best, rank, mrg);
     }
     return n;
 }
@@ -176,7 +197,12 @@ void fg_tok_set_cache(fg_tok *t, int on) {
     fg_tok_cache_clear(t);
 }
 
-int fg_tok_jit(const fg_tok *t) { return t->jit; }
+int fg_tok_jit(const fg_tok *t) {
+    if (!t->hf) return t->jit;
+    for (int i = 0; i < t->hf->n_split; i++)   /* a tokenizer.json: every regex step */
+        if (t->hf->split[i].re && !t->hf->split[i].jit) return 0;
+    return 1;
+}
 
 static const fg_tok_cache_slot *cache_find(const fg_tok *t, const uint8_t *w, size_t n, uint64_t h) {
     if (!t->cache) return NULL;
@@ -234,11 +260,26 @@ static void cache_put(fg_tok *t, const uint8_t *w, size_t n, uint64_t h, const i
 
 /* ---------------------------------------------------------------- encode */
 
-static void encode_piece(fg_tok *t, const uint8_t *w, size_t n, ids_vec *o) {
-    if (n == 1) {
-        vec_reserve(o, 1);
+/* ignore_merges: a piece that is itself a token of model.vocab is that token. */
+static int32_t piece_token(const fg_tok *t, const uint8_t *w, size_t n) {
+    const fg_tok_hf *hf = t->hf;
+    size_t i = fg_tok_hash(w, n) & hf->piece_mask;
+    for (;;) {
+        int32_t id = hf->piece_slots[i];
+        if (id < 0) return -1;
+        size_t m;
+        const uint8_t *p = fg_tok_piece_form(t, id, &m);
+        if (m == n && !memcmp(p, w, n)) return id;
+        i = (i + 1) & hf->piece_mask;
+    }
+}
+
+fg_status fg_tok_piece(fg_tok *t, const uint8_t *w, size_t n, fg_tok_ids *o) {
+    int chars = t->hf && !t->hf->byte_level;
+    if (n == 1 && !chars) {
+        fg_tok_ids_reserve(o, 1);
         o->v[o->n++] = t->byte_id[w[0]];
-        return;
+        return FG_OK;
     }
     uint64_t h = 0;
     int cached = t->cache_on && n <= FG_TOK_CACHE_MAX_PIECE;
@@ -246,47 +287,90 @@ static void encode_piece(fg_tok *t, const uint8_t *w, size_t n, ids_vec *o) {
         h = fg_tok_hash(w, n);
         const fg_tok_cache_slot *s = cache_find(t, w, n, h);
         if (s) {
-            vec_reserve(o, s->n_ids);
+            fg_tok_ids_reserve(o, s->n_ids);
             memcpy(o->v + o->n, t->cache_ids + s->ids_off, s->n_ids * sizeof *o->v);
             o->n += s->n_ids;
-            return;
+            return FG_OK;
         }
     }
     scratch_reserve(t, n);
-    for (size_t i = 0; i < n; i++) t->sym[i] = t->byte_id[w[i]];
-    size_t k = n <= FG_TOK_LINEAR_MAX || !t->causal ? bpe_linear(t, n) : bpe_heap(t, n);
-    vec_reserve(o, k);
+    size_t k = n;
+    int32_t whole = t->hf && t->hf->ignore_merges ? piece_token(t, w, n) : -1;
+    if (whole >= 0) {
+        t->sym[0] = whole;
+        k = 1;
+    } else {
+        if (chars) {
+            long m = fg_tok_char_symbols(t, w, n);
+            if (m < 0) return FG_EINPUT;
+            k = (size_t)m;
+        } else {
+            for (size_t i = 0; i < n; i++) t->sym[i] = t->byte_id[w[i]];
+        }
+        /* Short words by a scan, long ones by the heap. GPT-2's loop merges
+         * every occurrence of the best pair at once, a tokenizer.json's
+         * reference one pair at a time; the two agree only when the merges
+         * are causal (Llama 2's and 3's are not). */
+        if (t->hf) k = k <= FG_TOK_LINEAR_MAX ? bpe_linear_one(t, k) : bpe_heap(t, k);
+        else k = k <= FG_TOK_LINEAR_MAX || !t->causal ? bpe_linear(t, k) : bpe_heap(t, k);
+    }
+    fg_tok_ids_reserve(o, k);
     memcpy(o->v + o->n, t->sym, k * sizeof *o->v);
     o->n += k;
     if (cached) cache_put(t, w, n, h, t->sym, k);
+    return FG_OK;
 }
 
-fg_status fg_tok_encode(fg_tok *t, const char *text, size_t len, int32_t **ids, size_t *n) {
+/* GPT-2's pre-split of the whole text, each piece through fg_tok_piece. */
+static fg_status encode_gpt2(fg_tok *t, const char *text, size_t len, fg_tok_ids *o) {
+    const PCRE2_SPTR s = (PCRE2_SPTR)text;
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
+    for (size_t pos = 0; pos < len;) {
+        /* Validated by the caller, so PCRE2 need not re-check the whole
+         * subject on every call (which would make the loop quadratic). */
+        int rc = t->jit ? pcre2_jit_match(t->re, s, len, pos, 0, t->md, NULL)
+                        : pcre2_match(t->re, s, len, pos, PCRE2_NO_UTF_CHECK, t->md, NULL);
+        /* Every character is \s, \p{L}, \p{N} or none of them, so the pieces
+         * tile the text; anything else is a bug, not bad input. */
+        if (rc < 0 || ov[0] != pos || ov[1] <= pos)
+            return fg_err_set(FG_ERUNTIME, "tokenizer: pre-split failed at byte %zu (PCRE2 %d)",
+                              pos, rc);
+        fg_tok_piece(t, (const uint8_t *)text + pos, ov[1] - pos, o);   /* cannot fail here */
+        pos = ov[1];
+    }
+    return FG_OK;
+}
+
+fg_status fg_tok_encode_ex(fg_tok *t, const char *text, size_t len, unsigned flags, int32_t **ids,
+                           size_t *n) {
     *ids = NULL;
     *n = 0;
     size_t bad;
     if (!fg_tok_utf8_valid(text, len, &bad))
         return fg_err_set(FG_EINPUT, "invalid UTF-8 at byte offset %zu", bad);
-    ids_vec o = {0};
-    vec_reserve(&o, len / 3 + 16);
-    const PCRE2_SPTR s = (PCRE2_SPTR)text;
-    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
-    for (size_t pos = 0; pos < len;) {
-        /* Validated above, so PCRE2 need not re-check the whole subject on
-         * every call (which would make the loop quadratic). */
-        int rc = t->jit ? pcre2_jit_match(t->re, s, len, pos, 0, t->md, NULL)
-                        : pcre2_match(t->re, s, len, pos, PCRE2_NO_UTF_CHECK, t->md, NULL);
-        /* Every character is \s, \p{L}, \p{N} or none of them, so the pieces
-         * tile the text; anything else is a bug, not bad input. */
-        if (rc < 0 || ov[0] != pos || ov[1] <= pos) {
-            free(o.v);
-            return fg_err_set(FG_ERUNTIME, "tokenizer: pre-split failed at byte %zu (PCRE2 %d)",
-                              pos, rc);
-        }
-        encode_piece(t, (const uint8_t *)text + pos, ov[1] - pos, &o);
-        pos = ov[1];
+    fg_tok_ids o = {0};
+    fg_tok_ids_reserve(&o, len / 3 + 16);
+    const int32_t *pre, *suf;
+    size_t n_pre = fg_tok_prefix_ids(t, &pre), n_suf = fg_tok_suffix_ids(t, &suf);
+    if (flags & FG_TOK_ADD_SPECIAL) {
+        memcpy(o.v, pre, n_pre * sizeof *pre);
+        o.n = n_pre;
+    }
+    fg_status st = t->hf ? fg_tok_hf_encode(t, text, len, flags, &o) : encode_gpt2(t, text, len, &o);
+    if (st) {
+        free(o.v);
+        return st;
+    }
+    if (flags & FG_TOK_ADD_SPECIAL) {
+        fg_tok_ids_reserve(&o, n_suf);
+        memcpy(o.v + o.n, suf, n_suf * sizeof *suf);
+        o.n += n_suf;
     }
     *ids = o.v;
     *n = o.n;
     return FG_OK;
+}
+
+fg_status fg_tok_encode(fg_tok *t, const char *text, size_t len, int32_t **ids, size_t *n) {
+    return fg_tok_encode_ex(t, text, len, 0, ids, n);
 }

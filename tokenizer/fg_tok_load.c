@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fg_tok_internal.h"
+#include "fg_tok_hf.h"
 
 /* Ids above this are refused: the tables are indexed by id, and a vocabulary
  * with a stray huge id would otherwise cost gigabytes. */
@@ -63,7 +63,7 @@ static void vocab_insert(fg_tok *t, int32_t id) {
     t->vocab_slots[i] = id;
 }
 
-static int32_t vocab_find(const fg_tok *t, const char *s, size_t n) {
+int32_t fg_tok_vocab_find(const fg_tok *t, const char *s, size_t n) {
     size_t i = fg_tok_hash(s, n) & t->vocab_mask;
     for (;;) {
         int32_t id = t->vocab_slots[i];
@@ -74,16 +74,65 @@ static int32_t vocab_find(const fg_tok *t, const char *s, size_t n) {
 }
 
 int32_t fg_tok_id(const fg_tok *t, const char *token) {
-    return vocab_find(t, token, strlen(token));
+    return fg_tok_vocab_find(t, token, strlen(token));
 }
 
-static size_t pow2_at_least(size_t n) {
+size_t fg_tok_pow2_at_least(size_t n) {
     size_t c = 16;
     while (c < n) c <<= 1;
     return c;
 }
 
 /* ---------------------------------------------------------------- vocab.json */
+
+fg_status fg_tok_vocab_from_json(fg_tok *t, json_t *root, const char *path, const char *where,
+                                 int32_t min_ids, size_t extra_chars, size_t *arena_used) {
+    if (!json_is_object(root))
+        return fg_err_set(FG_EINPUT, "%s: %sexpected a JSON object mapping token strings to ids",
+                          path, where);
+    /* First pass: check the ids and size the tables. */
+    const char *key;
+    json_t *val;
+    json_int_t max_id = -1;
+    size_t chars = 0;
+    json_object_foreach(root, key, val) {
+        if (!json_is_integer(val) || json_integer_value(val) < 0 ||
+            json_integer_value(val) >= FG_TOK_MAX_ID)
+            return fg_err_set(FG_EINPUT, "%s: %stoken \"%s\": expected an integer id in [0, %d)",
+                              path, where, key, FG_TOK_MAX_ID);
+        if (json_integer_value(val) > max_id) max_id = json_integer_value(val);
+        chars += strlen(key) + 1;
+    }
+    if (max_id < 0) return fg_err_set(FG_EINPUT, "%s: %sempty vocabulary", path, where);
+    t->n_ids = (int32_t)max_id + 1 > min_ids ? (int32_t)max_id + 1 : min_ids;
+    t->str = fg_xcalloc((size_t)t->n_ids, sizeof *t->str);
+    t->str_arena = fg_xmalloc(chars + extra_chars + 1);
+    char *w = t->str_arena;
+    json_object_foreach(root, key, val) {
+        int32_t id = (int32_t)json_integer_value(val);
+        if (t->str[id])
+            return fg_err_set(FG_EINPUT, "%s: %sid %d is used by both \"%s\" and \"%s\"", path, where,
+                              id, t->str[id], key);
+        size_t n = strlen(key) + 1;
+        memcpy(w, key, n);
+        t->str[id] = w;
+        w += n;
+    }
+    *arena_used = (size_t)(w - t->str_arena);
+    return FG_OK;
+}
+
+void fg_tok_vocab_index(fg_tok *t) {
+    size_t count = 0;
+    for (int32_t id = 0; id < t->n_ids; id++) count += t->str[id] != NULL;
+    size_t cap = fg_tok_pow2_at_least(count * 2);
+    free(t->vocab_slots);
+    t->vocab_slots = fg_xmalloc(cap * sizeof *t->vocab_slots);
+    memset(t->vocab_slots, 0xff, cap * sizeof *t->vocab_slots);
+    t->vocab_mask = cap - 1;
+    for (int32_t id = 0; id < t->n_ids; id++)
+        if (t->str[id]) vocab_insert(t, id);
+}
 
 static fg_status load_vocab(fg_tok *t, const char *path) {
     json_error_t jerr;
@@ -93,61 +142,18 @@ static fg_status load_vocab(fg_tok *t, const char *path) {
         return fg_err_set(FG_EINPUT, "%s:%d:%d: malformed JSON: %s", path, jerr.line,
                           jerr.column, jerr.text);
     }
-    fg_status st = FG_OK;
-    if (!json_is_object(root)) {
-        st = fg_err_set(FG_EINPUT, "%s: expected a JSON object mapping token strings to ids", path);
-        goto out;
-    }
-    /* First pass: check the ids and size the tables. */
-    const char *key;
-    json_t *val;
-    json_int_t max_id = -1;
-    size_t chars = 0;
-    json_object_foreach(root, key, val) {
-        if (!json_is_integer(val) || json_integer_value(val) < 0 ||
-            json_integer_value(val) >= FG_TOK_MAX_ID) {
-            st = fg_err_set(FG_EINPUT, "%s: token \"%s\": expected an integer id in [0, %d)",
-                            path, key, FG_TOK_MAX_ID);
-            goto out;
-        }
-        if (json_integer_value(val) > max_id) max_id = json_integer_value(val);
-        chars += strlen(key) + 1;
-    }
-    if (max_id < 0) {
-        st = fg_err_set(FG_EINPUT, "%s: empty vocabulary", path);
-        goto out;
-    }
-    t->n_ids = (int32_t)max_id + 1;
-    t->str = fg_xcalloc((size_t)t->n_ids, sizeof *t->str);
-    t->str_arena = fg_xmalloc(chars);
-    char *w = t->str_arena;
-    json_object_foreach(root, key, val) {
-        int32_t id = (int32_t)json_integer_value(val);
-        if (t->str[id]) {
-            st = fg_err_set(FG_EINPUT, "%s: id %d is used by both \"%s\" and \"%s\"", path, id,
-                            t->str[id], key);
-            goto out;
-        }
-        size_t n = strlen(key) + 1;
-        memcpy(w, key, n);
-        t->str[id] = w;
-        w += n;
-    }
-    size_t cap = pow2_at_least((size_t)json_object_size(root) * 2);
-    t->vocab_slots = fg_xmalloc(cap * sizeof *t->vocab_slots);
-    memset(t->vocab_slots, 0xff, cap * sizeof *t->vocab_slots);
-    t->vocab_mask = cap - 1;
-    for (int32_t id = 0; id < t->n_ids; id++)
-        if (t->str[id]) vocab_insert(t, id);
-out:
+    size_t used;
+    fg_status st = fg_tok_vocab_from_json(t, root, path, "", 0, 0, &used);
+    if (!st) fg_tok_vocab_index(t);
     json_decref(root);
     return st;
 }
 
 /* What each token decodes to: its characters mapped back through
  * bytes_to_unicode. A character outside the map (only in tokens someone added
- * to a vocabulary by hand) stands for its own UTF-8 bytes. */
-static fg_status build_bytes(fg_tok *t, const char *path) {
+ * to a vocabulary by hand) stands for its own UTF-8 bytes, and so do the
+ * tokens RAW marks (a tokenizer.json's added tokens). */
+fg_status fg_tok_build_bytes(fg_tok *t, const char *path, const uint8_t *raw) {
     uint32_t to_cp[256];
     int16_t from_cp[324];
     byte_map(to_cp, from_cp);
@@ -171,7 +177,10 @@ static fg_status build_bytes(fg_tok *t, const char *path) {
                 return fg_err_set(FG_EINPUT, "%s: token id %d is not valid UTF-8", path, id);
             uint32_t cp = s[i];
             if (k == 2) cp = (uint32_t)(s[i] & 0x1F) << 6 | (s[i + 1] & 0x3F);
-            if (k == 2 && cp < 324 && from_cp[cp] >= 0) {
+            if (raw && raw[id]) {
+                memcpy(t->bytes + w, s + i, (size_t)k);
+                w += (size_t)k;
+            } else if (k == 2 && cp < 324 && from_cp[cp] >= 0) {
                 t->bytes[w++] = (uint8_t)from_cp[cp];
             } else if (k == 1 && from_cp[cp] >= 0) {
                 t->bytes[w++] = (uint8_t)from_cp[cp];
@@ -183,14 +192,10 @@ static fg_status build_bytes(fg_tok *t, const char *path) {
         }
         t->bytes_len[id] = (uint32_t)(w - t->bytes_off[id]);
     }
-    for (size_t i = 0; i < sizeof fg_tok_specials / sizeof *fg_tok_specials; i++) {
-        int32_t id = fg_tok_id(t, fg_tok_specials[i]);
-        if (id >= 0) t->special[id] = 1;
-    }
     for (int b = 0; b < 256; b++) {
         uint8_t u[4];
         size_t n = put_utf8(to_cp[b], u);
-        t->byte_id[b] = vocab_find(t, (const char *)u, n);
+        t->byte_id[b] = fg_tok_vocab_find(t, (const char *)u, n);
         if (t->byte_id[b] < 0)
             return fg_err_set(FG_EINPUT, "%s: no token for byte 0x%02x (\"%.*s\"): not a "
                               "byte-level BPE vocabulary", path, b, (int)n, (const char *)u);
@@ -198,9 +203,16 @@ static fg_status build_bytes(fg_tok *t, const char *path) {
     return FG_OK;
 }
 
-/* ---------------------------------------------------------------- merges.txt */
+/* ---------------------------------------------------------------- merges */
 
-static void merge_put(fg_tok *t, int32_t a, int32_t b, int32_t rank, int32_t merged) {
+void fg_tok_merges_alloc(fg_tok *t, size_t count) {
+    size_t cap = fg_tok_pow2_at_least(count * 2);
+    t->merges = fg_xmalloc(cap * sizeof *t->merges);
+    for (size_t i = 0; i < cap; i++) t->merges[i].key = FG_TOK_EMPTY_KEY;
+    t->merge_mask = cap - 1;
+}
+
+void fg_tok_merge_put(fg_tok *t, int32_t a, int32_t b, int32_t rank, int32_t merged) {
     uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
     size_t i = fg_tok_mix64(key) & t->merge_mask;
     /* A repeated pair keeps its last rank, as the dict in GPT-2's encoder.py
@@ -210,6 +222,28 @@ static void merge_put(fg_tok *t, int32_t a, int32_t b, int32_t rank, int32_t mer
     t->merges[i] = (fg_tok_merge){key, rank, merged};
 }
 
+/* bpe_heap merges one pair at a time, GPT-2 all occurrences of the best pair
+ * at once; the two agree when every merge ranks after every merge that makes
+ * one of its inputs (true of GPT-2's file). Otherwise all words of a
+ * vocab.json tokenizer take the step-for-step path, and all words of a
+ * tokenizer.json one (whose reference merges one pair at a time) the heap. */
+void fg_tok_merges_finish(fg_tok *t) {
+    int32_t *maxprod = fg_xmalloc((size_t)t->n_ids * sizeof *maxprod);
+    for (int32_t i = 0; i < t->n_ids; i++) maxprod[i] = -1;
+    for (size_t i = 0; i <= t->merge_mask; i++) {
+        const fg_tok_merge *m = &t->merges[i];
+        if (m->key != FG_TOK_EMPTY_KEY && m->rank > maxprod[m->merged]) maxprod[m->merged] = m->rank;
+    }
+    t->causal = 1;
+    for (size_t i = 0; i <= t->merge_mask; i++) {
+        const fg_tok_merge *m = &t->merges[i];
+        if (m->key == FG_TOK_EMPTY_KEY) continue;
+        int32_t a = (int32_t)(m->key >> 32), b = (int32_t)(uint32_t)m->key;
+        if (maxprod[a] >= m->rank || maxprod[b] >= m->rank) t->causal = 0;
+    }
+    free(maxprod);
+}
+
 static fg_status load_merges(fg_tok *t, const char *path) {
     char *data;
     size_t len;
@@ -217,10 +251,7 @@ static fg_status load_merges(fg_tok *t, const char *path) {
     if (st) return st;
     size_t lines = 1;
     for (size_t i = 0; i < len; i++) lines += data[i] == '\n';
-    size_t cap = pow2_at_least(lines * 2);
-    t->merges = fg_xmalloc(cap * sizeof *t->merges);
-    for (size_t i = 0; i < cap; i++) t->merges[i].key = FG_TOK_EMPTY_KEY;
-    t->merge_mask = cap - 1;
+    fg_tok_merges_alloc(t, lines);
 
     char *both = NULL;
     size_t both_cap = 0;
@@ -261,27 +292,9 @@ static fg_status load_merges(fg_tok *t, const char *path) {
                             "vocabulary", path, lineno, missing, a, b);
             goto out;
         }
-        merge_put(t, ia, ib, rank++, im);
+        fg_tok_merge_put(t, ia, ib, rank++, im);
     }
-
-    /* bpe_heap merges one pair at a time, GPT-2 all occurrences of the best
-     * pair at once; the two agree when every merge ranks after every merge
-     * that makes one of its inputs (true of GPT-2's file). Otherwise all words
-     * take the step-for-step path. */
-    int32_t *maxprod = fg_xmalloc((size_t)t->n_ids * sizeof *maxprod);
-    for (int32_t i = 0; i < t->n_ids; i++) maxprod[i] = -1;
-    for (size_t i = 0; i <= t->merge_mask; i++) {
-        const fg_tok_merge *m = &t->merges[i];
-        if (m->key != FG_TOK_EMPTY_KEY && m->rank > maxprod[m->merged]) maxprod[m->merged] = m->rank;
-    }
-    t->causal = 1;
-    for (size_t i = 0; i <= t->merge_mask; i++) {
-        const fg_tok_merge *m = &t->merges[i];
-        if (m->key == FG_TOK_EMPTY_KEY) continue;
-        int32_t a = (int32_t)(m->key >> 32), b = (int32_t)(uint32_t)m->key;
-        if (maxprod[a] >= m->rank || maxprod[b] >= m->rank) t->causal = 0;
-    }
-    free(maxprod);
+    fg_tok_merges_finish(t);
 out:
     free(both);
     free(data);
@@ -290,12 +303,13 @@ out:
 
 /* ---------------------------------------------------------------- lifetime */
 
-static fg_status compile_pattern(fg_tok *t) {
+fg_status fg_tok_compile_gpt2(fg_tok *t, pcre2_code **re, pcre2_match_data **md, int *jit) {
+    (void)t;
     int code;
     PCRE2_SIZE off;
-    t->re = pcre2_compile((PCRE2_SPTR)fg_tok_pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
-                          &code, &off, NULL);
-    if (!t->re) {
+    *re = pcre2_compile((PCRE2_SPTR)fg_tok_pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+                        &code, &off, NULL);
+    if (!*re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
         return fg_err_set(FG_ERUNTIME, "tokenizer: PCRE2 rejected the pre-split pattern at %zu: %s",
@@ -303,9 +317,9 @@ static fg_status compile_pattern(fg_tok *t) {
     }
     /* Without JIT (a platform PCRE2 cannot JIT for) the interpreter gives the
      * same matches, only slower. */
-    t->jit = pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE) == 0;
-    t->md = pcre2_match_data_create_from_pattern(t->re, NULL);
-    if (!t->md) return fg_err_set(FG_ERUNTIME, "tokenizer: out of memory for PCRE2 match data");
+    *jit = pcre2_jit_compile(*re, PCRE2_JIT_COMPLETE) == 0;
+    *md = pcre2_match_data_create_from_pattern(*re, NULL);
+    if (!*md) return fg_err_set(FG_ERUNTIME, "tokenizer: out of memory for PCRE2 match data");
     return FG_OK;
 }
 
@@ -314,9 +328,18 @@ fg_status fg_tok_new(const char *vocab_json, const char *merges_txt, fg_tok **ou
     fg_tok *t = fg_xcalloc(1, sizeof *t);
     t->cache_on = 1;
     fg_status st = load_vocab(t, vocab_json);
-    if (!st) st = build_bytes(t, vocab_json);
+    if (!st) st = fg_tok_build_bytes(t, vocab_json, NULL);
+    if (!st) {
+        for (size_t i = 0; i < sizeof fg_tok_specials / sizeof *fg_tok_specials; i++) {
+            int32_t id = fg_tok_id(t, fg_tok_specials[i]);
+            if (id >= 0) t->special[id] = 1;
+        }
+        int32_t id = fg_tok_id(t, "</s>");
+        t->bos_eos = id >= 0 ? id : fg_tok_id(t, "<|endoftext|>");
+        if (t->bos_eos >= 0) st = fg_tok_add_eos_ids(t, &t->bos_eos, 1);
+    }
     if (!st) st = load_merges(t, merges_txt);
-    if (!st) st = compile_pattern(t);
+    if (!st) st = fg_tok_compile_gpt2(t, &t->re, &t->md, &t->jit);
     if (st) {
         fg_tok_destroy(&t);
         return st;
@@ -347,6 +370,8 @@ void fg_tok_destroy(fg_tok **p) {
     free(t->next);
     free(t->prev);
     free(t->heap);
+    fg_tok_hf_free(t->hf);
+    free(t->eos);
     free(t);
     *p = NULL;
 }
@@ -366,8 +391,21 @@ static fg_status open_pair(const char *dir, const char *vocab, const char *merge
 }
 
 fg_status fg_tok_open_model_dir(const char *dir, fg_tok **out) {
-    return open_pair(dir, "vocab.json", "merges.txt",
-                     " (a Hugging Face model directory has vocab.json and merges.txt)", out);
+    char tj[PATH_MAX], tc[PATH_MAX], gc[PATH_MAX];
+    if (snprintf(tj, sizeof tj, "%s/tokenizer.json", dir) >= (int)sizeof tj ||
+        snprintf(tc, sizeof tc, "%s/tokenizer_config.json", dir) >= (int)sizeof tc ||
+        snprintf(gc, sizeof gc, "%s/generation_config.json", dir) >= (int)sizeof gc)
+        return fg_err_set(FG_EINPUT, "%s: path too long", dir);
+    if (access(tj, F_OK) != 0)
+        return open_pair(dir, "vocab.json", "merges.txt",
+                         " (a Hugging Face model directory has tokenizer.json, or vocab.json and "
+                         "merges.txt)", out);
+    fg_status st = fg_tok_open_hf(tj, access(tc, F_OK) == 0 ? tc : NULL, out);
+    if (!st && access(gc, F_OK) == 0) {
+        st = fg_tok_load_generation_config(*out, gc);
+        if (st) fg_tok_destroy(out);
+    }
+    return st;
 }
 
 fg_status fg_tok_open_gpt2_cache(fg_tok **out) {
@@ -400,9 +438,4 @@ int fg_tok_is_special(const fg_tok *t, int32_t id) {
     return id >= 0 && id < t->n_ids && t->special[id];
 }
 
-int32_t fg_tok_bos_id(const fg_tok *t) {
-    int32_t id = fg_tok_id(t, "</s>");
-    return id >= 0 ? id : fg_tok_id(t, "<|endoftext|>");
-}
-
-int32_t fg_tok_eos_id(const fg_tok *t) { return fg_tok_bos_id(t); }
+int fg_tok_is_hf(const fg_tok *t) { return t->hf != NULL; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# run_cli.sh - `flexgen tokenize` and the prompts file reader, end to end: the
-# output for good input, and exit status 2 with a message naming the line for
-# bad input. No network: the tokenizer is the toy vocabulary of test_tokenizer
+# run_cli.sh - `flexgen tokenize` (also --prompts: BOS first, the context of
+# the directory's config.json, --truncate) and the prompts file reader, end to
+# end: the output for good input, and exit status 2 with a message naming the
+# line for bad input. No network: the tokenizer is the toy vocabulary of test_tokenizer
 # (ids in OPT's order: </s> = 2, "low" = 261, "Ġlow" = 262, "er" = 263).
 # Environment: FLEXGEN (the flexgen binary), FG_TEST_TOKENIZER, FG_TEST_PROMPTS.
 set -uo pipefail
@@ -73,6 +74,27 @@ check "no tokenizer given" 2 "exactly one of --model DIR and --gpt2" "$flexgen" 
 check "unknown option" 2 "unknown option '--bogus'" "$flexgen" tokenize "${m[@]}" --bogus
 check "missing model dir" 2 "/nonexistent/vocab.json" "$flexgen" tokenize --model /nonexistent
 check "--help" 0 "usage: flexgen tokenize" "$flexgen" tokenize --help
+
+# ---- tokenize --prompts: what `flexgen run` feeds (fg_prompt_encode), BOS first
+input ''
+file tp 'low lower
+
+low
+'
+check "--prompts: one array a prompt" 0 '=[2,261,262,263]
+[2]
+[2,261]' "$flexgen" tokenize "${m[@]}" --prompts "$work/tp"
+check "--prompts: not with --no-bos" 2 "--prompts prints what" "$flexgen" tokenize "${m[@]}" --prompts "$work/tp" --no-bos
+# the context comes from the directory's config.json: 6 positions, --gen-len 3 leaves 3
+cp -r "$work/toy" "$work/toyc"
+printf '{"model_type": "opt", "vocab_size": 300, "hidden_size": 8, "num_attention_heads": 2, "ffn_dim": 16,
+  "num_hidden_layers": 1, "max_position_embeddings": 6, "word_embed_proj_dim": 8, "do_layer_norm_before": true,
+  "activation_function": "relu", "bos_token_id": 2, "eos_token_id": 2, "pad_token_id": 1}\n' >"$work/toyc/config.json"
+check "--prompts: too long for the context" 2 "tp:1: the prompt is 4 tokens; with --gen-len 3 the model's 6 positions allow 3" \
+  "$flexgen" tokenize --model "$work/toyc" --prompts "$work/tp" --gen-len 3
+check "--prompts --truncate: cut from the left, BOS kept" 0 '=[2,262,263]
+[2]
+[2,261]' "$flexgen" tokenize --model "$work/toyc" --prompts "$work/tp" --gen-len 3 --truncate
 
 # ---- prompts files
 input ''
