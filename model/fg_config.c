@@ -21,6 +21,13 @@ const fg_family *fg_family_get(int id) {
     return NULL;
 }
 
+const fg_family *fg_family_of_gguf_arch(const char *arch) {
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        for (const char *const *a = families[i]->gguf_archs; a && *a; a++)
+            if (!strcmp(*a, arch)) return families[i];
+    return NULL;
+}
+
 const char *fg_config_family_name(const fg_opt_config *c) {
     const fg_family *f = fg_family_get(c->family);
     return f ? f->name : "?";

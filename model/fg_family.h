@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "fg_config.h"
+#include "fg_gguf.h"
 
 typedef struct {
     int id;                               /* FG_FAMILY_* */
@@ -27,12 +28,28 @@ typedef struct {
     const char *layer_suffix[FG_LW_COUNT];
     const char *global_name[FG_GW_COUNT];
     const char *const *aliases;           /* pairs (other name, canonical name), NULL-terminated */
+    /* GGUF (llama.cpp's files; NULL: the family has none): the
+     * general.architecture values it reads, its config from the metadata
+     * (and the file's tensors where the metadata is silent: biases, a tied
+     * head), and llama.cpp's tensor names: "blk.N." then a layer suffix, or a
+     * global name ("" where llama.cpp has none). gguf_ignored: tensors
+     * from_gguf has already read (rope_freqs), skipped when binding. */
+    const char *const *gguf_archs;
+    fg_status (*from_gguf)(const fg_gguf *g, const char *arch, fg_opt_config *cfg);
+    const char *gguf_layer_suffix[FG_LW_COUNT];
+    const char *gguf_global_name[FG_GW_COUNT];
+    const char *const *gguf_ignored;
+    /* Rows of a GGUF tensor of layer role w to unpermute (llama.cpp's Q/K
+     * permutation) for architecture arch: the head count, or 0. */
+    int (*gguf_unpermute)(const fg_opt_config *cfg, const char *arch, int w);
 } fg_family;
 
 extern const fg_family fg_family_opt, fg_family_llama;
 
 /* The family with id `id`, or NULL. */
 const fg_family *fg_family_get(int id);
+/* The family that reads GGUF architecture `arch`, or NULL. */
+const fg_family *fg_family_of_gguf_arch(const char *arch);
 
 /* config.json fields: required unless has_def (then def_val when absent or
  * null); FG_EINPUT naming the file and the key. */

@@ -4,8 +4,10 @@
  * linear or llama3), grouped-query attention, optional q/k/v biases (Qwen2),
  * tied or separate LM head, Mistral's sliding window, a list of EOS ids. The
  * sizes below are the published config.json values. */
+#include <fcntl.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fg_family.h"
 
@@ -209,6 +211,154 @@ static fg_status llama_validate(const fg_opt_config *c, const char *origin) {
     return FG_OK;
 }
 
+/* ---- GGUF (llama.cpp's converter, convert_hf_to_gguf.py) ---- */
+
+/* An integer or float metadata value of the architecture, optional where
+ * has_def. */
+static fg_status gg_int(const fg_gguf *g, const char *arch, const char *key, int has_def, int64_t def, int *out) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    int64_t v = def;
+    if ((!has_def || fg_gguf_find_kv(g, k) >= 0) && fg_gguf_get_int(g, k, &v)) return FG_EINPUT;
+    if (v < 0 || v > (1 << 30)) return fg_err_set(FG_EINPUT, "%s: %s = %lld is out of range", fg_gguf_path(g), k, (long long)v);
+    *out = (int)v;
+    return FG_OK;
+}
+
+static fg_status gg_float(const fg_gguf *g, const char *arch, const char *key, double def, float *out) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    double v = def;
+    if (fg_gguf_find_kv(g, k) >= 0 && fg_gguf_get_float(g, k, &v)) return FG_EINPUT;
+    if (!isfinite(v) || fabs(v) > 1e30) return fg_err_set(FG_EINPUT, "%s: %s = %g is out of range", fg_gguf_path(g), k, v);
+    *out = (float)v;
+    return FG_OK;
+}
+
+/* llama.cpp keeps Llama 3's rope scaling as rope_freqs.weight, per-frequency
+ * divisors of theta^(-2i/d), not as its parameters. Accepted when they are
+ * the divisors Llama 3.1 and 3.2 publish (low_freq_factor 1,
+ * high_freq_factor 4, original context rope.scaling.original_context_length
+ * or 8192, factor rope.scaling.factor or the largest divisor), computed as
+ * the converter computes them (in double): the config then holds those
+ * parameters and the engine computes exactly what config.json would make
+ * it compute. Other divisors are refused naming the tensor. */
+static fg_status gg_llama3(const fg_gguf *g, const char *arch, fg_opt_config *c) {
+    const fg_gguf_tensor *t = fg_gguf_find_tensor(g, "rope_freqs.weight");
+    if (!t) return FG_OK;
+    int half = c->head_dim / 2;
+    float f[FG_CONFIG_DIM_MAX / 2 < 4096 ? FG_CONFIG_DIM_MAX / 2 : 4096];
+    if (t->numel != (uint64_t)half || t->type != FG_GGML_F32 || half > (int)(sizeof f / sizeof f[0]))
+        return fg_err_set(FG_EINPUT, "%s: rope_freqs.weight must be %d F32 values", fg_gguf_path(g), half);
+    int fd = open(fg_gguf_path(g), O_RDONLY | O_CLOEXEC);   /* bounds checked at open: the bytes are there */
+    ssize_t got = fd < 0 ? -1 : pread(fd, f, sizeof(float) * (size_t)half, (off_t)t->offset);
+    if (fd >= 0) close(fd);
+    if (got != (ssize_t)(sizeof(float) * (size_t)half))
+        return fg_err_set(FG_ERUNTIME, "%s: cannot read rope_freqs.weight", fg_gguf_path(g));
+    float fmax = 1;
+    for (int i = 0; i < half; i++) fmax = f[i] > fmax ? f[i] : fmax;
+    c->rope_scaling = FG_ROPE_LLAMA3, c->rope_low = 1, c->rope_high = 4, c->rope_orig_max = 8192, c->rope_factor = fmax;
+    fg_status st;
+    if ((st = gg_float(g, arch, "rope.scaling.factor", fmax, &c->rope_factor)) ||
+        (st = gg_int(g, arch, "rope.scaling.original_context_length", 1, 8192, &c->rope_orig_max)))
+        return st;
+    for (int i = 0; i < half; i++) {
+        double wl = 2 * M_PI * pow((double)c->rope_theta, 2.0 * i / c->head_dim), want;
+        double lo_wl = c->rope_orig_max / (double)c->rope_low, hi_wl = c->rope_orig_max / (double)c->rope_high;
+        if (wl < hi_wl) want = 1;
+        else if (wl > lo_wl) want = c->rope_factor;
+        else {
+            double sm = (c->rope_orig_max / wl - c->rope_low) / (c->rope_high - c->rope_low);
+            want = 1 / ((1 - sm) / c->rope_factor + sm);
+        }
+        if ((float)want != f[i])
+            return fg_err_set(FG_EINPUT, "%s: rope_freqs.weight[%d] = %g is not Llama 3's rope scaling (factor %g, "
+                                         "low_freq_factor 1, high_freq_factor 4, original context %d gives %g): "
+                                         "not supported", fg_gguf_path(g), i, (double)f[i], (double)c->rope_factor,
+                              c->rope_orig_max, (double)(float)want);
+    }
+    return FG_OK;
+}
+
+/* Scaling given as metadata (linear), or refused by name (yarn, ...). */
+static fg_status gg_rope_scaling(const fg_gguf *g, const char *arch, fg_opt_config *c) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
+    const char *type = "none";
+    if (fg_gguf_find_kv(g, k) >= 0 && fg_gguf_get_string(g, k, &type, NULL)) return FG_EINPUT;
+    if (!strcmp(type, "linear")) {
+        c->rope_scaling = FG_ROPE_LINEAR;
+        return gg_float(g, arch, "rope.scaling.factor", 1, &c->rope_factor);
+    }
+    if (strcmp(type, "none"))
+        return fg_err_set(FG_EINPUT, "%s: %s is \"%s\", which this engine does not run (none, linear; llama3 as "
+                                     "rope_freqs.weight)", fg_gguf_path(g), k, type);
+    return gg_llama3(g, arch, c);
+}
+
+/* BOS, EOS and (Llama 3 instruct) EOT from the tokenizer metadata. */
+static fg_status gg_tokens(const fg_gguf *g, fg_opt_config *c) {
+    int64_t v;
+    c->bos_id = 1, c->n_eos = 1, c->eos_ids[0] = 2;
+    if (fg_gguf_find_kv(g, "tokenizer.ggml.bos_token_id") >= 0) {
+        if (fg_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &v)) return FG_EINPUT;
+        c->bos_id = (int)(v < 0 || v > (1 << 30) ? -1 : v);
+    }
+    const char *keys[] = {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"};
+    for (int i = 0; i < 2; i++) {
+        if (fg_gguf_find_kv(g, keys[i]) < 0) continue;
+        if (fg_gguf_get_int(g, keys[i], &v)) return FG_EINPUT;
+        int id = (int)(v < 0 || v > (1 << 30) ? -1 : v);
+        if (i == 0) c->eos_ids[0] = id;
+        else if (id != c->eos_ids[0]) c->eos_ids[c->n_eos++] = id;
+    }
+    return FG_OK;
+}
+
+static fg_status llama_from_gguf(const fg_gguf *g, const char *arch, fg_opt_config *c) {
+    fg_status st;
+    int rope_dim = 0;
+    const fg_gguf_tensor *emb = fg_gguf_find_tensor(g, "token_embd.weight");
+    if (!emb || emb->n_dims != 2) return fg_err_set(FG_EINPUT, "%s: no 2-D token_embd.weight", fg_gguf_path(g));
+    if ((st = gg_int(g, arch, "embedding_length", 0, 0, &c->hidden)) ||
+        (st = gg_int(g, arch, "block_count", 0, 0, &c->n_layers)) ||
+        (st = gg_int(g, arch, "feed_forward_length", 0, 0, &c->ffn_dim)) ||
+        (st = gg_int(g, arch, "attention.head_count", 0, 0, &c->n_heads)) ||
+        (st = gg_int(g, arch, "attention.head_count_kv", 1, c->n_heads, &c->n_kv_heads)) ||
+        (st = gg_int(g, arch, "context_length", 0, 0, &c->max_pos)) ||
+        (st = gg_int(g, arch, "vocab_size", 1, (int64_t)emb->ne[1], &c->vocab_size)) ||
+        (st = gg_float(g, arch, "attention.layer_norm_rms_epsilon", 1e-6, &c->norm_eps)) ||
+        (st = gg_float(g, arch, "rope.freq_base", 10000, &c->rope_theta)))
+        return st;
+    if (c->n_heads <= 0) return fg_err_set(FG_EINPUT, "%s: %s.attention.head_count must be > 0", fg_gguf_path(g), arch);
+    if ((st = gg_int(g, arch, "attention.key_length", 1, c->hidden / c->n_heads, &c->head_dim)) ||
+        (st = gg_int(g, arch, "rope.dimension_count", 1, c->head_dim, &rope_dim)))
+        return st;
+    if (rope_dim != c->head_dim)
+        return fg_err_set(FG_EINPUT, "%s: %s.rope.dimension_count %d is not the head dimension %d (partial rotary "
+                                     "is not supported)", fg_gguf_path(g), arch, rope_dim, c->head_dim);
+    llama_common(c, !strcmp(arch, "qwen2") ? "qwen2" : "llama");
+    c->qkv_bias = fg_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+    c->o_bias = fg_gguf_find_tensor(g, "blk.0.attn_output.bias") != NULL;
+    c->tied = fg_gguf_find_tensor(g, "output.weight") == NULL;
+    const char *name = arch;
+    if (fg_gguf_find_kv(g, "general.name") >= 0 && fg_gguf_get_string(g, "general.name", &name, NULL)) return FG_EINPUT;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    if ((st = gg_rope_scaling(g, arch, c)) || (st = gg_tokens(g, c))) return st;
+    return FG_OK;
+}
+
+/* llama.cpp permutes q and k rows (weights and biases) of architecture
+ * llama for its interleaved rotary; qwen2 rotates NEOX-style, unpermuted. */
+static int llama_gguf_unpermute(const fg_opt_config *c, const char *arch, int w) {
+    if (strcmp(arch, "llama")) return 0;
+    if (w == FG_LW_Q_W || w == FG_LW_Q_B) return c->n_heads;
+    if (w == FG_LW_K_W || w == FG_LW_K_B) return c->n_kv_heads;
+    return 0;
+}
+
+static const char *const llama_gguf_archs[] = {"llama", "qwen2", NULL};
+static const char *const llama_gguf_ignored[] = {"rope_freqs.weight", NULL};
 static const char *const llama_types[] = {"llama", "mistral", "qwen2", NULL};
 static const char *const llama_aliases[] = {NULL};
 
@@ -233,4 +383,14 @@ const fg_family fg_family_llama = {
         "norm.weight", "norm.bias", "lm_head.weight",
     },
     .aliases = llama_aliases,
+    .gguf_archs = llama_gguf_archs,
+    .from_gguf = llama_from_gguf,
+    .gguf_layer_suffix = {
+        "attn_q.weight", "attn_q.bias", "attn_k.weight", "attn_k.bias", "attn_v.weight", "attn_v.bias",
+        "attn_output.weight", "attn_output.bias", "attn_norm.weight", "", "ffn_gate.weight", "ffn_gate.bias",
+        "ffn_down.weight", "ffn_down.bias", "ffn_norm.weight", "", "ffn_up.weight", "ffn_up.bias",
+    },
+    .gguf_global_name = {"token_embd.weight", "", "", "", "output_norm.weight", "", "output.weight"},
+    .gguf_ignored = llama_gguf_ignored,
+    .gguf_unpermute = llama_gguf_unpermute,
 };

@@ -2,7 +2,7 @@
  * numpy directories and dummy weights, all validated against the config's
  * tensor specs before any tensor is read, and each source's identity (what
  * the tier store keys its files on). */
-#include "fg_weights.h"
+#include "fg_wsrc_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,40 +16,11 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-typedef enum { DT_F16, DT_BF16, DT_F32 } dtype;
-static const int dt_size[] = {2, 2, 4};
-
-typedef struct {
-    char path[PATH_MAX];
-    const uint8_t *map; /* whole file, read-only */
-    size_t size;
-    int64_t mtime_ns;   /* at open: with size and head, the file's identity */
-    size_t head;        /* bytes of format header at the start (safetensors
-                           length + JSON, .npy preamble + dict) */
-} mapped_file;
-
-typedef enum { WS_SAFETENSORS = 1, WS_NPY = 2, WS_DUMMY = 3 } wsrc_kind;
-
-typedef struct {
-    int file;            /* index into ws->files; -1 = not mapped yet */
-    size_t offset;       /* absolute offset of the first byte in the file */
-    dtype dt;
-} tensor_loc;
-
-struct fg_wsrc {
-    fg_opt_config cfg;
-    fg_spec *specs;
-    tensor_loc *locs;      /* one per spec */
-    mapped_file *files;
-    int n_files;
-    wsrc_kind kind;
-    uint64_t seed;
-    char desc[PATH_MAX + 64];
-};
+static const int dt_size[] = {2, 2, 4};   /* bytes of a value of each dtype */
 
 /* ---- helpers ---- */
 
-static fg_status map_file(fg_wsrc *ws, const char *path, int *idx) {
+fg_status fg_wsrc__map_file(fg_wsrc *ws, const char *path, int *idx) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) return fg_err_set(FG_EINPUT, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
@@ -117,7 +88,7 @@ static fg_status bind_tensor(fg_wsrc *ws, const char *file, const char *name, dt
     return FG_OK;
 }
 
-static fg_status check_complete(fg_wsrc *ws, const char *where) {
+fg_status fg_wsrc__check_complete(fg_wsrc *ws, const char *where) {
     for (int i = 0; i < fg_spec_count(&ws->cfg); i++)
         if (ws->specs[i].present && ws->locs[i].file < 0)
             return fg_err_set(FG_EINPUT, "%s: missing tensor '%s' (shape [%lld%s%lld])", where, ws->specs[i].name,
@@ -137,7 +108,7 @@ static int span_cmp(const void *x, const void *y) {
 
 static fg_status parse_safetensors(fg_wsrc *ws, const char *path) {
     int fi;
-    fg_status st = map_file(ws, path, &fi);
+    fg_status st = fg_wsrc__map_file(ws, path, &fi);
     if (st) return st;
     const mapped_file *f = &ws->files[fi];
     if (f->size < 8) return fg_err_set(FG_EINPUT, "%s: truncated: %zu bytes, no safetensors header", path, f->size);
@@ -286,7 +257,7 @@ out:
 
 static fg_status parse_npy(fg_wsrc *ws, const char *path, const char *name) {
     int fi;
-    fg_status st = map_file(ws, path, &fi);
+    fg_status st = fg_wsrc__map_file(ws, path, &fi);
     if (st) return st;
     const mapped_file *f = &ws->files[fi];
     const uint8_t *m = f->map;
@@ -359,7 +330,7 @@ static fg_status open_npy_dir(fg_wsrc *ws, const char *dir) {
 
 /* ---- open / read / destroy ---- */
 
-static fg_wsrc *wsrc_alloc(const fg_opt_config *cfg) {
+fg_wsrc *fg_wsrc__alloc(const fg_opt_config *cfg) {
     fg_wsrc *ws = fg_xcalloc(1, sizeof *ws);
     ws->cfg = *cfg;
     ws->specs = fg_specs_new(cfg);
@@ -373,8 +344,9 @@ fg_status fg_wsrc_open_dir(const char *dir, const char *name_hint, fg_wsrc **out
     *out = NULL;
     char p[PATH_MAX];
     struct stat st_dir;
+    if (stat(dir, &st_dir) == 0 && S_ISREG(st_dir.st_mode)) return fg_wsrc__open_gguf(dir, out);
     if (stat(dir, &st_dir) != 0 || !S_ISDIR(st_dir.st_mode))
-        return fg_err_set(FG_EINPUT, "%s: not a model directory", dir);
+        return fg_err_set(FG_EINPUT, "%s: not a model directory (or a GGUF file)", dir);
     fg_opt_config cfg;
     fg_status st;
     snprintf(p, sizeof p, "%s/config.json", dir);
@@ -398,7 +370,7 @@ fg_status fg_wsrc_open_dir(const char *dir, const char *name_hint, fg_wsrc **out
             return fg_err_set(FG_EINPUT, "%s: no config.json, and the directory name does not name an OPT size "
                                          "(e.g. opt-30b-np)", dir);
     }
-    fg_wsrc *ws = wsrc_alloc(&cfg);
+    fg_wsrc *ws = fg_wsrc__alloc(&cfg);
     char idx_path[PATH_MAX];
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
     snprintf(idx_path, sizeof idx_path, "%s/model.safetensors.index.json", dir);
@@ -406,15 +378,15 @@ fg_status fg_wsrc_open_dir(const char *dir, const char *name_hint, fg_wsrc **out
         ws->kind = WS_SAFETENSORS;
         st = parse_safetensors(ws, p);
         snprintf(ws->desc, sizeof ws->desc, "safetensors %s", p);
-        if (!st) st = check_complete(ws, p);
+        if (!st) st = fg_wsrc__check_complete(ws, p);
     } else if (path_exists(idx_path)) {
         ws->kind = WS_SAFETENSORS;
         st = open_sharded(ws, dir, idx_path);
-        if (!st) st = check_complete(ws, idx_path);
+        if (!st) st = fg_wsrc__check_complete(ws, idx_path);
     } else {
         ws->kind = WS_NPY;
         st = open_npy_dir(ws, dir);
-        if (!st) st = check_complete(ws, dir);
+        if (!st) st = fg_wsrc__check_complete(ws, dir);
     }
     if (st) {
         fg_wsrc_destroy(&ws);
@@ -438,7 +410,7 @@ fg_status fg_wsrc_open_dummy(const char *name, uint64_t seed, fg_wsrc **out) {
         snprintf(flag, sizeof flag, "--dummy %s: LAYERS after ':' (%s has %d)", name, base, full);
         if ((st = fg_parse_int(flag, colon + 1, 1, full, &cfg.n_layers))) return st;
     }
-    fg_wsrc *ws = wsrc_alloc(&cfg);
+    fg_wsrc *ws = fg_wsrc__alloc(&cfg);
     ws->kind = WS_DUMMY;
     ws->seed = seed;
     if (cfg.n_layers < full)
@@ -565,6 +537,7 @@ fg_status fg_wsrc_read(fg_wsrc *ws, int idx, fg_half *dst) {
     size_t n = (size_t)fg_spec_numel(&ws->specs[idx]);
     const uint8_t *src = f->map + l->offset;
     uint64_t over = 0, flushed = 0;
+    if (ws->kind == WS_GGUF) return fg_wsrc__read_gguf(ws, idx, dst, n);
     if (l->dt == DT_F16) {
         memcpy(dst, src, n * 2);
         return FG_OK;
@@ -591,6 +564,7 @@ fg_status fg_wsrc_read(fg_wsrc *ws, int idx, fg_half *dst) {
 void fg_wsrc_destroy(fg_wsrc **p) {
     fg_wsrc *ws = *p;
     if (!ws) return;
+    fg_gguf_close(&ws->gguf);
     for (int i = 0; i < ws->n_files; i++)
         if (ws->files[i].map) munmap((void *)ws->files[i].map, ws->files[i].size);
     free(ws->files);
