@@ -352,6 +352,119 @@ static fg_msg unit_msg(uint32_t op, unit_slots *x, const void *params, uint32_t 
     return m;
 }
 
+/* One step of generate(), both sides: what its pieces share. */
+typedef struct {
+    bench *b;
+    reference *r;
+    int split, step, Sn;
+    fg_step st;
+    fg_op_step p;
+    unit_slots x;
+    fg_shm_handle h_shm;
+} gen_step;
+
+/* "<variant> <path> step <i>" + more, into what. */
+static void label(const gen_step *g, char *what, size_t n, const char *more) {
+    snprintf(what, n, "%s %s step %d%s", g->b->v->label, g->split ? "split" : "fused", g->step, more);
+}
+
+/* Layer l's attention and MLP on the workers and in this process, the
+ * hidden state after each and both caches compared. */
+static void layer_step(gen_step *g, int l) {
+    bench *b = g->b;
+    reference *r = g->r;
+    const fg_opt_config *c = &b->v->c;
+    uint64_t rows = (uint64_t)b->B * g->Sn, qb = rows * b->QD * 2, kb = rows * b->KD * 2;
+    size_t cache = (size_t)b->Tmax * b->B * b->KD, n = (size_t)rows * b->H;
+    fg_shm_handle kc_shm = b->a_shm[A_KC0 + 2 * l], vc_shm = b->a_shm[A_KC0 + 2 * l + 1];
+    unit_slots *x = &g->x;
+    char what[160], more[64];
+    x->layer = l, x->cpu = 0, x->kc = b->a_dev[A_KC0 + 2 * l], x->vc = b->a_dev[A_KC0 + 2 * l + 1];
+    fg_fwd_attn_block(r->h, r->kc[l], r->vc[l], b->Tmax, &g->st, c, &r->lw[l], &r->ws);
+    fg_msg m;
+    if (!g->split) {
+        m = unit_msg(FG_OP_ATTN, x, &g->p, sizeof g->p);
+        run_ok(b->sup, FG_ROLE_GPU, &m, "ATTN");
+    } else {
+        fg_shm_handle q_shm = sized(b->a_shm[A_Q], qb), k_shm = sized(b->a_shm[A_K], kb),
+                      v_shm = sized(b->a_shm[A_V], kb), ctx_shm = sized(b->a_shm[A_CTX], qb);
+        x->q = sized(b->a_dev[A_Q], qb), x->k = sized(b->a_dev[A_K], kb), x->v = sized(b->a_dev[A_V], kb);
+        x->ctx = sized(b->a_dev[A_CTX], qb);
+        m = unit_msg(FG_OP_ATTN_QKV, x, &g->p, sizeof g->p);
+        run_ok(b->sup, FG_ROLE_GPU, &m, "ATTN_QKV");
+        fg_msg_init(&m, FG_MSG_COPY);
+        fg_msg_copy_add(&m, x->q, q_shm);
+        fg_msg_copy_add(&m, x->k, k_shm);
+        fg_msg_copy_add(&m, x->v, v_shm);
+        run_ok(b->sup, FG_ROLE_GPU, &m, "q, k, v to shm");
+        unit_slots xc = {.b = b, .layer = l, .cpu = 1, .q = q_shm, .k = k_shm, .v = v_shm, .ctx = ctx_shm,
+                         .kc = kc_shm, .vc = vc_shm};
+        m = unit_msg(FG_OP_ATTN_CORE, &xc, &g->p, sizeof g->p);
+        run_ok(b->sup, FG_ROLE_CPU, &m, "ATTN_CORE");
+        copy1(b, FG_ROLE_GPU, ctx_shm, x->ctx, "ctx to device");
+        m = unit_msg(FG_OP_ATTN_OUT, x, &g->p, sizeof g->p);
+        run_ok(b->sup, FG_ROLE_GPU, &m, "ATTN_OUT");
+    }
+    copy1(b, FG_ROLE_GPU, x->h, g->h_shm, "h to shm");
+    snprintf(more, sizeof more, " layer %d: attention", l);
+    label(g, what, sizeof what, more);
+    same_h(P(b, g->h_shm), r->h, n, what);
+
+    fg_fwd_mlp_block(r->h, &g->st, c, &r->lw[l], &r->ws);
+    m = unit_msg(FG_OP_MLP, x, &g->p, sizeof g->p);
+    run_ok(b->sup, FG_ROLE_GPU, &m, "MLP");
+    copy1(b, FG_ROLE_GPU, x->h, g->h_shm, "h to shm");
+    snprintf(more, sizeof more, " layer %d: MLP", l);
+    label(g, what, sizeof what, more);
+    same_h(P(b, g->h_shm), r->h, n, what);
+
+    /* the cache: where it lives (device for fused, shm for split) */
+    if (!g->split) {
+        copy1(b, FG_ROLE_GPU, x->kc, kc_shm, "kc to shm");
+        copy1(b, FG_ROLE_GPU, x->vc, vc_shm, "vc to shm");
+    }
+    snprintf(more, sizeof more, " layer %d: k cache", l);
+    label(g, what, sizeof what, more);
+    same_bytes(P(b, kc_shm), r->kc[l], cache * 2, what);
+    what[strlen(what) - 7] = 'v';
+    same_bytes(P(b, vc_shm), r->vc[l], cache * 2, what);
+}
+
+/* SAMPLE where the logits are, with temperature and top-p: the same ids
+ * and generator states as fg_sample here, which is what the reference
+ * engine calls. */
+static void sample_step(gen_step *g) {
+    bench *b = g->b;
+    int B = b->B, V = b->V;
+    char what[160];
+    fg_shm_handle rng_dev = sized(b->a_dev[A_Q], 8ull * B), rng_shm = sized(b->a_shm[A_Q], 8ull * B);
+    fg_shm_handle sids_dev = sized(b->a_dev[A_IDS], 4ull * B), sids_shm = sized(b->a_shm[A_CTX], 4ull * B);
+    uint64_t *rs = P(b, rng_shm), want_rng[64];
+    int32_t want_ids[64];
+    float *scratch = fg_xmalloc(sizeof(float) * 2 * (size_t)V);
+    fg_sampler_cfg cfg = {.temperature = 0.8f, .top_p = 0.9f};
+    for (int i = 0; i < B && i < 64; i++) {
+        fg_rng r;
+        fg_rng_init(&r, 1234, (uint64_t)(g->step * B + i));
+        rs[i] = r.state;
+        want_ids[i] = fg_sample(g->r->logits + (size_t)i * V, V, &cfg, &r, scratch);
+        want_rng[i] = r.state;
+    }
+    free(scratch);
+    copy1(b, FG_ROLE_GPU, rng_shm, rng_dev, "rng to device");
+    fg_op_sample sp = {.step = g->p, .temperature = 0.8f, .top_p = 0.9f};
+    sp.step.S = 1;
+    g->x.rng = rng_dev, g->x.sids = sids_dev;
+    fg_msg m = unit_msg(FG_OP_SAMPLE, &g->x, &sp, sizeof sp);
+    run_ok(b->sup, FG_ROLE_GPU, &m, "SAMPLE");
+    copy1(b, FG_ROLE_GPU, sids_dev, sids_shm, "sampled ids to shm");
+    copy1(b, FG_ROLE_GPU, rng_dev, rng_shm, "rng to shm");
+    label(g, what, sizeof what, ": SAMPLE ids");
+    same_bytes(P(b, sids_shm), want_ids, 4ull * B, what);
+    label(g, what, sizeof what, ": SAMPLE generator states");
+    same_bytes(P(b, rng_shm), want_rng, 8ull * B, what);
+}
+
 /* Run the variant's generation on the workers with one attention path
  * (split: cpu_cache_compute) and compare with the reference at every layer. */
 static void generate(bench *b, int split) {
@@ -379,115 +492,33 @@ static void generate(bench *b, int split) {
 
     for (int step = 0; step < STEPS; step++) {
         int Sn = step == 0 ? S : 1, past = step == 0 ? 0 : S + step - 1;
-        uint64_t rows = (uint64_t)B * Sn, hb = rows * H * 2, qb = rows * b->QD * 2, kb = rows * b->KD * 2;
-        fg_step st = {.B = B, .S = Sn, .past = past, .mask = mask, .mask_stride = Tmax};
-        fg_op_step p = {.model = op_model(c), .B = (uint32_t)B, .S = (uint32_t)Sn, .past = (uint32_t)past,
-                        .Tmax = (uint32_t)Tmax, .mask_stride = (uint32_t)Tmax};
-        fg_shm_handle h_dev = sized(b->a_dev[A_H], hb), h_shm = sized(b->a_shm[A_H], hb);
-        unit_slots x = {.b = b, .h = h_dev, .ids = sized(b->a_dev[A_IDS], rows * 4)};
+        uint64_t rows = (uint64_t)B * Sn, hb = rows * H * 2;
+        gen_step g = {.b = b, .r = &r, .split = split, .step = step, .Sn = Sn,
+                      .st = {.B = B, .S = Sn, .past = past, .mask = mask, .mask_stride = Tmax},
+                      .p = {.model = op_model(c), .B = (uint32_t)B, .S = (uint32_t)Sn, .past = (uint32_t)past,
+                            .Tmax = (uint32_t)Tmax, .mask_stride = (uint32_t)Tmax},
+                      .x = {.b = b, .h = sized(b->a_dev[A_H], hb), .ids = sized(b->a_dev[A_IDS], rows * 4)},
+                      .h_shm = sized(b->a_shm[A_H], hb)};
 
         /* embedding */
-        copy1(b, FG_ROLE_GPU, sized(b->a_shm[A_IDS], rows * 4), x.ids, "ids to device");
-        fg_fwd_embed(r.h, ids, &st, c, &r.g, &r.ws);
-        fg_msg m = unit_msg(FG_OP_EMBED, &x, &p, sizeof p);
+        copy1(b, FG_ROLE_GPU, sized(b->a_shm[A_IDS], rows * 4), g.x.ids, "ids to device");
+        fg_fwd_embed(r.h, ids, &g.st, c, &r.g, &r.ws);
+        fg_msg m = unit_msg(FG_OP_EMBED, &g.x, &g.p, sizeof g.p);
         run_ok(b->sup, FG_ROLE_GPU, &m, "EMBED");
-        copy1(b, FG_ROLE_GPU, h_dev, h_shm, "h to shm");
-        snprintf(what, sizeof what, "%s %s step %d: embedding", b->v->label, split ? "split" : "fused", step);
-        same_h(P(b, h_shm), r.h, (size_t)B * Sn * H, what);
+        copy1(b, FG_ROLE_GPU, g.x.h, g.h_shm, "h to shm");
+        label(&g, what, sizeof what, ": embedding");
+        same_h(P(b, g.h_shm), r.h, (size_t)rows * H, what);
 
-        for (int l = 0; l < L; l++) {
-            fg_shm_handle kc_dev = b->a_dev[A_KC0 + 2 * l], vc_dev = b->a_dev[A_KC0 + 2 * l + 1];
-            fg_shm_handle kc_shm = b->a_shm[A_KC0 + 2 * l], vc_shm = b->a_shm[A_KC0 + 2 * l + 1];
-            x.layer = l, x.cpu = 0, x.kc = kc_dev, x.vc = vc_dev;
-            fg_fwd_attn_block(r.h, r.kc[l], r.vc[l], Tmax, &st, c, &r.lw[l], &r.ws);
-            if (!split) {
-                m = unit_msg(FG_OP_ATTN, &x, &p, sizeof p);
-                run_ok(b->sup, FG_ROLE_GPU, &m, "ATTN");
-            } else {
-                fg_shm_handle q_shm = sized(b->a_shm[A_Q], qb), k_shm = sized(b->a_shm[A_K], kb),
-                              v_shm = sized(b->a_shm[A_V], kb), ctx_shm = sized(b->a_shm[A_CTX], qb);
-                x.q = sized(b->a_dev[A_Q], qb), x.k = sized(b->a_dev[A_K], kb), x.v = sized(b->a_dev[A_V], kb);
-                x.ctx = sized(b->a_dev[A_CTX], qb);
-                m = unit_msg(FG_OP_ATTN_QKV, &x, &p, sizeof p);
-                run_ok(b->sup, FG_ROLE_GPU, &m, "ATTN_QKV");
-                fg_msg_init(&m, FG_MSG_COPY);
-                fg_msg_copy_add(&m, x.q, q_shm);
-                fg_msg_copy_add(&m, x.k, k_shm);
-                fg_msg_copy_add(&m, x.v, v_shm);
-                run_ok(b->sup, FG_ROLE_GPU, &m, "q, k, v to shm");
-                unit_slots xc = {.b = b, .layer = l, .cpu = 1, .q = q_shm, .k = k_shm, .v = v_shm, .ctx = ctx_shm,
-                                 .kc = kc_shm, .vc = vc_shm};
-                m = unit_msg(FG_OP_ATTN_CORE, &xc, &p, sizeof p);
-                run_ok(b->sup, FG_ROLE_CPU, &m, "ATTN_CORE");
-                copy1(b, FG_ROLE_GPU, ctx_shm, x.ctx, "ctx to device");
-                m = unit_msg(FG_OP_ATTN_OUT, &x, &p, sizeof p);
-                run_ok(b->sup, FG_ROLE_GPU, &m, "ATTN_OUT");
-            }
-            copy1(b, FG_ROLE_GPU, h_dev, h_shm, "h to shm");
-            snprintf(what, sizeof what, "%s %s step %d layer %d: attention", b->v->label, split ? "split" : "fused",
-                     step, l);
-            same_h(P(b, h_shm), r.h, (size_t)B * Sn * H, what);
+        for (int l = 0; l < L; l++) layer_step(&g, l);
 
-            fg_fwd_mlp_block(r.h, &st, c, &r.lw[l], &r.ws);
-            m = unit_msg(FG_OP_MLP, &x, &p, sizeof p);
-            run_ok(b->sup, FG_ROLE_GPU, &m, "MLP");
-            copy1(b, FG_ROLE_GPU, h_dev, h_shm, "h to shm");
-            snprintf(what, sizeof what, "%s %s step %d layer %d: MLP", b->v->label, split ? "split" : "fused", step,
-                     l);
-            same_h(P(b, h_shm), r.h, (size_t)B * Sn * H, what);
-
-            /* the cache: where it lives (device for fused, shm for split) */
-            if (!split) {
-                copy1(b, FG_ROLE_GPU, kc_dev, kc_shm, "kc to shm");
-                copy1(b, FG_ROLE_GPU, vc_dev, vc_shm, "vc to shm");
-            }
-            snprintf(what, sizeof what, "%s %s step %d layer %d: k cache", b->v->label, split ? "split" : "fused",
-                     step, l);
-            same_bytes(P(b, kc_shm), r.kc[l], cache * 2, what);
-            what[strlen(what) - 7] = 'v';
-            same_bytes(P(b, vc_shm), r.vc[l], cache * 2, what);
-        }
-
-        fg_fwd_lm_head(r.logits, r.h, &st, c, &r.g, &r.ws);
-        x.layer = 0;
-        m = unit_msg(FG_OP_LM_HEAD, &x, &p, sizeof p);
+        fg_fwd_lm_head(r.logits, r.h, &g.st, c, &r.g, &r.ws);
+        g.x.layer = 0;
+        m = unit_msg(FG_OP_LM_HEAD, &g.x, &g.p, sizeof g.p);
         run_ok(b->sup, FG_ROLE_GPU, &m, "LM_HEAD");
         copy1(b, FG_ROLE_GPU, b->a_dev[A_LOGITS], b->a_shm[A_LOGITS], "logits to shm");
-        snprintf(what, sizeof what, "%s %s step %d: logits", b->v->label, split ? "split" : "fused", step);
+        label(&g, what, sizeof what, ": logits");
         same_bytes(P(b, b->a_shm[A_LOGITS]), r.logits, sizeof(float) * (size_t)B * V, what);
-
-        /* SAMPLE where the logits are, with temperature and top-p: the
-         * same ids and generator states as fg_sample here, which is what
-         * the reference engine calls */
-        {
-            fg_shm_handle rng_dev = sized(b->a_dev[A_Q], 8ull * B), rng_shm = sized(b->a_shm[A_Q], 8ull * B);
-            fg_shm_handle sids_dev = sized(b->a_dev[A_IDS], 4ull * B), sids_shm = sized(b->a_shm[A_CTX], 4ull * B);
-            uint64_t *rs = P(b, rng_shm), want_rng[64];
-            int32_t want_ids[64];
-            float *scratch = fg_xmalloc(sizeof(float) * 2 * (size_t)V);
-            fg_sampler_cfg cfg = {.temperature = 0.8f, .top_p = 0.9f};
-            for (int i = 0; i < B && i < 64; i++) {
-                fg_rng g;
-                fg_rng_init(&g, 1234, (uint64_t)(step * B + i));
-                rs[i] = g.state;
-                want_ids[i] = fg_sample(r.logits + (size_t)i * V, V, &cfg, &g, scratch);
-                want_rng[i] = g.state;
-            }
-            free(scratch);
-            copy1(b, FG_ROLE_GPU, rng_shm, rng_dev, "rng to device");
-            fg_op_sample sp = {.step = p, .temperature = 0.8f, .top_p = 0.9f};
-            sp.step.S = 1;
-            x.rng = rng_dev, x.sids = sids_dev;
-            m = unit_msg(FG_OP_SAMPLE, &x, &sp, sizeof sp);
-            run_ok(b->sup, FG_ROLE_GPU, &m, "SAMPLE");
-            copy1(b, FG_ROLE_GPU, sids_dev, sids_shm, "sampled ids to shm");
-            copy1(b, FG_ROLE_GPU, rng_dev, rng_shm, "rng to shm");
-            snprintf(what, sizeof what, "%s %s step %d: SAMPLE ids", b->v->label, split ? "split" : "fused", step);
-            same_bytes(P(b, sids_shm), want_ids, 4ull * B, what);
-            snprintf(what, sizeof what, "%s %s step %d: SAMPLE generator states", b->v->label,
-                     split ? "split" : "fused", step);
-            same_bytes(P(b, rng_shm), want_rng, 8ull * B, what);
-        }
+        sample_step(&g);
 
         /* greedy next tokens from the reference (the same bits if the above held) */
         for (int i = 0; i < B; i++) {
