@@ -126,7 +126,7 @@ static const char *gb(double b, char *buf) {
 }
 
 /* The model's arithmetic, FlexGen paper style. */
-static json_t *arithmetic(const fg_opt_config *c, const fg_spec *sp, int S, int G, const fg_policy *p) {
+static json_t *arithmetic(const fg_model_config *c, const fg_spec *sp, int S, int G, const fg_policy *p) {
     fg_cost_case cs = {0};
     fg_cost_case_weights(&cs, c, sp);
     double H = c->hidden, Q = fg_config_q_dim(c), V = c->vocab_size, L = c->n_layers;
@@ -143,7 +143,7 @@ static json_t *arithmetic(const fg_opt_config *c, const fg_spec *sp, int S, int 
 
 static double num(json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }
 
-static void print_text(const policy_args *a, const fg_opt_config *c, const fg_hw *hw, const fg_search_result *r,
+static void print_text(const policy_args *a, const fg_model_config *c, const fg_hw *hw, const fg_search_result *r,
                        json_t *ar, int S) {
     char b1[32], b2[32], b3[32];
     const fg_policy *p = &r->p;
@@ -172,7 +172,7 @@ static void print_text(const policy_args *a, const fg_opt_config *c, const fg_hw
 /* The search under each allowed compression (off, and on where allowed),
  * the fastest kept; c is left with the winner's. The cost model charges
  * compressed bytes on every link and tier and the expansion of weights. */
-static fg_status search_compression(const policy_args *a, fg_opt_config *c, const fg_spec *sp, const fg_hw *hw,
+static fg_status search_compression(const policy_args *a, fg_model_config *c, const fg_spec *sp, const fg_hw *hw,
                                     const fg_search_opts *so, fg_search_result *r) {
     fg_status st = FG_EINPUT;
     long cases = 0, lps = 0;
@@ -202,7 +202,7 @@ int fg_cmd_policy(int argc, char **argv) {
     int S = a.S, n = a.n_prompts;
     fg_wsrc *ws = NULL;
     fg_exit_on(a.dummy ? fg_wsrc_open_dummy(a.dummy, 0, &ws) : fg_wsrc_open_dir(a.model_dir, NULL, &ws));
-    fg_opt_config *c = fg_wsrc_config_mut(ws);   /* its compress_* are the choice under study */
+    fg_model_config *c = fg_wsrc_config_mut(ws);   /* its compress_* are the choice under study */
     if (a.prompt_ids || a.prompts) {   /* the prompts' count and longest length, as flexgen run reads them */
         fg_seq_in *in = NULL;
         int nn = 0;

@@ -20,7 +20,7 @@
 static int complete(const fg_profile_opts *o, const char *path) {
     json_t *prof = NULL;
     if (access(path, R_OK) != 0 || fg_json_load_file(path, &prof) != FG_OK) return 0;
-    fg_opt_config c;
+    fg_model_config c;
     int shape = fg_config_by_name(o->model, &c) == FG_OK && fg_profile_has_shape(prof, &c);
     double disk = json_number_value(json_object_get(json_object_get(prof, "disk"), "file_bytes"));
     int ok = shape && disk * FG_PROFILE_DISK_REUSE >= (double)o->disk_test_bytes && json_object_get(prof, "engine");
@@ -98,7 +98,7 @@ int fg_cmd_profile(int argc, char **argv) {
             access(o.keep_runs, W_OK | X_OK) != 0)
             st = fg_err_set(FG_EINPUT, "--keep-runs %s: not a directory this user can write", o.keep_runs);
     }
-    fg_opt_config cfg;
+    fg_model_config cfg;
     if (!st) st = fg_config_by_name(o.model, &cfg);
     if (!o.device) o.device = fg_devsize_default();
     if (!st) st = fg_devsize_usable(o.device);

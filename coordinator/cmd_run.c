@@ -132,7 +132,7 @@ static fg_status journal_block(void *ctx, int first, int count) {
     return st;
 }
 
-static fg_status write_report(const char *path, const run_args *a, const fg_opt_config *c, int n, int resumed,
+static fg_status write_report(const char *path, const run_args *a, const fg_model_config *c, int n, int resumed,
                               const fg_gen_stats *s, const fg_flex_stats *fs, const fg_search_result *pred) {
     double gen_s = s->prefill_s + s->decode_s;
     /* the batch the run computed: a flexgen run's GPU batch (the policy's,
@@ -189,7 +189,7 @@ static fg_status write_report(const char *path, const run_args *a, const fg_opt_
  * model's prediction when there is hardware to predict with (--hardware, a
  * cached profile, or the one --policy auto measures). */
 static fg_status choose_policy(run_args *a, fg_wsrc *ws, int n, int S, fg_search_result *pred) {
-    const fg_opt_config *c = fg_wsrc_config(ws);
+    const fg_model_config *c = fg_wsrc_config(ws);
     fg_policy *p = &a->flex.policy;
     const char *device = a->flex.device ? a->flex.device : fg_devsize_default();
     fg_search_opts so = {.S = S, .G = a->gen_len, .n_prompts = n, .gpu_mem = a->flex.gpu_mem, .cpu_mem = a->flex.cpu_mem,
@@ -244,7 +244,7 @@ static fg_wsrc *open_model(const run_args *a, run_io *io) {
     fg_exit_on(fg_prompt_tokenizer(a->model_dir, a->dummy != NULL, a->prompts || a->n_stop, ws, &io->tok));
     fg_wsrc_config_mut(ws)->compress_weight = a->flex.policy.compress_weight;   /* the tiers' format, fg_q4.h */
     fg_wsrc_config_mut(ws)->compress_cache = a->flex.policy.compress_cache;
-    const fg_opt_config *c = fg_wsrc_config(ws);
+    const fg_model_config *c = fg_wsrc_config(ws);
     fg_info("model: %s (%s: %d layers, hidden %d, %d heads, %d kv heads), %s", c->name, fg_config_family_name(c),
             c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, fg_wsrc_describe(ws));
     return ws;
@@ -252,7 +252,7 @@ static fg_wsrc *open_model(const run_args *a, run_io *io) {
 
 /* The prompts as ids: --prompts encoded, or --prompt-ids read and checked
  * against the context. */
-static void read_prompts(const run_args *a, run_io *io, const fg_opt_config *c, fg_seq_in **in, int *n) {
+static void read_prompts(const run_args *a, run_io *io, const fg_model_config *c, fg_seq_in **in, int *n) {
     if (a->prompts) {
         fg_chat_src chat = {a->model_dir, a->chat_template};
         fg_exit_on(fg_prompt_encode(a->prompts, io->tok, c, &chat, a->gen_len, a->truncate, &io->text, in, n));
@@ -348,7 +348,7 @@ int fg_cmd_run(int argc, char **argv) {
     }
     run_io io = {.stop = a.stop, .n_stop = a.n_stop};
     fg_wsrc *ws = open_model(&a, &io);
-    const fg_opt_config *c = fg_wsrc_config(ws);
+    const fg_model_config *c = fg_wsrc_config(ws);
     fg_seq_in *in = NULL;
     int n = 0;
     read_prompts(&a, &io, c, &in, &n);

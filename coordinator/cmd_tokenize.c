@@ -138,7 +138,7 @@ out:
  * context is DIR's config.json's, as a run of that model would have it. */
 static fg_status encode_prompts(fg_tok *t, const char *model, const char *chat_template, const char *path, int gen_len,
                                 int truncate) {
-    fg_opt_config c = {.max_pos = INT_MAX / 2};
+    fg_model_config c = {.max_pos = INT_MAX / 2};
     char cfg[PATH_MAX];
     if (model && snprintf(cfg, sizeof cfg, "%s/config.json", model) < (int)sizeof cfg && access(cfg, F_OK) == 0 &&
         fg_config_load_json(cfg, &c) != FG_OK) {

@@ -23,7 +23,7 @@ double fg_lin_eval(const fg_lin *l, const double *x) {
     return s;
 }
 
-void fg_cost_case_weights(fg_cost_case *cs, const fg_opt_config *c, const fg_spec *sp) {
+void fg_cost_case_weights(fg_cost_case *cs, const fg_model_config *c, const fg_spec *sp) {
     cs->layer_bytes = cs->model_bytes = 0;
     cs->layer_fp16_bytes = 0;
     for (int i = 0; i < FG_GW_COUNT; i++)
@@ -45,7 +45,7 @@ static double mm_s(const fg_hw *hw, double rows, double flops, int prefill) {
  * else the fp16 rate plus a pass that writes the layer's fp16 bytes, at the
  * device's streaming rate (its attention's, the closest measured kernel of
  * that kind; presets have no mm_q4). */
-static double layer_s(const fg_hw *hw, const fg_opt_config *c, const fg_cost_case *cs, double rows, double flops,
+static double layer_s(const fg_hw *hw, const fg_model_config *c, const fg_cost_case *cs, double rows, double flops,
                       int prefill) {
     double q4 = c->compress_weight ? fg_hw_mm_q4_tflops(hw, rows) : 0;
     if (q4 > 0) return flops / (q4 * 1e12);
@@ -98,7 +98,7 @@ static void to_res(const fg_hw *hw, const step *s, int prefill, fg_lin res[FG_CO
     }
 }
 
-void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_case *cs, fg_cost_terms *t) {
+void fg_cost_terms_make(const fg_model_config *c, const fg_hw *hw, const fg_cost_case *cs, fg_cost_terms *t) {
     memset(t, 0, sizeof *t);
     t->contention = hw->eng_disk_contention;
     const double B = cs->gbs, K = cs->K, S = cs->S, G = cs->G, H = c->hidden, V = c->vocab_size;

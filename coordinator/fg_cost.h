@@ -65,7 +65,7 @@ typedef struct {
 /* A case's weight bytes from the model's tensor list, as the tiers hold
  * them (4-bit under the config's compress_weight; the cache's bytes follow
  * compress_cache inside fg_cost_terms_make). */
-void fg_cost_case_weights(fg_cost_case *cs, const fg_opt_config *c, const fg_spec *sp);
+void fg_cost_case_weights(fg_cost_case *cs, const fg_model_config *c, const fg_spec *sp);
 
 typedef struct {
     fg_lin pre[FG_COST_NRES], gen[FG_COST_NRES];             /* one decoder layer: prefill; a decode token */
@@ -73,7 +73,7 @@ typedef struct {
     double contention;                                       /* the hardware's disk contention */
 } fg_cost_terms;
 
-void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_case *cs, fg_cost_terms *t);
+void fg_cost_terms_make(const fg_model_config *c, const fg_hw *hw, const fg_cost_case *cs, fg_cost_terms *t);
 double fg_lin_eval(const fg_lin *l, const double *x);
 
 typedef struct {

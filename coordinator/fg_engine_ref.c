@@ -24,7 +24,7 @@ typedef struct {
 } ref_weights;
 
 static fg_status load_weights(fg_wsrc *ws, ref_weights *rw) {
-    const fg_opt_config *c = fg_wsrc_config(ws);
+    const fg_model_config *c = fg_wsrc_config(ws);
     const fg_spec *sp = fg_wsrc_specs(ws);
     int n = fg_spec_count(c);
     rw->tensors = fg_xcalloc((size_t)n, sizeof *rw->tensors);
@@ -49,7 +49,7 @@ static void free_weights(ref_weights *rw, int n) {
 }
 
 /* One batch of `B` prompts starting at in[first]. */
-static fg_status run_batch(const fg_opt_config *c, const ref_weights *rw, const fg_seq_in *in, int first, int B,
+static fg_status run_batch(const fg_model_config *c, const ref_weights *rw, const fg_seq_in *in, int first, int B,
                            const fg_gen_opts *opt, fg_seq_out *out, fg_gen_stats *stats) {
     int H = c->hidden, V = c->vocab_size, L = c->n_layers, G = opt->gen_len;
     int S = 0;
@@ -131,7 +131,7 @@ out:
 
 fg_status fg_engine_ref_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_gen_opts *opt, fg_seq_out *out,
                             fg_gen_stats *stats) {
-    const fg_opt_config *c = fg_wsrc_config(ws);
+    const fg_model_config *c = fg_wsrc_config(ws);
     memset(stats, 0, sizeof *stats);
     ref_weights rw = {0};
     double t0 = fg_now();

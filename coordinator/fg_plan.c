@@ -140,7 +140,7 @@ static void plan_io(fg_plan *pl) {
     }
 }
 
-fg_status fg_plan_build(fg_plan *pl, const fg_opt_config *c, const fg_spec *sp, const fg_policy *p, int S, int G,
+fg_status fg_plan_build(fg_plan *pl, const fg_model_config *c, const fg_spec *sp, const fg_policy *p, int S, int G,
                         const char *backend, uint64_t gpu_mem, uint64_t cpu_mem, uint64_t disk_mem) {
     memset(pl, 0, sizeof *pl);
     fg_status st = fg_policy_validate(p);

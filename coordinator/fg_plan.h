@@ -56,7 +56,7 @@ static inline fg_loc fg_loc_sub(fg_loc l, uint64_t off, uint64_t n) { return (fg
 #define FG_NSLOTS 2
 
 typedef struct {
-    const fg_opt_config *c;
+    const fg_model_config *c;
     const fg_spec *sp;               /* (fg_spec_count(c)) the tensors */
     fg_policy p;
     int L, K, gbs, S, G, Tmax;
@@ -101,7 +101,7 @@ typedef struct {
  * (FG_EINPUT) what does not fit gpu_mem / cpu_mem / disk_mem (0: no limit;
  * disk counts the spill file only: the tier store is checked when it is
  * opened), saying how much each tier needs. */
-fg_status fg_plan_build(fg_plan *pl, const fg_opt_config *c, const fg_spec *sp, const fg_policy *p, int S, int G,
+fg_status fg_plan_build(fg_plan *pl, const fg_model_config *c, const fg_spec *sp, const fg_policy *p, int S, int G,
                         const char *backend, uint64_t gpu_mem, uint64_t cpu_mem, uint64_t disk_mem);
 void fg_plan_free(fg_plan *pl);
 

@@ -30,7 +30,7 @@ typedef struct {
     int cpu_cache_compute;   /* decode attention on the CPU worker over a CPU cache */
     int overlap;             /* prefetch and store behind compute */
     int compress_weight, compress_cache;   /* 4-bit group quantization (fg_q4.h); the engine reads
-                                              them from the config (fg_opt_config), set from these */
+                                              them from the config (fg_model_config), set from these */
 } fg_policy;
 
 const char *fg_tier_name(fg_tier t);   /* "gpu", "cpu", "disk" */
@@ -42,7 +42,7 @@ fg_status fg_policy_validate(const fg_policy *p);
  * placed as one more layer), in spec order: tiers[i] for spec index
  * first + i (FG_LW_COUNT entries, or FG_GW_COUNT; absent ones too). */
 void fg_policy_weight_tiers(const fg_policy *p, const fg_spec *specs, int layer, fg_tier *tiers);
-fg_tier fg_policy_cache_tier(const fg_policy *p, const fg_opt_config *c, int layer);
+fg_tier fg_policy_cache_tier(const fg_policy *p, const fg_model_config *c, int layer);
 /* The tier of all activations (validate checked that there is one). */
 fg_tier fg_policy_act_tier(const fg_policy *p);
 

@@ -8,7 +8,7 @@
 #include "fg_cost.h"
 #include "fg_plan.h"
 
-static int fits(const fg_opt_config *c, const fg_spec *sp, const fg_search_opts *so, const fg_policy *p,
+static int fits(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *so, const fg_policy *p,
                 uint64_t gpu_mem) {
     fg_plan pl;
     fg_status st = fg_plan_build(&pl, c, sp, p, so->S, so->G, so->backend, gpu_mem, so->cpu_mem, so->disk_mem);
@@ -16,7 +16,7 @@ static int fits(const fg_opt_config *c, const fg_spec *sp, const fg_search_opts 
     return st == FG_OK;
 }
 
-static void place(fg_policy *p, const fg_opt_config *c, double gpu, int gbs, int K) {
+static void place(fg_policy *p, const fg_model_config *c, double gpu, int gbs, int K) {
     *p = (fg_policy){.gbs = gbs, .num_gpu_batches = K, .w_gpu = gpu, .w_cpu = 100 - gpu, .c_gpu = gpu,
                      .c_cpu = 100 - gpu, .h_gpu = gpu, .h_cpu = 100 - gpu, .overlap = 1,
                      .compress_weight = c->compress_weight, .compress_cache = c->compress_cache};
@@ -29,7 +29,7 @@ static int blocks_of(const fg_search_opts *so, int gbs) {
     return so->K > 0 ? so->K : (n + gbs - 1) / gbs;
 }
 
-int fg_auto_all_gpu(const fg_opt_config *c, const fg_spec *sp, const fg_search_opts *so, fg_policy *p) {
+int fg_auto_all_gpu(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *so, fg_policy *p) {
     int gbs = so->gbs > 0 ? so->gbs : so->n_prompts > 0 ? so->n_prompts : 1;
     for (;;) {
         place(p, c, 100, gbs, blocks_of(so, gbs));
@@ -39,7 +39,7 @@ int fg_auto_all_gpu(const fg_opt_config *c, const fg_spec *sp, const fg_search_o
     }
 }
 
-uint64_t fg_auto_disk_bytes(const fg_opt_config *c, const fg_spec *sp, const fg_search_opts *so) {
+uint64_t fg_auto_disk_bytes(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *so) {
     /* everything off the GPU on the CPU, at the largest block the prompts
      * make, with any GPU: what the CPU must hold for the disk to stay idle */
     fg_policy p;

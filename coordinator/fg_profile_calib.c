@@ -50,7 +50,7 @@
 typedef struct {
     const fg_profile_opts *o;
     char dir[PATH_MAX];       /* scratch: prompts, reports, logs */
-    char model[sizeof ((fg_opt_config *)0)->name + 16];   /* NAME:LAYERS */
+    char model[sizeof ((fg_model_config *)0)->name + 16];   /* NAME:LAYERS */
 } calib;
 
 /* What one calibration run measured, and what the cost model predicted for
@@ -253,7 +253,7 @@ static fg_status calib_setup(const fg_profile_opts *o, calib_state *s, int *skip
     fg_wsrc *ws = NULL;   /* the size's tensors (no weights are made) */
     fg_status st = fg_wsrc_open_dummy(o->model, 0, &ws);
     if (st) return st;
-    const fg_opt_config c = *fg_wsrc_config(ws);
+    const fg_model_config c = *fg_wsrc_config(ws);
     fg_cost_case cs = {0};
     fg_cost_case_weights(&cs, &c, fg_wsrc_specs(ws));
     fg_wsrc_destroy(&ws);

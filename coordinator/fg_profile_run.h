@@ -59,7 +59,7 @@ fg_status fg_profile_measure(const fg_profile_opts *o, const char *path, int fre
  * shape is measured yet, and the disk where disk_bytes > 0 (the bytes the
  * run may read from disk; the test file is sized to them). */
 fg_status fg_profile_for_run(const char *hardware, const char *offload_dir, const char *device,
-                             const fg_opt_config *c, uint64_t disk_bytes, fg_hw *hw);
+                             const fg_model_config *c, uint64_t disk_bytes, fg_hw *hw);
 
 /* The calibration: prof's "engine" section, measured against prof itself
  * (written to path before each run, without the figures that run
@@ -67,7 +67,7 @@ fg_status fg_profile_for_run(const char *hardware, const char *offload_dir, cons
 fg_status fg_profile_calibrate(const fg_profile_opts *o, json_t *prof, const char *path);
 
 /* Whether prof holds the figures of c's layer shape. */
-int fg_profile_has_shape(json_t *prof, const fg_opt_config *c);
+int fg_profile_has_shape(json_t *prof, const fg_model_config *c);
 
 /* prof to path, through PATH.partial and a rename. */
 fg_status fg_profile_write_json(json_t *prof, const char *path);

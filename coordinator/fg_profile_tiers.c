@@ -161,7 +161,7 @@ static void step_begin(progress *p, const char *what, double est_s) {
 
 /* Rough priors for the estimates: a layer's GEMM table at hidden h on a
  * backend that computes on the host's cores grows with h^2. */
-static double est_gpu_s(const fg_opt_config *c, int quick, const char *device) {
+static double est_gpu_s(const fg_model_config *c, int quick, const char *device) {
     double r = (double)c->hidden / 768;
     return (quick ? 0.5 : 1) * (strcmp(device, "host") ? 15 : 6 + 10 * r * r);
 }
@@ -198,7 +198,7 @@ static json_t *load_profile(const fg_profile_opts *o, const char *path, int fres
     return new_profile(o);
 }
 
-int fg_profile_has_shape(json_t *prof, const fg_opt_config *c) {
+int fg_profile_has_shape(json_t *prof, const fg_model_config *c) {
     json_t *s;
     size_t i;
     json_array_foreach(json_object_get(prof, "shapes"), i, s) {
@@ -223,7 +223,7 @@ static json_t *shape_of(json_t *gpu) {
 
 /* The tiers at c's shape: the gpu worker's figures of the shape, and the
  * cpu worker's and the runtime's where not measured yet. */
-static fg_status measure_shape(const fg_profile_opts *o, const fg_opt_config *c, json_t *prof, progress *pg) {
+static fg_status measure_shape(const fg_profile_opts *o, const fg_model_config *c, json_t *prof, progress *pg) {
     const char *q = o->quick ? "--quick" : NULL;
     const char *gflags[] = {"--device", o->device, "--model", o->model, q, NULL};
     char what[128];
@@ -275,7 +275,7 @@ static int disk_stale(json_t *prof, uint64_t want) {
 }
 
 fg_status fg_profile_measure(const fg_profile_opts *o, const char *path, int fresh) {
-    fg_opt_config c;
+    fg_model_config c;
     fg_status st = fg_config_by_name(o->model, &c);
     if (st) return st;
     json_t *prof = load_profile(o, path, fresh);
@@ -299,7 +299,7 @@ fg_status fg_profile_measure(const fg_profile_opts *o, const char *path, int fre
 }
 
 fg_status fg_profile_for_run(const char *hardware, const char *offload_dir, const char *device,
-                             const fg_opt_config *c, uint64_t disk_bytes, fg_hw *hw) {
+                             const fg_model_config *c, uint64_t disk_bytes, fg_hw *hw) {
     if (hardware) return fg_hw_load(hardware, hw);
     char path[PATH_MAX];
     fg_status st = fg_profile_cache_path(offload_dir, device, path, sizeof path);

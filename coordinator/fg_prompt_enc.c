@@ -29,7 +29,7 @@ fg_status fg_prompt_open_tok(const char *model_dir, int dummy, int need, fg_tok 
 fg_status fg_prompt_tokenizer(const char *model_dir, int dummy, int need, fg_wsrc *ws, fg_tok **tok) {
     fg_status st = fg_prompt_open_tok(model_dir, dummy, need, tok);
     if (st || !*tok) return st;
-    fg_opt_config *c = fg_wsrc_config_mut(ws);
+    fg_model_config *c = fg_wsrc_config_mut(ws);
     if (dummy && fg_tok_vocab_size(*tok) > c->vocab_size) {   /* a dummy whose vocabulary cannot hold GPT-2's */
         fg_tok_destroy(tok);
         return need ? fg_err_set(FG_EINPUT, "--dummy %s: its vocabulary (%d) cannot hold GPT-2's, so text prompts "
@@ -112,7 +112,7 @@ static fg_status encode_one(fg_tok *tok, const fg_prompt *p, const char *path, i
     return FG_OK;
 }
 
-fg_status fg_prompt_encode(const char *path, fg_tok *tok, const fg_opt_config *c, const fg_chat_src *chat,
+fg_status fg_prompt_encode(const char *path, fg_tok *tok, const fg_model_config *c, const fg_chat_src *chat,
                            int gen_len, int truncate, fg_prompt_list *text, fg_seq_in **out, int *n_out) {
     fg_status st = fg_prompts_read(path, text);
     if (st) return st;

@@ -35,7 +35,7 @@ fg_status fg_prompt_tokenizer(const char *model_dir, int dummy, int need, fg_wsr
  * positions is refused (FG_EINPUT naming the file and line), or with
  * truncate cut from the left (prefix and suffix kept). *out (n_out) is
  * freed with fg_prompt_ids_free, *text with fg_prompts_free. */
-fg_status fg_prompt_encode(const char *path, fg_tok *tok, const fg_opt_config *c, const fg_chat_src *chat,
+fg_status fg_prompt_encode(const char *path, fg_tok *tok, const fg_model_config *c, const fg_chat_src *chat,
                            int gen_len, int truncate, fg_prompt_list *text, fg_seq_in **out, int *n_out);
 
 #endif

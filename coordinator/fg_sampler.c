@@ -21,7 +21,7 @@ static fg_status upload(fg_engine *e, fg_loc src, fg_loc dst) {
 
 fg_status fg_block_inputs(fg_engine *e, fg_sampler *sm, int *S_k) {
     const fg_plan *pl = &e->pl;
-    const fg_opt_config *c = pl->c;
+    const fg_model_config *c = pl->c;
     int B = pl->gbs, Tm = pl->Tmax, G = sm->G;
     for (int k = 0; k < pl->K; k++) {
         /* each batch left-padded to its own longest prompt, as the reference

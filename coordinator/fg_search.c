@@ -39,7 +39,7 @@ static void policy_of(const fg_cost_case *cs, fg_policy *p) {
     p->h_gpu = cs->act == FG_TIER_GPU ? 100 : 0, p->h_cpu = cs->act == FG_TIER_CPU ? 100 : 0;
 }
 
-static fg_status mem_coefs(const fg_opt_config *c, const fg_spec *sp, const fg_search_opts *o, const fg_cost_case *cs,
+static fg_status mem_coefs(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o, const fg_cost_case *cs,
                            mem_coef *m) {
     fg_policy p;
     policy_of(cs, &p);
@@ -169,7 +169,7 @@ static void round_policy(const double *x, fg_policy *p) {
  * CPU, CPU to disk; weights before cache) while a budget is exceeded, by
  * the percentage points the excess bytes are worth. FG_OK with *pl built,
  * or the last refusal. */
-static fg_status fit(const fg_opt_config *c, const fg_spec *sp, const fg_search_opts *o, const mem_coef *m,
+static fg_status fit(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o, const mem_coef *m,
                      fg_policy *p, fg_plan *pl) {
     for (int tries = 0; tries < FIT_MAX_MOVES; tries++) {
         fg_status st = fg_plan_build(pl, c, sp, p, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
@@ -203,7 +203,7 @@ static uint64_t disk_bytes(const fg_plan *pl, const mem_coef *m) {
     return pl->used[SEG_SPILL] + (pl->any_disk_weights ? (uint64_t)m->store : 0);
 }
 
-fg_status fg_search_score(const fg_opt_config *c, const fg_spec *sp, const fg_hw *hw, const fg_search_opts *o,
+fg_status fg_search_score(const fg_model_config *c, const fg_spec *sp, const fg_hw *hw, const fg_search_opts *o,
                           const fg_policy *p, fg_search_result *r) {
     memset(r, 0, sizeof *r);
     double t0 = fg_now();
@@ -240,7 +240,7 @@ static int by_lp_tput(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-fg_status fg_search_policy(const fg_opt_config *c, const fg_spec *sp, const fg_hw *hw, const fg_search_opts *o,
+fg_status fg_search_policy(const fg_model_config *c, const fg_spec *sp, const fg_hw *hw, const fg_search_opts *o,
                            fg_search_result *r) {
     static const int gbs_list[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
     memset(r, 0, sizeof *r);
@@ -323,7 +323,7 @@ fg_status fg_search_policy(const fg_opt_config *c, const fg_spec *sp, const fg_h
     return FG_OK;
 }
 
-fg_status fg_search_least_fits(const fg_opt_config *c, const fg_spec *sp, const fg_search_opts *o) {
+fg_status fg_search_least_fits(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o) {
     fg_policy least = {.gbs = 1, .num_gpu_batches = 1, .h_cpu = 100, .overlap = 1};
     fg_plan pl;
     fg_status st = fg_plan_build(&pl, c, sp, &least, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);

@@ -35,16 +35,16 @@ typedef struct {
 
 /* FG_EINPUT when no policy fits the budgets (with the reason of the
  * smallest case). */
-fg_status fg_search_policy(const fg_opt_config *c, const fg_spec *sp, const fg_hw *hw, const fg_search_opts *o,
+fg_status fg_search_policy(const fg_model_config *c, const fg_spec *sp, const fg_hw *hw, const fg_search_opts *o,
                            fg_search_result *r);
 
 /* FG_EINPUT, saying what it needs, when not even the least demanding
  * placement (every weight and the cache on disk, one sequence per batch)
  * fits the budgets: no search can succeed, so nothing need be measured. */
-fg_status fg_search_least_fits(const fg_opt_config *c, const fg_spec *sp, const fg_search_opts *o);
+fg_status fg_search_least_fits(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o);
 
 /* Score policy p as given (no search): its plan and predicted cost. */
-fg_status fg_search_score(const fg_opt_config *c, const fg_spec *sp, const fg_hw *hw, const fg_search_opts *o,
+fg_status fg_search_score(const fg_model_config *c, const fg_spec *sp, const fg_hw *hw, const fg_search_opts *o,
                           const fg_policy *p, fg_search_result *r);
 
 #endif

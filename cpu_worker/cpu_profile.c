@@ -120,7 +120,7 @@ static fg_status measure(cprof *c, json_t **out) {
     }
     double mem = (double)c->mem_bytes / t / 1e9;
     fg_info("profile: memcpy of %" PRIu64 " bytes: %.3f ms, %.3f GB/s", c->mem_bytes, t * 1e3, mem);
-    const fg_opt_config *cfg = &c->pa.cfg;
+    const fg_model_config *cfg = &c->pa.cfg;
     *out = json_pack("{s:s, s:i, s:i, s:i, s:f, s:o, s:f, s:I, s:b}", "model", cfg->name, "hidden", cfg->hidden,
                      "heads", cfg->n_heads, "threads", fg_pool_threads(), "attn_decode_GBps", dec, "attn_points", pts,
                      "mem_GBps", mem, "mem_bytes", (json_int_t)c->mem_bytes, "quick", c->pa.quick);

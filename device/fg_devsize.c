@@ -21,7 +21,7 @@
 static const struct {
     const char *name;
     int built;   /* a backend of this build; the others are sized only */
-    uint64_t (*workspace)(const fg_opt_config *c, uint32_t max_rows);
+    uint64_t (*workspace)(const fg_model_config *c, uint32_t max_rows);
 } devices[] = {
     {"host", 1, fg_devsize_host_bytes},
     {"cuda", CUDA_BUILT, fg_devsize_cuda_bytes},
@@ -91,19 +91,19 @@ const char *fg_devsize_default(void) {
     return chosen = "host";
 }
 
-fg_status fg_devsize_workspace_bytes(const char *name, const fg_opt_config *c, uint32_t max_rows, uint64_t *bytes) {
+fg_status fg_devsize_workspace_bytes(const char *name, const fg_model_config *c, uint32_t max_rows, uint64_t *bytes) {
     int i = find(name);
     if (i < 0) return fg_devsize_known(name);
     *bytes = devices[i].workspace(c, max_rows);
     return FG_OK;
 }
 
-uint64_t fg_devsize_host_bytes(const fg_opt_config *c, uint32_t max_rows) {
+uint64_t fg_devsize_host_bytes(const fg_model_config *c, uint32_t max_rows) {
     return fg_opt_ws_bytes(c, (int)max_rows) + sizeof(float) * (uint64_t)max_rows * (uint64_t)c->hidden +
            2 * sizeof(float) * (uint64_t)c->vocab_size;
 }
 
-uint64_t fg_devsize_cuda_bytes(const fg_opt_config *c, uint32_t max_rows) {
+uint64_t fg_devsize_cuda_bytes(const fg_model_config *c, uint32_t max_rows) {
     fg_cuda_ws ws;
     fg_devsize_cuda_layout(c, max_rows, &ws);
     return ws.total;
@@ -112,7 +112,7 @@ uint64_t fg_devsize_cuda_bytes(const fg_opt_config *c, uint32_t max_rows) {
 static uint64_t up(uint64_t n) { return (n + FG_CUDA_WS_ALIGN - 1) / FG_CUDA_WS_ALIGN * FG_CUDA_WS_ALIGN; }
 static uint64_t max2(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
-void fg_devsize_cuda_layout(const fg_opt_config *c, uint32_t max_rows, fg_cuda_ws *ws) {
+void fg_devsize_cuda_layout(const fg_model_config *c, uint32_t max_rows, fg_cuda_ws *ws) {
     uint64_t R = max_rows, H = (uint64_t)c->hidden, F = (uint64_t)c->ffn_dim, D = (uint64_t)c->word_embed_proj_dim;
     uint64_t Q = (uint64_t)fg_config_q_dim(c), KV = (uint64_t)fg_config_kv_dim(c);
     uint64_t FF = (uint64_t)(fg_config_ffn_mats(c) - 1) * F;   /* fc1's output, or a gated MLP's gate and up */

@@ -38,13 +38,13 @@ const char *fg_devsize_default(void);
 
 /* The workspace `device` adds to its arena for max_rows rows of model c:
  * FG_EINPUT for a name no build knows. */
-fg_status fg_devsize_workspace_bytes(const char *device, const fg_opt_config *c, uint32_t max_rows,
+fg_status fg_devsize_workspace_bytes(const char *device, const fg_model_config *c, uint32_t max_rows,
                                      uint64_t *bytes);
 
 /* The host backend's workspace: fg_opt's scratch (fg_opt_ws_bytes), the
  * op's fp32 hidden states (max_rows, H) and SAMPLE's (prob, id) pairs (2 V
  * floats). */
-uint64_t fg_devsize_host_bytes(const fg_opt_config *c, uint32_t max_rows);
+uint64_t fg_devsize_host_bytes(const fg_model_config *c, uint32_t max_rows);
 
 /* The cuda backend's workspace for max_rows = R rows of a model with H
  * hidden, F ffn, D embedding width, Q = n_heads * head_dim (q and the
@@ -71,9 +71,9 @@ typedef struct {
                           * the largest GEMM's fp32 output; a small model's plan stays small */
     uint64_t total;
 } fg_cuda_ws;
-void fg_devsize_cuda_layout(const fg_opt_config *c, uint32_t max_rows, fg_cuda_ws *ws);
+void fg_devsize_cuda_layout(const fg_model_config *c, uint32_t max_rows, fg_cuda_ws *ws);
 /* Its total: the cuda backend's workspace. */
-uint64_t fg_devsize_cuda_bytes(const fg_opt_config *c, uint32_t max_rows);
+uint64_t fg_devsize_cuda_bytes(const fg_model_config *c, uint32_t max_rows);
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fz_write(0, "config.json", data, size);
-    fg_opt_config cfg;
+    fg_model_config cfg;
     if (fg_config_load_json(path, &cfg) != FG_OK) return 0;
     if (fg_config_validate(&cfg, path) != FG_OK) abort();
     fg_spec *specs = fg_specs_new(&cfg);
@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (specs[i].present && fg_spec_lookup(&cfg, specs, specs[i].name) != i) abort();
     free(specs);
     fg_model_desc d = fg_config_desc(&cfg);
-    fg_opt_config one;
+    fg_model_config one;
     if (fg_config_from_desc(&d, "fuzz", &one) != FG_OK) abort();
     return 0;
 }

@@ -73,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fg_gguf_close(&g);
     fg_wsrc *ws = NULL;
     if (fg_wsrc_open_dir(path, NULL, &ws) != FG_OK) return 0;
-    const fg_opt_config *c = fg_wsrc_config(ws);
+    const fg_model_config *c = fg_wsrc_config(ws);
     const fg_spec *sp = fg_wsrc_specs(ws);
     for (int i = 0; i < fg_spec_count(c); i++) {
         if (!sp[i].present || fg_spec_numel(&sp[i]) > (1 << 20)) continue;

@@ -33,7 +33,7 @@ static void write_valid(int k) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     dir = fz_dir();
     fz_write(0, "config.json", fz_tiny_config_json, strlen(fz_tiny_config_json));
-    const fg_opt_config *c = fz_tiny_config();
+    const fg_model_config *c = fz_tiny_config();
     for (int i = 0; i < fg_spec_count(c); i++)
         if (fz_tiny_specs()[i].present) file_spec[n_files++] = i;
     file_spec[n_files++] = -1;
@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_write(0, name, data + 1, size - 1);
     fg_wsrc *ws = NULL;
     if (fg_wsrc_open_dir(dir, NULL, &ws) == FG_OK) {
-        const fg_opt_config *c = fg_wsrc_config(ws);
+        const fg_model_config *c = fg_wsrc_config(ws);
         const fg_spec *specs = fg_wsrc_specs(ws);
         for (int i = 0; i < fg_spec_count(c); i++) {
             if (!specs[i].present) continue;

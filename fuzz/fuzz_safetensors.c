@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     fg_wsrc *ws = NULL;
     if (fg_wsrc_open_dir(dir, NULL, &ws) != FG_OK) return 0;
-    const fg_opt_config *c = fg_wsrc_config(ws);
+    const fg_model_config *c = fg_wsrc_config(ws);
     const fg_spec *specs = fg_wsrc_specs(ws);
     for (int i = 0; i < fg_spec_count(c); i++) {
         if (!specs[i].present) continue;

@@ -12,10 +12,10 @@ const char fz_tiny_config_json[] =
     " \"word_embed_proj_dim\": 4, \"do_layer_norm_before\": true, \"activation_function\": \"relu\","
     " \"pad_token_id\": 1, \"bos_token_id\": 2, \"eos_token_id\": 2}";
 
-static fg_opt_config cfg;
+static fg_model_config cfg;
 static fg_spec *specs;
 
-const fg_opt_config *fz_tiny_config(void) {
+const fg_model_config *fz_tiny_config(void) {
     if (!specs) {
         memset(&cfg, 0, sizeof cfg);
         snprintf(cfg.name, sizeof cfg.name, "opt-tiny");
@@ -63,7 +63,7 @@ uint8_t *fz_tiny_npy(int idx, size_t *n) {
 }
 
 uint8_t *fz_tiny_safetensors(size_t *n) {
-    const fg_opt_config *c = fz_tiny_config();
+    const fg_model_config *c = fz_tiny_config();
     size_t cap = 16384, len = 0;
     char *hdr = malloc(cap);
     uint64_t off = 0;

@@ -14,7 +14,7 @@
 extern const char fz_tiny_config_json[];
 
 /* The tiny config and its tensor list (fg_specs_new), made once. */
-const fg_opt_config *fz_tiny_config(void);
+const fg_model_config *fz_tiny_config(void);
 const fg_spec *fz_tiny_specs(void);
 
 /* A valid fp16 .npy file of spec IDX; malloc'd, *n its size. */

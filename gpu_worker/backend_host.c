@@ -71,7 +71,7 @@ static void release(host_ctx *hc) {
 /* The workspace is allocated here rather than by fg_opt_ws_init, which exits
  * when memory runs out: a worker answers a command it cannot serve with an
  * ERROR and carries on. Same fields, same sizes (fg_opt_ws_bytes). */
-static int alloc_ws(host_ctx *hc, const fg_opt_config *c, uint32_t rows) {
+static int alloc_ws(host_ctx *hc, const fg_model_config *c, uint32_t rows) {
     uint64_t r = rows, H = (uint64_t)c->hidden, Q = (uint64_t)fg_config_q_dim(c), KV = (uint64_t)fg_config_kv_dim(c);
     int failed = 0;
     hc->ws.max_rows = (int)rows;
@@ -87,7 +87,7 @@ static int alloc_ws(host_ctx *hc, const fg_opt_config *c, uint32_t rows) {
     return failed ? -1 : 0;
 }
 
-static fg_status host_device_init(void *ctx, const fg_op_init *p, const fg_opt_config *c) {
+static fg_status host_device_init(void *ctx, const fg_op_init *p, const fg_model_config *c) {
     host_ctx *hc = ctx;
     uint64_t ws = fg_devsize_host_bytes(c, p->max_rows);   /* what the plan counted */
     fg_status st = FG_OK;

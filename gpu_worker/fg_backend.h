@@ -54,12 +54,12 @@ typedef struct {
      * model c: the device's function in fg_devsize.h, which the
      * coordinator's memory plan calls too, so the budget it checks is the
      * one the backend allocates. */
-    uint64_t (*workspace_bytes)(const fg_opt_config *c, uint32_t max_rows);
+    uint64_t (*workspace_bytes)(const fg_model_config *c, uint32_t max_rows);
     /* DEVICE_INIT with params other than the current ones (gpu_ops.c answers
      * a repeat itself). An arena of p->arena_bytes and the workspace, in
      * place of what there was. Over p->budget_bytes (0: no limit) ->
      * FG_EINPUT naming the numbers, and the old arena stays. */
-    fg_status (*device_init)(void *ctx, const fg_op_init *p, const fg_opt_config *c);
+    fg_status (*device_init)(void *ctx, const fg_op_init *p, const fg_model_config *c);
     /* Device bytes (arena + workspace): held now, and the most ever held. */
     uint64_t (*mem_bytes)(const void *ctx, int peak);
 

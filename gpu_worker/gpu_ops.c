@@ -85,7 +85,7 @@ fg_status fg_gpu_device_init(fg_worker *w, const fg_msg *cmd) {
     fg_op_init p;
     memcpy(&p, c->params, sizeof p);
     if (g->ready && same_init(&p, &g->init)) return FG_OK;
-    fg_opt_config cfg;
+    fg_model_config cfg;
     fg_status st = fg_config_from_desc(&p.model, "DEVICE_INIT", &cfg);
     if (st) return st;
     if (p.max_rows < 1 || p.max_rows > (1u << 24))

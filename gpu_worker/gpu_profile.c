@@ -183,7 +183,7 @@ static double mm_at(const double *tflops, double R) {
  * noisy machine it can exceed the op itself: at most ATTN_MAX_PROJ_SHARE of
  * the op is taken off, which keeps the figure positive and finite. */
 static double attn_seconds(const gprof *g, const double *tflops, double op_s, double rows) {
-    const fg_opt_config *c = &g->pa.cfg;
+    const fg_model_config *c = &g->pa.cfg;
     double H = c->hidden, Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c);
     double proj_s = 2 * rows * (2 * H * Q + 2 * H * KV) / (mm_at(tflops, rows) * 1e12);
     return op_s - fmin(proj_s, ATTN_MAX_PROJ_SHARE * op_s);
@@ -203,7 +203,7 @@ static fg_status bare_d2h(void *ctx) { bare_ctx *x = ctx; return x->f->pinned_co
 
 /* mm_bare, h2d_pinned_GBps, d2h_pinned_GBps into o. */
 static fg_status cuda_baselines(gprof *g, json_t *o) {
-    const fg_opt_config *c = &g->pa.cfg;
+    const fg_model_config *c = &g->pa.cfg;
     double H = c->hidden, F = c->ffn_dim, t = 0;
     bare_ctx x = {fg_backend_cuda_sym(FG_CUDA_BASELINES_SYM), NULL, 0};
     if (!x.f) return fg_err_set(FG_ERUNTIME, "the cuda module has no %s", FG_CUDA_BASELINES_SYM);
@@ -250,7 +250,7 @@ static fg_status layer_rates(gprof *g, const uint32_t *rows, size_t n, const cha
 
 /* All the figures into *out. */
 static fg_status measure(gprof *g, json_t **out) {
-    const fg_opt_config *c = &g->pa.cfg;
+    const fg_model_config *c = &g->pa.cfg;
     double Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c), t = 0, tflops[N_MM] = {0};
     json_t *mm = json_array();
     fg_status st = layer_rates(g, mm_rows, N_MM, "", tflops, mm);
@@ -296,7 +296,7 @@ static fg_status measure(gprof *g, json_t **out) {
  * backend that refuses compressed weights leaves it out. */
 static fg_status measure_q4(gprof *g, uint64_t budget, json_t *o) {
     static const uint32_t rows[] = {1, 4, 16, 64, 256, 1024};
-    fg_opt_config q4 = g->pa.cfg, one;
+    fg_model_config q4 = g->pa.cfg, one;
     q4.compress_weight = 1;
     fg_op_init init = {.model = fg_config_desc(&q4), .max_rows = MAX_ROWS, .arena_bytes = g->image_bytes,
                        .budget_bytes = budget};
@@ -306,7 +306,7 @@ static fg_status measure_q4(gprof *g, uint64_t budget, json_t *o) {
         return FG_OK;
     }
     fg_model_desc saved = g->model;
-    fg_opt_config saved_cfg = g->pa.cfg;
+    fg_model_config saved_cfg = g->pa.cfg;
     g->model = init.model, g->pa.cfg = q4;
     double tflops[sizeof rows / sizeof rows[0]];
     json_t *mm = json_array();
@@ -384,7 +384,7 @@ int fg_gpu_profile_main(int argc, char **argv) {
     /* What the tests need: the arena holds the largest op layout, then the
      * copy buffer (the same bytes, one after the other); the workspace is
      * the backend's for MAX_ROWS rows, as the coordinator's plan counts it. */
-    fg_opt_config one;
+    fg_model_config one;
     fg_status st = fg_config_from_desc(&g.model, "profile", &one);
     fg_op_step steps[N_MM + 2];
     uint32_t ops[N_MM + 2];

@@ -9,7 +9,7 @@
 
 #include "fg_common.h"
 
-void fg_rope_inv_freq(float *inv, const fg_opt_config *c) {
+void fg_rope_inv_freq(float *inv, const fg_model_config *c) {
     int d = c->head_dim, half = d / 2;
     const float base = c->rope_theta, factor = c->rope_factor;
     for (int i = 0; i < half; i++) inv[i] = 1.0f / powf(base, (float)(2 * i) / (float)d);
@@ -62,7 +62,7 @@ void fg_rope_apply(float *x, int rows, int n_heads, int d, const int *pos, const
     }
 }
 
-void fg_llama_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_config *c,
+void fg_llama_embed(float *h, const int32_t *ids, const fg_step *st, const fg_model_config *c,
                     const fg_global_w *g, fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden;
     FG_ASSERT(rows <= ws->max_rows);
@@ -71,7 +71,7 @@ void fg_llama_embed(float *h, const int32_t *ids, const fg_step *st, const fg_op
     fg_round_fp16_n(h, (size_t)rows * H);   /* exact: the table holds fp16 values */
 }
 
-void fg_llama_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step *st, const fg_opt_config *c,
+void fg_llama_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step *st, const fg_model_config *c,
                        const fg_layer_w *w, fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden, d = c->head_dim, Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c);
     FG_ASSERT(rows <= ws->max_rows);
@@ -94,7 +94,7 @@ void fg_llama_attn_qkv(float *q, float *k, float *v, const float *h, const fg_st
     fg_round_fp16_n(v, (size_t)rows * KV);
 }
 
-void fg_llama_attn_out(float *h, const float *ctx, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w,
+void fg_llama_attn_out(float *h, const float *ctx, const fg_step *st, const fg_model_config *c, const fg_layer_w *w,
                        fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden;
     size_t n = (size_t)rows * H;
@@ -103,7 +103,7 @@ void fg_llama_attn_out(float *h, const float *ctx, const fg_step *st, const fg_o
     fg_round_fp16_n(h, n);
 }
 
-void fg_llama_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w, fg_opt_ws *ws) {
+void fg_llama_mlp_block(float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden, F = c->ffn_dim;
     size_t n = (size_t)rows * H;
     FG_ASSERT(rows <= ws->max_rows);
@@ -117,7 +117,7 @@ void fg_llama_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, con
     fg_round_fp16_n(h, n);
 }
 
-void fg_llama_lm_head(float *logits, const float *h, const fg_step *st, const fg_opt_config *c,
+void fg_llama_lm_head(float *logits, const float *h, const fg_step *st, const fg_model_config *c,
                       const fg_global_w *g, fg_opt_ws *ws) {
     int B = st->B, H = c->hidden;
     for (int b = 0; b < B; b++)   /* the last new token of each sequence: (B, H) */

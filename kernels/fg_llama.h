@@ -24,7 +24,7 @@
  * divides those over original_max / low_freq_factor by the factor, and mixes
  * the band between (1 - s) inv_freq / factor + s inv_freq, s = (original_max
  * / wavelength - low) / (high - low). */
-void fg_rope_inv_freq(float *inv_freq, const fg_opt_config *c);
+void fg_rope_inv_freq(float *inv_freq, const fg_model_config *c);
 
 /* Rotary positions of the step's S new tokens (B, S), from the attention
  * mask as Hugging Face's generate derives them: a real token's position is
@@ -40,20 +40,20 @@ void fg_rope_apply(float *x, int rows, int n_heads, int d, const int *pos, const
 /* ---- the family's pieces (signatures as fg_opt.h's) ---- */
 
 /* h (B*S, H) = embed_tokens[ids] (no positions: they are rotary). */
-void fg_llama_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_config *c,
+void fg_llama_embed(float *h, const int32_t *ids, const fg_step *st, const fg_model_config *c,
                     const fg_global_w *g, fg_opt_ws *ws);
 /* q (B*S, A*d), k, v (B*S, KV*d) = rotary(RMSNorm(h) W + b), q scaled by
  * head_dim^-0.5; positions from st->mask. */
-void fg_llama_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step *st, const fg_opt_config *c,
+void fg_llama_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step *st, const fg_model_config *c,
                        const fg_layer_w *w, fg_opt_ws *ws);
 /* h += round16 ... : h = round16(h + ctx W_o (+ b_o)). ctx (B*S, A*d). */
-void fg_llama_attn_out(float *h, const float *ctx, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w,
+void fg_llama_attn_out(float *h, const float *ctx, const fg_step *st, const fg_model_config *c, const fg_layer_w *w,
                        fg_opt_ws *ws);
 /* h = round16(h + down(silu(gate x) * up x)), x = RMSNorm(h). */
-void fg_llama_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w, fg_opt_ws *ws);
+void fg_llama_mlp_block(float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws);
 /* logits (B, V) of each sequence's last new token: final RMSNorm, then the
  * LM head (lm_head, or embed_tokens when tied). */
-void fg_llama_lm_head(float *logits, const float *h, const fg_step *st, const fg_opt_config *c,
+void fg_llama_lm_head(float *logits, const float *h, const fg_step *st, const fg_model_config *c,
                       const fg_global_w *g, fg_opt_ws *ws);
 
 #endif

@@ -12,7 +12,7 @@
 
 /* Rows of each scratch tensor, per row of the step: a H, q and ctx A*d, k
  * and v KV*d, ff F (twice F for a gated MLP: gate, then up), e D. */
-void fg_opt_ws_init(fg_opt_ws *ws, const fg_opt_config *c, int max_rows) {
+void fg_opt_ws_init(fg_opt_ws *ws, const fg_model_config *c, int max_rows) {
     size_t r = (size_t)max_rows, H = (size_t)c->hidden, Q = (size_t)fg_config_q_dim(c), KV = (size_t)fg_config_kv_dim(c);
     ws->max_rows = max_rows;
     ws->a = fg_alloc_tensor(sizeof(float) * r * H);
@@ -24,7 +24,7 @@ void fg_opt_ws_init(fg_opt_ws *ws, const fg_opt_config *c, int max_rows) {
     ws->e = fg_alloc_tensor(sizeof(float) * r * (size_t)c->word_embed_proj_dim);
 }
 
-uint64_t fg_opt_ws_bytes(const fg_opt_config *c, int max_rows) {
+uint64_t fg_opt_ws_bytes(const fg_model_config *c, int max_rows) {
     uint64_t H = (uint64_t)c->hidden, Q = (uint64_t)fg_config_q_dim(c), KV = (uint64_t)fg_config_kv_dim(c);
     return sizeof(float) * (uint64_t)max_rows *
            (H + 2 * Q + 2 * KV + (uint64_t)fg_opt_ws_ff(c) + (uint64_t)c->word_embed_proj_dim);
@@ -48,7 +48,7 @@ void fg_opt_positions(int *pos, const fg_step *st) {
     }
 }
 
-void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_config *c,
+void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_model_config *c,
                   const fg_global_w *g, fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden, D = c->word_embed_proj_dim;
     FG_ASSERT(rows <= ws->max_rows);
@@ -72,7 +72,7 @@ void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_
 /* y = x . W^T + b with W a layer's weight `which` (out, in) and b its
  * `bias`: W stored fp16 or, when compressed, an fg_q4 slice that the GEMM
  * expands as it goes. */
-void fg_linear(float *y, const float *x, const fg_opt_config *c, const fg_layer_w *w, int which, int bias,
+void fg_linear(float *y, const float *x, const fg_model_config *c, const fg_layer_w *w, int which, int bias,
                int rows, int in, int out) {
     if (c->compress_weight && fg_spec_is_q4(c, fg_spec_layer(0, which)))
         fg_gemm_q4w(y, x, (const uint8_t *)w->w[which], w->w[bias], rows, in, out);
@@ -87,7 +87,7 @@ static void cache_store(fg_half *cache, const float *x, const fg_step *st, int K
                                (size_t)KD);
 }
 
-void fg_opt_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step *st, const fg_opt_config *c,
+void fg_opt_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step *st, const fg_model_config *c,
                      const fg_layer_w *w, fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden;
     size_t n = (size_t)rows * H;
@@ -110,7 +110,7 @@ void fg_opt_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step
 
 /* The step's k or v (B*S, KV*d), values fp16 holds, compressed into the
  * cache (Tmax, B, KV) of fg_q4 head slices at [past, past+S). */
-static void cache_store_q4(uint8_t *cache, const float *x, const fg_step *st, const fg_opt_config *c) {
+static void cache_store_q4(uint8_t *cache, const float *x, const fg_step *st, const fg_model_config *c) {
     int KD = fg_config_kv_dim(c), d = fg_config_head_dim(c);
     uint64_t slice = fg_q4_slice_bytes((uint64_t)d, 1);
     fg_half *row = fg_xmalloc(sizeof(fg_half) * (size_t)KD);
@@ -124,7 +124,7 @@ static void cache_store_q4(uint8_t *cache, const float *x, const fg_step *st, co
 }
 
 void fg_opt_attn_core(float *ctx, const float *q, const float *k, const float *v, void *kc, void *vc, int Tmax,
-                      const fg_step *st, const fg_opt_config *c) {
+                      const fg_step *st, const fg_model_config *c) {
     int KD = fg_config_kv_dim(c);
     fg_attn_shape sh = {.n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
                         .window = c->sliding_window};
@@ -142,7 +142,7 @@ void fg_opt_attn_core(float *ctx, const float *q, const float *k, const float *v
     fg_round_fp16_n(ctx, (size_t)st->B * st->S * fg_config_q_dim(c));
 }
 
-void fg_opt_attn_out(float *h, const float *ctx, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w,
+void fg_opt_attn_out(float *h, const float *ctx, const fg_step *st, const fg_model_config *c, const fg_layer_w *w,
                      fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden;
     size_t n = (size_t)rows * H;
@@ -153,13 +153,13 @@ void fg_opt_attn_out(float *h, const float *ctx, const fg_step *st, const fg_opt
 }
 
 void fg_opt_attn_block(float *h, void *kc, void *vc, int Tmax, const fg_step *st,
-                       const fg_opt_config *c, const fg_layer_w *w, fg_opt_ws *ws) {
+                       const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws) {
     fg_opt_attn_qkv(ws->q, ws->k, ws->v, h, st, c, w, ws);
     fg_opt_attn_core(ws->ctx, ws->q, ws->k, ws->v, kc, vc, Tmax, st, c);
     fg_opt_attn_out(h, ws->ctx, st, c, w, ws);
 }
 
-void fg_opt_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w,
+void fg_opt_mlp_block(float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *w,
                       fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden, F = c->ffn_dim;
     size_t n = (size_t)rows * H;
@@ -177,7 +177,7 @@ void fg_opt_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const
     fg_round_fp16_n(h, n);
 }
 
-void fg_opt_lm_head(float *logits, const float *h, const fg_step *st, const fg_opt_config *c,
+void fg_opt_lm_head(float *logits, const float *h, const fg_step *st, const fg_model_config *c,
                     const fg_global_w *g, fg_opt_ws *ws) {
     int B = st->B, H = c->hidden, D = c->word_embed_proj_dim;
     /* gather the last new token of each sequence: (B, H) */

@@ -41,18 +41,18 @@ typedef struct {
 /* Sizes by the description: a (rows, H), q and ctx (rows, A*d), k and v
  * (rows, KV*d), ff (rows, fg_opt_ws_ff), e (rows, D); for OPT all of a, q,
  * k, v, ctx are (rows, H). Every family's pieces (kernels/fg_fwd.h) share it. */
-static inline int fg_opt_ws_ff(const fg_opt_config *c) { return c->ffn_kind == FG_FFN_SWIGLU ? 2 * c->ffn_dim : c->ffn_dim; }
-void fg_opt_ws_init(fg_opt_ws *ws, const fg_opt_config *c, int max_rows);
+static inline int fg_opt_ws_ff(const fg_model_config *c) { return c->ffn_kind == FG_FFN_SWIGLU ? 2 * c->ffn_dim : c->ffn_dim; }
+void fg_opt_ws_init(fg_opt_ws *ws, const fg_model_config *c, int max_rows);
 /* Bytes fg_opt_ws_init allocates: what a backend's workspace costs against
  * its memory budget. A compressed weight needs none: fg_gemm_q4w expands a
  * block of rows at a time next to the kernel. */
-uint64_t fg_opt_ws_bytes(const fg_opt_config *c, int max_rows);
+uint64_t fg_opt_ws_bytes(const fg_model_config *c, int max_rows);
 void fg_opt_ws_free(fg_opt_ws *ws);
 
 /* y = x . W^T + b with W the layer's weight `which` (out, in) and b its
  * `bias` (absent: none): W stored fp16 or, when compressed (fg_spec_is_q4),
  * an fg_q4 slice that the GEMM expands as it goes. */
-void fg_linear(float *y, const float *x, const fg_opt_config *c, const fg_layer_w *w, int which, int bias,
+void fg_linear(float *y, const float *x, const fg_model_config *c, const fg_layer_w *w, int which, int bias,
                int rows, int in, int out);
 
 /* Learned positions as Hugging Face computes them from the attention mask:
@@ -62,7 +62,7 @@ void fg_opt_positions(int *pos, const fg_step *st);
 
 /* h (B*S, H) = round16(embed_tokens[ids] (-> project_in) + embed_pos[pos]).
  * ids (B, S). */
-void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_config *c,
+void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_model_config *c,
                   const fg_global_w *g, fg_opt_ws *ws);
 
 /* h (B*S, H) in/out: the attention block of one layer. Writes the step's k, v
@@ -73,7 +73,7 @@ void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_
  * step's own k, v as computed (FlexGen's order: the new entries are
  * compressed as they are stored). The three pieces below, in order. */
 void fg_opt_attn_block(float *h, void *kc, void *vc, int Tmax, const fg_step *st,
-                       const fg_opt_config *c, const fg_layer_w *w, fg_opt_ws *ws);
+                       const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws);
 
 /* The attention block in pieces a scheduler can place apart: with
  * cpu_cache_compute the GPU runs qkv and out, the CPU worker runs core over
@@ -81,22 +81,22 @@ void fg_opt_attn_block(float *h, void *kc, void *vc, int Tmax, const fg_step *st
  *   qkv:  ws->q, ws->k, ws->v = round16(LN1?(h) Wq,k,v + b), q scaled
  *   core: k, v stored into the cache at [past, past+S); ctx = round16(attention)
  *   out:  h = round16(LN1?(h + ctx Wo + bo)) (the LayerNorm for post-LN) */
-void fg_opt_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step *st, const fg_opt_config *c,
+void fg_opt_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step *st, const fg_model_config *c,
                      const fg_layer_w *w, fg_opt_ws *ws);
 /* core serves every family: grouped kv heads (n_kv_heads; OPT's equal
  * n_heads), the cache (Tmax, B, KV*d), c->sliding_window. */
 void fg_opt_attn_core(float *ctx, const float *q, const float *k, const float *v, void *kc, void *vc, int Tmax,
-                      const fg_step *st, const fg_opt_config *c);
-void fg_opt_attn_out(float *h, const float *ctx, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w,
+                      const fg_step *st, const fg_model_config *c);
+void fg_opt_attn_out(float *h, const float *ctx, const fg_step *st, const fg_model_config *c, const fg_layer_w *w,
                      fg_opt_ws *ws);
 
 /* h (B*S, H) in/out: the MLP block of one layer. */
-void fg_opt_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w,
+void fg_opt_mlp_block(float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *w,
                       fg_opt_ws *ws);
 
 /* logits (B, V) from the last new token of each sequence: final LayerNorm
  * (pre-LN models), project_out, tied LM head. h (B*S, H). */
-void fg_opt_lm_head(float *logits, const float *h, const fg_step *st, const fg_opt_config *c,
+void fg_opt_lm_head(float *logits, const float *h, const fg_step *st, const fg_model_config *c,
                     const fg_global_w *g, fg_opt_ws *ws);
 
 #endif

@@ -28,12 +28,12 @@ const fg_family *fg_family_of_gguf_arch(const char *arch) {
     return NULL;
 }
 
-const char *fg_config_family_name(const fg_opt_config *c) {
+const char *fg_config_family_name(const fg_model_config *c) {
     const fg_family *f = fg_family_get(c->family);
     return f ? f->name : "?";
 }
 
-fg_status fg_config_by_name(const char *name, fg_opt_config *cfg) {
+fg_status fg_config_by_name(const char *name, fg_model_config *cfg) {
     const char *n = name, *slash = strchr(name, '/');
     if (slash) n = slash + 1;   /* "facebook/opt-1.3b", "meta-llama/..." */
     for (size_t i = 0; i < N_FAMILIES; i++)
@@ -43,14 +43,14 @@ fg_status fg_config_by_name(const char *name, fg_opt_config *cfg) {
     return fg_err_set(FG_EINPUT, "unknown model name '%s'; known:%s", name, known);
 }
 
-const char *fg_config_nearest_size(const fg_opt_config *c) {
+const char *fg_config_nearest_size(const fg_model_config *c) {
     static const char *const opt_names[] = {"opt-125m", "opt-350m", "opt-1.3b", "opt-2.7b", "opt-6.7b",
                                             "opt-13b", "opt-30b", "opt-66b", "opt-175b"};
     const char *n = strchr(c->name, '/') ? strchr(c->name, '/') + 1 : c->name;
     size_t best = 0;
     int best_h = 0;
     for (size_t i = 0; i < sizeof opt_names / sizeof opt_names[0]; i++) {
-        fg_opt_config o;
+        fg_model_config o;
         fg_family_opt.by_name(opt_names[i], &o);
         if (!strcmp(n, opt_names[i])) return opt_names[i];
         if (!best_h || abs(o.hidden - c->hidden) < abs(best_h - c->hidden)) best = i, best_h = o.hidden;
@@ -58,13 +58,13 @@ const char *fg_config_nearest_size(const fg_opt_config *c) {
     return opt_names[best];
 }
 
-int fg_config_is_eos(const fg_opt_config *c, int tok) {
+int fg_config_is_eos(const fg_model_config *c, int tok) {
     for (int i = 0; i < c->n_eos; i++)
         if (c->eos_ids[i] == tok) return 1;
     return 0;
 }
 
-fg_status fg_config_validate(const fg_opt_config *c, const char *origin) {
+fg_status fg_config_validate(const fg_model_config *c, const char *origin) {
 #define NEED(cond, ...) do { if (!(cond)) return fg_err_set(FG_EINPUT, __VA_ARGS__); } while (0)
     const fg_family *fam = fg_family_get(c->family);
     NEED(fam, "%s: unknown model family %d", origin, c->family);
@@ -173,7 +173,7 @@ static const fg_family *family_of_type(const char *mt) {
     return NULL;
 }
 
-fg_status fg_config_load_json(const char *path, fg_opt_config *cfg) {
+fg_status fg_config_load_json(const char *path, fg_model_config *cfg) {
     json_t *root;
     fg_status st = fg_json_load_file(path, &root);
     if (st) return st;
@@ -207,7 +207,7 @@ static void set_spec(fg_spec *s, const char *name, int present, int64_t d0, int6
 }
 
 /* Layer tensor w's shape (d1 = 0: a vector) and presence, from the fields. */
-static int layer_shape(const fg_opt_config *c, int w, int64_t *d0, int64_t *d1) {
+static int layer_shape(const fg_model_config *c, int w, int64_t *d0, int64_t *d1) {
     int64_t H = c->hidden, F = c->ffn_dim, Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c);
     int ln_b = c->norm_kind == FG_NORM_LAYER, gated = c->ffn_kind == FG_FFN_SWIGLU;
     *d1 = 0;
@@ -230,7 +230,7 @@ static int layer_shape(const fg_opt_config *c, int w, int64_t *d0, int64_t *d1) 
     return 0;
 }
 
-fg_spec *fg_specs_new(const fg_opt_config *c) {
+fg_spec *fg_specs_new(const fg_model_config *c) {
     const fg_family *fam = fg_family_get(c->family);
     FG_ASSERT(fam);
     fg_spec *sp = fg_xcalloc((size_t)fg_spec_count(c), sizeof *sp);
@@ -255,7 +255,7 @@ fg_spec *fg_specs_new(const fg_opt_config *c) {
     return sp;
 }
 
-int fg_spec_lookup(const fg_opt_config *c, const fg_spec *specs, const char *name) {
+int fg_spec_lookup(const fg_model_config *c, const fg_spec *specs, const char *name) {
     const fg_family *fam = fg_family_get(c->family);
     if (!strncmp(name, "model.", 6)) name += 6;
     for (const char *const *a = fam->aliases; *a; a += 2)
@@ -276,21 +276,21 @@ int fg_spec_lookup(const fg_opt_config *c, const fg_spec *specs, const char *nam
 
 /* ---- bytes as the tiers hold them ---- */
 
-int fg_spec_is_q4(const fg_opt_config *c, int idx) {
+int fg_spec_is_q4(const fg_model_config *c, int idx) {
     if (!c->compress_weight || idx < FG_GW_COUNT) return 0;
     int w = (idx - FG_GW_COUNT) % FG_LW_COUNT;
     return w == FG_LW_Q_W || w == FG_LW_K_W || w == FG_LW_V_W || w == FG_LW_O_W || w == FG_LW_FC1_W ||
            w == FG_LW_FC2_W || w == FG_LW_UP_W;
 }
 
-uint64_t fg_spec_stored_bytes(const fg_opt_config *c, const fg_spec *sp, int idx) {
+uint64_t fg_spec_stored_bytes(const fg_model_config *c, const fg_spec *sp, int idx) {
     const fg_spec *t = &sp[idx];
     if (!t->present) return 0;
     if (fg_spec_is_q4(c, idx)) return fg_q4_slice_bytes((uint64_t)t->dims[0], (uint64_t)t->dims[1]);
     return 2 * (uint64_t)fg_spec_numel(t);
 }
 
-uint64_t fg_cache_row_bytes(const fg_opt_config *c) {
+uint64_t fg_cache_row_bytes(const fg_model_config *c) {
     if (!c->compress_cache) return 2 * (uint64_t)fg_config_kv_dim(c);
     return (uint64_t)c->n_kv_heads * fg_q4_slice_bytes((uint64_t)fg_config_head_dim(c), 1);
 }
@@ -309,7 +309,7 @@ static float bitsf(uint32_t u) {
     return f;
 }
 
-fg_model_desc fg_config_desc(const fg_opt_config *c) {
+fg_model_desc fg_config_desc(const fg_model_config *c) {
     fg_model_desc d = {.family = (uint32_t)c->family, .n = FG_MODEL_DESC_N};
     uint32_t kinds = (uint32_t)(c->ffn_kind | c->norm_kind << 4 | c->pos_kind << 8 | c->rope_scaling << 12);
     uint32_t flags = (c->pre_ln ? FG_DESC_F_PRE_LN : 0) | (c->qkv_bias ? FG_DESC_F_QKV_BIAS : 0) |
@@ -325,7 +325,7 @@ fg_model_desc fg_config_desc(const fg_opt_config *c) {
     return d;
 }
 
-fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_opt_config *c) {
+fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_model_config *c) {
     if (!fg_family_get((int)d->family))
         return fg_err_set(FG_EINPUT, "%s: model family %u is not one this worker runs", who, (unsigned)d->family);
     if (d->n != FG_MODEL_DESC_N)

@@ -50,22 +50,22 @@ typedef struct {
      * matrices (--compress-weight), of the KV cache (--compress-cache).
      * Carried to the workers in the description. */
     int compress_weight, compress_cache;
-} fg_opt_config;
+} fg_model_config;
 
 /* Fill *cfg for a model name of any family ("opt-125m" ... "opt-175b",
  * "opt-350m", "llama-3.1-8b", ...; an optional "facebook/" prefix is
  * accepted). FG_EINPUT listing the known names if unknown. */
-fg_status fg_config_by_name(const char *name, fg_opt_config *cfg);
+fg_status fg_config_by_name(const char *name, fg_model_config *cfg);
 /* The OPT size whose shapes are closest to c's: its own name if it is one,
  * else the one nearest in hidden size (what a hardware profile is measured
  * with for c). */
-const char *fg_config_nearest_size(const fg_opt_config *c);
+const char *fg_config_nearest_size(const fg_model_config *c);
 
 /* Parse a Hugging Face config.json (model_type picks the family; a
  * generation_config.json beside it gives the EOS list). Errors name the
  * file and the field; an unknown model_type or an unsupported feature
  * (rope_scaling yarn, ...) is refused (FG_EINPUT). */
-fg_status fg_config_load_json(const char *path, fg_opt_config *cfg);
+fg_status fg_config_load_json(const char *path, fg_model_config *cfg);
 
 /* Load a JSON file; the message names the file and the line on a syntax
  * error (FG_EINPUT). Free with json_decref. */
@@ -82,12 +82,12 @@ fg_status fg_json_load_file(const char *path, struct json_t **root);
 
 /* Semantic checks shared by every constructor (A % n_kv_heads == 0, sizes
  * > 0 and within the bounds above, the kinds the family's kernels run, ...). */
-fg_status fg_config_validate(const fg_opt_config *cfg, const char *origin);
+fg_status fg_config_validate(const fg_model_config *cfg, const char *origin);
 
 /* 1 if tok ends generation (one of the EOS ids). */
-int fg_config_is_eos(const fg_opt_config *c, int tok);
+int fg_config_is_eos(const fg_model_config *c, int tok);
 /* "opt", "llama": the family's name, for messages. */
-const char *fg_config_family_name(const fg_opt_config *c);
+const char *fg_config_family_name(const fg_model_config *c);
 
 /* ---- the shape as a general description ---- */
 
@@ -113,20 +113,20 @@ typedef struct {
 _Static_assert(sizeof(fg_model_desc) == 84, "fg_model_desc: 21 x u32, no padding");
 
 /* cfg -> its description. */
-fg_model_desc fg_config_desc(const fg_opt_config *cfg);
+fg_model_desc fg_config_desc(const fg_model_config *cfg);
 /* A description -> a one-layer config to run ops with; FG_EINPUT naming
  * `who` for an unknown family, a wrong count or an out-of-range number. */
-fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_opt_config *cfg);
+fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_model_config *cfg);
 
-static inline int fg_config_head_dim(const fg_opt_config *c) { return c->head_dim; }
-static inline int fg_config_has_proj(const fg_opt_config *c) { return c->word_embed_proj_dim != c->hidden; }
+static inline int fg_config_head_dim(const fg_model_config *c) { return c->head_dim; }
+static inline int fg_config_has_proj(const fg_model_config *c) { return c->word_embed_proj_dim != c->hidden; }
 /* Widths of q (and the attention context) and of k and v (and the cache). */
-static inline int fg_config_q_dim(const fg_opt_config *c) { return c->n_heads * c->head_dim; }
-static inline int fg_config_kv_dim(const fg_opt_config *c) { return c->n_kv_heads * c->head_dim; }
+static inline int fg_config_q_dim(const fg_model_config *c) { return c->n_heads * c->head_dim; }
+static inline int fg_config_kv_dim(const fg_model_config *c) { return c->n_kv_heads * c->head_dim; }
 /* Weight matrices of the MLP: 2 (fc1, fc2) or 3 (gate, up, down). */
-static inline int fg_config_ffn_mats(const fg_opt_config *c) { return c->ffn_kind == FG_FFN_SWIGLU ? 3 : 2; }
+static inline int fg_config_ffn_mats(const fg_model_config *c) { return c->ffn_kind == FG_FFN_SWIGLU ? 3 : 2; }
 /* FLOPs of a decoder layer's Linear layers per row: 2 x (q, k, v, o, MLP). */
-static inline double fg_config_layer_flops(const fg_opt_config *c) {
+static inline double fg_config_layer_flops(const fg_model_config *c) {
     double H = c->hidden, Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c);
     return 2 * (H * Q + 2 * H * KV + Q * H + fg_config_ffn_mats(c) * H * (double)c->ffn_dim);
 }
@@ -162,8 +162,8 @@ typedef struct {
 /* All tensors of the config: global ones first (FG_GW_COUNT entries, some
  * absent), then n_layers blocks of FG_LW_COUNT. Index with fg_spec_global()
  * and fg_spec_layer(). Returns a heap array of fg_spec_count(cfg) entries. */
-fg_spec *fg_specs_new(const fg_opt_config *cfg);
-static inline int fg_spec_count(const fg_opt_config *c) { return FG_GW_COUNT + c->n_layers * FG_LW_COUNT; }
+fg_spec *fg_specs_new(const fg_model_config *cfg);
+static inline int fg_spec_count(const fg_model_config *c) { return FG_GW_COUNT + c->n_layers * FG_LW_COUNT; }
 static inline int fg_spec_global(int which) { return which; }
 static inline int fg_spec_layer(int layer, int which) { return FG_GW_COUNT + layer * FG_LW_COUNT + which; }
 static inline int64_t fg_spec_numel(const fg_spec *s) { return s->ndim == 1 ? s->dims[0] : s->dims[0] * s->dims[1]; }
@@ -172,19 +172,19 @@ static inline int64_t fg_spec_numel(const fg_spec *s) { return s->ndim == 1 ? s-
  * FlexGen's "decoder.layer_norm" for OPT's final LayerNorm. Returns -1 for
  * an unknown name (or one this config has no tensor for), -2 for names to
  * ignore (lm_head.weight of a tied model). */
-int fg_spec_lookup(const fg_opt_config *cfg, const fg_spec *specs, const char *name);
+int fg_spec_lookup(const fg_model_config *cfg, const fg_spec *specs, const char *name);
 
 /* ---- bytes as the tiers hold them ---- */
 
 /* 1 if spec index idx is held 4-bit compressed (compress_weight and one of
  * a layer's weight matrices: q, k, v, o, fc1/gate, fc2/down, up; embeddings,
  * the LM head, biases and norms stay fp16). */
-int fg_spec_is_q4(const fg_opt_config *c, int idx);
+int fg_spec_is_q4(const fg_model_config *c, int idx);
 /* Bytes spec index idx occupies in every tier: fp16, or fg_q4 compressed. */
-uint64_t fg_spec_stored_bytes(const fg_opt_config *c, const fg_spec *sp, int idx);
+uint64_t fg_spec_stored_bytes(const fg_model_config *c, const fg_spec *sp, int idx);
 /* KV cache bytes of one position of one sequence (n_kv_heads * head_dim
  * values): fp16, or n_kv_heads compressed head_dim slices. A (Tmax, B, KV)
  * cache block is Tmax*B of these, time-major. */
-uint64_t fg_cache_row_bytes(const fg_opt_config *c);
+uint64_t fg_cache_row_bytes(const fg_model_config *c);
 
 #endif

@@ -17,13 +17,13 @@ typedef struct {
     const char *const *model_types;       /* config.json model_type values, NULL-terminated */
     /* Fill cfg for size `name` (any "org/" prefix already stripped): 1 if
      * it is one of this family's, else 0. */
-    int (*by_name)(const char *name, fg_opt_config *cfg);
+    int (*by_name)(const char *name, fg_model_config *cfg);
     void (*list_names)(char *buf, size_t cap);   /* appends " name" per size */
     /* The family's config.json, parsed: fills cfg (defaults of the fields
      * the file leaves out included); dir holds it (generation_config.json). */
-    fg_status (*from_json)(json_t *root, const char *path, const char *dir, fg_opt_config *cfg);
+    fg_status (*from_json)(json_t *root, const char *path, const char *dir, fg_model_config *cfg);
     /* The kinds and flags its kernels run; FG_EINPUT naming origin. */
-    fg_status (*validate)(const fg_opt_config *cfg, const char *origin);
+    fg_status (*validate)(const fg_model_config *cfg, const char *origin);
     const char *layer_prefix;             /* "decoder.layers.": then "N." and a suffix */
     const char *layer_suffix[FG_LW_COUNT];
     const char *global_name[FG_GW_COUNT];
@@ -35,13 +35,13 @@ typedef struct {
      * global name ("" where llama.cpp has none). gguf_ignored: tensors
      * from_gguf has already read (rope_freqs), skipped when binding. */
     const char *const *gguf_archs;
-    fg_status (*from_gguf)(const fg_gguf *g, const char *arch, fg_opt_config *cfg);
+    fg_status (*from_gguf)(const fg_gguf *g, const char *arch, fg_model_config *cfg);
     const char *gguf_layer_suffix[FG_LW_COUNT];
     const char *gguf_global_name[FG_GW_COUNT];
     const char *const *gguf_ignored;
     /* Rows of a GGUF tensor of layer role w to unpermute (llama.cpp's Q/K
      * permutation) for architecture arch: the head count, or 0. */
-    int (*gguf_unpermute)(const fg_opt_config *cfg, const char *arch, int w);
+    int (*gguf_unpermute)(const fg_model_config *cfg, const char *arch, int w);
 } fg_family;
 
 extern const fg_family fg_family_opt, fg_family_llama;

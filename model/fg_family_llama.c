@@ -37,7 +37,7 @@ static const llama_size llama_sizes[] = {
 };
 
 /* What every member shares, and the biases its model_type implies. */
-static void llama_common(fg_opt_config *c, const char *model_type) {
+static void llama_common(fg_model_config *c, const char *model_type) {
     c->family = FG_FAMILY_LLAMA;
     c->word_embed_proj_dim = c->hidden;
     c->pre_ln = 1;
@@ -47,7 +47,7 @@ static void llama_common(fg_opt_config *c, const char *model_type) {
     if (!strcmp(model_type, "qwen2")) c->qkv_bias = 1, c->o_bias = 0;
 }
 
-static int llama_by_name(const char *name, fg_opt_config *c) {
+static int llama_by_name(const char *name, fg_model_config *c) {
     for (size_t i = 0; i < sizeof llama_sizes / sizeof llama_sizes[0]; i++) {
         const llama_size *s = &llama_sizes[i];
         if (strcmp(name, s->name)) continue;
@@ -77,7 +77,7 @@ static void llama_list_names(char *buf, size_t cap) {
 
 /* rope_scaling: null, {"rope_type"|"type": "default"|"linear"|"llama3", ...};
  * anything else (yarn, dynamic, longrope) refused naming the field. */
-static fg_status rope_scaling(json_t *root, const char *path, fg_opt_config *c) {
+static fg_status rope_scaling(json_t *root, const char *path, fg_model_config *c) {
     json_t *rs = json_object_get(root, "rope_scaling");
     if (!rs || json_is_null(rs)) return FG_OK;
     if (!json_is_object(rs)) return fg_err_set(FG_EINPUT, "%s: field 'rope_scaling' must be an object or null", path);
@@ -106,7 +106,7 @@ static fg_status rope_scaling(json_t *root, const char *path, fg_opt_config *c) 
 
 /* generation_config.json beside config.json, when there: its BOS and EOS
  * (a list for Llama 3 instruct models) replace config.json's. */
-static fg_status generation_config(const char *dir, fg_opt_config *c) {
+static fg_status generation_config(const char *dir, fg_model_config *c) {
     char p[4096];
     snprintf(p, sizeof p, "%s/generation_config.json", dir);
     json_t *root;
@@ -125,7 +125,7 @@ static fg_status generation_config(const char *dir, fg_opt_config *c) {
 
 /* Biases, MLP activation and windows by model_type (HF's LlamaConfig,
  * MistralConfig, Qwen2Config). */
-static fg_status llama_variant(json_t *root, const char *path, const char *mt, fg_opt_config *c) {
+static fg_status llama_variant(json_t *root, const char *path, const char *mt, fg_model_config *c) {
     fg_status st;
     json_t *act = json_object_get(root, "hidden_act");
     if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu")))
@@ -151,7 +151,7 @@ static fg_status llama_variant(json_t *root, const char *path, const char *mt, f
     return FG_OK;
 }
 
-static fg_status llama_from_json(json_t *root, const char *path, const char *dir, fg_opt_config *c) {
+static fg_status llama_from_json(json_t *root, const char *path, const char *dir, fg_model_config *c) {
     const char *mt = json_string_value(json_object_get(root, "model_type"));
     fg_status st;
     if ((st = fg_json_int(root, path, "vocab_size", 0, 0, &c->vocab_size)) ||
@@ -186,7 +186,7 @@ static fg_status llama_from_json(json_t *root, const char *path, const char *dir
 }
 
 /* The kernels of kernels/fg_llama.c: pre-norm RMSNorm, SwiGLU, rotary. */
-static fg_status llama_validate(const fg_opt_config *c, const char *origin) {
+static fg_status llama_validate(const fg_model_config *c, const char *origin) {
 #define NEED(cond, ...) do { if (!(cond)) return fg_err_set(FG_EINPUT, __VA_ARGS__); } while (0)
     NEED(c->pre_ln && c->word_embed_proj_dim == c->hidden && c->ffn_kind == FG_FFN_SWIGLU &&
          c->norm_kind == FG_NORM_RMS && c->pos_kind == FG_POS_ROPE,
@@ -243,7 +243,7 @@ static fg_status gg_float(const fg_gguf *g, const char *arch, const char *key, d
  * the converter computes them (in double): the config then holds those
  * parameters and the engine computes exactly what config.json would make
  * it compute. Other divisors are refused naming the tensor. */
-static fg_status gg_llama3(const fg_gguf *g, const char *arch, fg_opt_config *c) {
+static fg_status gg_llama3(const fg_gguf *g, const char *arch, fg_model_config *c) {
     const fg_gguf_tensor *t = fg_gguf_find_tensor(g, "rope_freqs.weight");
     if (!t) return FG_OK;
     int half = c->head_dim / 2;
@@ -281,7 +281,7 @@ static fg_status gg_llama3(const fg_gguf *g, const char *arch, fg_opt_config *c)
 }
 
 /* Scaling given as metadata (linear), or refused by name (yarn, ...). */
-static fg_status gg_rope_scaling(const fg_gguf *g, const char *arch, fg_opt_config *c) {
+static fg_status gg_rope_scaling(const fg_gguf *g, const char *arch, fg_model_config *c) {
     char k[128];
     snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
     const char *type = "none";
@@ -297,7 +297,7 @@ static fg_status gg_rope_scaling(const fg_gguf *g, const char *arch, fg_opt_conf
 }
 
 /* BOS, EOS and (Llama 3 instruct) EOT from the tokenizer metadata. */
-static fg_status gg_tokens(const fg_gguf *g, fg_opt_config *c) {
+static fg_status gg_tokens(const fg_gguf *g, fg_model_config *c) {
     int64_t v;
     c->bos_id = 1, c->n_eos = 1, c->eos_ids[0] = 2;
     if (fg_gguf_find_kv(g, "tokenizer.ggml.bos_token_id") >= 0) {
@@ -315,7 +315,7 @@ static fg_status gg_tokens(const fg_gguf *g, fg_opt_config *c) {
     return FG_OK;
 }
 
-static fg_status llama_from_gguf(const fg_gguf *g, const char *arch, fg_opt_config *c) {
+static fg_status llama_from_gguf(const fg_gguf *g, const char *arch, fg_model_config *c) {
     fg_status st;
     int rope_dim = 0;
     const fg_gguf_tensor *emb = fg_gguf_find_tensor(g, "token_embd.weight");
@@ -350,7 +350,7 @@ static fg_status llama_from_gguf(const fg_gguf *g, const char *arch, fg_opt_conf
 
 /* llama.cpp permutes q and k rows (weights and biases) of architecture
  * llama for its interleaved rotary; qwen2 rotates NEOX-style, unpermuted. */
-static int llama_gguf_unpermute(const fg_opt_config *c, const char *arch, int w) {
+static int llama_gguf_unpermute(const fg_model_config *c, const char *arch, int w) {
     if (strcmp(arch, "llama")) return 0;
     if (w == FG_LW_Q_W || w == FG_LW_Q_B) return c->n_heads;
     if (w == FG_LW_K_W || w == FG_LW_K_B) return c->n_kv_heads;

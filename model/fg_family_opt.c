@@ -20,7 +20,7 @@ static const opt_size opt_sizes[] = {
 
 /* What every OPT shares: ReLU MLP, LayerNorm, learned positions, every
  * projection with a bias, the head tied to the embedding, BOS = EOS = 2. */
-static void opt_common(fg_opt_config *c) {
+static void opt_common(fg_model_config *c) {
     c->family = FG_FAMILY_OPT;
     c->n_kv_heads = c->n_heads;
     c->head_dim = c->n_heads > 0 ? c->hidden / c->n_heads : 0;
@@ -32,7 +32,7 @@ static void opt_common(fg_opt_config *c) {
     c->tied = 1;
 }
 
-static int opt_by_name(const char *name, fg_opt_config *cfg) {
+static int opt_by_name(const char *name, fg_model_config *cfg) {
     for (size_t i = 0; i < sizeof opt_sizes / sizeof opt_sizes[0]; i++) {
         const opt_size *s = &opt_sizes[i];
         if (strcmp(name, s->name)) continue;
@@ -64,7 +64,7 @@ static void opt_list_names(char *buf, size_t cap) {
     }
 }
 
-static fg_status opt_from_json(json_t *root, const char *path, const char *dir, fg_opt_config *cfg) {
+static fg_status opt_from_json(json_t *root, const char *path, const char *dir, fg_model_config *cfg) {
     fg_status st;
     json_t *act = json_object_get(root, "activation_function");
     if (act && (!json_is_string(act) || strcmp(json_string_value(act), "relu")))
@@ -98,7 +98,7 @@ static fg_status opt_from_json(json_t *root, const char *path, const char *dir, 
 }
 
 /* OPT's kernels (kernels/fg_opt.c) run exactly this shape. */
-static fg_status opt_validate(const fg_opt_config *c, const char *origin) {
+static fg_status opt_validate(const fg_model_config *c, const char *origin) {
     if (c->hidden % c->n_heads)
         return fg_err_set(FG_EINPUT, "%s: hidden_size %d is not a multiple of num_attention_heads %d", origin,
                           c->hidden, c->n_heads);

@@ -330,7 +330,7 @@ static fg_status open_npy_dir(fg_wsrc *ws, const char *dir) {
 
 /* ---- open / read / destroy ---- */
 
-fg_wsrc *fg_wsrc__alloc(const fg_opt_config *cfg) {
+fg_wsrc *fg_wsrc__alloc(const fg_model_config *cfg) {
     fg_wsrc *ws = fg_xcalloc(1, sizeof *ws);
     ws->cfg = *cfg;
     ws->specs = fg_specs_new(cfg);
@@ -347,7 +347,7 @@ fg_status fg_wsrc_open_dir(const char *dir, const char *name_hint, fg_wsrc **out
     if (stat(dir, &st_dir) == 0 && S_ISREG(st_dir.st_mode)) return fg_wsrc__open_gguf(dir, out);
     if (stat(dir, &st_dir) != 0 || !S_ISDIR(st_dir.st_mode))
         return fg_err_set(FG_EINPUT, "%s: not a model directory (or a GGUF file)", dir);
-    fg_opt_config cfg;
+    fg_model_config cfg;
     fg_status st;
     snprintf(p, sizeof p, "%s/config.json", dir);
     if (path_exists(p)) {
@@ -398,10 +398,10 @@ fg_status fg_wsrc_open_dir(const char *dir, const char *name_hint, fg_wsrc **out
 
 fg_status fg_wsrc_open_dummy(const char *name, uint64_t seed, fg_wsrc **out) {
     /* NAME or NAME:LAYERS, the size's shapes with its first LAYERS decoder layers */
-    char base[sizeof ((fg_opt_config *)0)->name + 16];
+    char base[sizeof ((fg_model_config *)0)->name + 16];
     const char *colon = strchr(name, ':');
     snprintf(base, sizeof base, "%.*s", colon ? (int)(colon - name) : (int)strlen(name), name);
-    fg_opt_config cfg;
+    fg_model_config cfg;
     fg_status st = fg_config_by_name(base, &cfg);
     if (st) return st;
     int full = cfg.n_layers;
@@ -422,8 +422,8 @@ fg_status fg_wsrc_open_dummy(const char *name, uint64_t seed, fg_wsrc **out) {
     return FG_OK;
 }
 
-const fg_opt_config *fg_wsrc_config(const fg_wsrc *ws) { return &ws->cfg; }
-fg_opt_config *fg_wsrc_config_mut(fg_wsrc *ws) { return &ws->cfg; }
+const fg_model_config *fg_wsrc_config(const fg_wsrc *ws) { return &ws->cfg; }
+fg_model_config *fg_wsrc_config_mut(fg_wsrc *ws) { return &ws->cfg; }
 const fg_spec *fg_wsrc_specs(const fg_wsrc *ws) { return ws->specs; }
 const char *fg_wsrc_describe(const fg_wsrc *ws) { return ws->desc; }
 
@@ -454,7 +454,7 @@ static int file_name_cmp(const void *a, const void *b) {
 uint64_t fg_wsrc_identity(const fg_wsrc *ws) {
     XXH3_state_t *h = XXH3_createState();
     FG_ASSERT(h && XXH3_64bits_reset(h) == XXH_OK);
-    const fg_opt_config *c = &ws->cfg;
+    const fg_model_config *c = &ws->cfg;
     id_u64(h, (uint64_t)ws->kind);
     id_bytes(h, c->name, strlen(c->name));
     const int shape[] = {c->vocab_size, c->hidden, c->n_heads, c->n_layers, c->ffn_dim, c->max_pos,

@@ -24,8 +24,8 @@ fg_status fg_wsrc_open_dir(const char *dir, const char *name_hint, fg_wsrc **out
  * a shorter model: what `flexgen profile` runs the engine on). */
 fg_status fg_wsrc_open_dummy(const char *name, uint64_t seed, fg_wsrc **out);
 
-const fg_opt_config *fg_wsrc_config(const fg_wsrc *ws);
-fg_opt_config *fg_wsrc_config_mut(fg_wsrc *ws);   /* e.g. token ids from a tokenizer */
+const fg_model_config *fg_wsrc_config(const fg_wsrc *ws);
+fg_model_config *fg_wsrc_config_mut(fg_wsrc *ws);   /* e.g. token ids from a tokenizer */
 const fg_spec *fg_wsrc_specs(const fg_wsrc *ws);
 const char *fg_wsrc_describe(const fg_wsrc *ws);  /* "safetensors (3 shards) in DIR", for messages */
 

@@ -66,7 +66,7 @@ fg_status fg_wsrc__open_gguf(const char *path, fg_wsrc **out) {
     if (st) return st;
     const char *arch = NULL;
     const fg_family *fam = NULL;
-    fg_opt_config cfg;
+    fg_model_config cfg;
     memset(&cfg, 0, sizeof cfg);
     if (!(st = fg_gguf_get_string(g, "general.architecture", &arch, NULL)) && !(fam = fg_family_of_gguf_arch(arch)))
         st = fg_err_set(FG_EINPUT, "%s: general.architecture is \"%s\", which this engine does not read (llama, "

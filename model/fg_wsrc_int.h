@@ -30,7 +30,7 @@ typedef struct {
 } tensor_loc;
 
 struct fg_wsrc {
-    fg_opt_config cfg;
+    fg_model_config cfg;
     fg_spec *specs;
     tensor_loc *locs;      /* one per spec */
     mapped_file *files;
@@ -46,7 +46,7 @@ fg_status fg_wsrc__map_file(fg_wsrc *ws, const char *path, int *idx);
 /* FG_EINPUT naming the first present spec with no tensor bound. */
 fg_status fg_wsrc__check_complete(fg_wsrc *ws, const char *where);
 /* A source of config cfg, no tensor bound yet. */
-fg_wsrc *fg_wsrc__alloc(const fg_opt_config *cfg);
+fg_wsrc *fg_wsrc__alloc(const fg_model_config *cfg);
 /* fg_wsrc_gguf.c: a GGUF file as a source; tensor idx read into dst (n values). */
 fg_status fg_wsrc__open_gguf(const char *path, fg_wsrc **out);
 fg_status fg_wsrc__read_gguf(fg_wsrc *ws, int idx, fg_half *dst, size_t n);

@@ -8,7 +8,7 @@
 #include "fg_weights.h"
 
 fg_status fg_wsrc_read_stored(fg_wsrc *ws, int idx, void *dst) {
-    const fg_opt_config *c = fg_wsrc_config(ws);
+    const fg_model_config *c = fg_wsrc_config(ws);
     if (!fg_spec_is_q4(c, idx)) return fg_wsrc_read(ws, idx, dst);
     const fg_spec *t = &fg_wsrc_specs(ws)[idx];
     fg_half *tmp = malloc(sizeof(fg_half) * (size_t)fg_spec_numel(t));

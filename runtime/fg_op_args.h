@@ -22,7 +22,7 @@ typedef struct {
     const char *name;                         /* "ATTN" */
     const fg_op_info *info;                   /* its table entry */
     fg_op_step p;                             /* the params as sent */
-    fg_opt_config cfg;                        /* p.model as a config: name "op", one layer */
+    fg_model_config cfg;                        /* p.model as a config: name "op", one layer */
     fg_step st;                               /* B, S, past, mask (NULL if the op has none) */
     int Tmax;                                 /* cache ops only */
     fg_layer_w lw;                            /* the layer weights the op takes, others NULL */

@@ -28,7 +28,7 @@ typedef struct {
     const char *program;   /* "flexgen-gpu-worker", for messages */
     int as_json;           /* --json */
     int quick;             /* --quick */
-    fg_opt_config cfg;     /* --model's config (default opt-1.3b) */
+    fg_model_config cfg;     /* --model's config (default opt-1.3b) */
 } fg_profile_args;
 
 /* A profile's own flag (fg_worker_def.option's contract): the arguments it

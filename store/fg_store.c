@@ -150,7 +150,7 @@ static fg_status store_new(const char *dir, fg_wsrc *ws, const fg_store_opts *o,
     /* The config says whether the weights are held 4-bit (compress_weight):
      * a compressed store is its own variant, with its own directory and
      * identity, beside the fp16 one. */
-    const fg_opt_config *cfg = fg_wsrc_config(ws);
+    const fg_model_config *cfg = fg_wsrc_config(ws);
     const char *comp = cfg->compress_weight ? "q4g64" : "none";
     if (o->compression && strcmp(o->compression, comp))
         return fg_err_set(FG_EINPUT, "tier store: compression '%s' does not match the model's weights ('%s')",
@@ -250,7 +250,7 @@ out:
 
 fg_status fg_store_repair(fg_store *s, fg_wsrc *ws, int file) {
     sfile *sf = fg_store_file_of(s, file);
-    const fg_opt_config *cfg = fg_wsrc_config(ws);
+    const fg_model_config *cfg = fg_wsrc_config(ws);
     if (cfg->n_layers != s->n_layers || strcmp(cfg->name, s->name))
         return fg_err_set(FG_EINPUT, "tier store %s: repair with the weights of another model (%s)", s->root,
                           cfg->name);

@@ -29,7 +29,7 @@ const char *fg_store_file_label(int file, char *buf, size_t n) {
     return buf;
 }
 
-void fg_store_layout_file(const fg_opt_config *cfg, const fg_spec *specs, sfile *sf) {
+void fg_store_layout_file(const fg_model_config *cfg, const fg_spec *specs, sfile *sf) {
     int first, count;
     if (sf->layer == FG_STORE_GLOBALS) first = fg_spec_global(0), count = FG_GW_COUNT;
     else first = fg_spec_layer(sf->layer, 0), count = FG_LW_COUNT;

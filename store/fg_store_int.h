@@ -100,7 +100,7 @@ typedef struct {
 const char *fg_store_file_label(int file, char *buf, size_t n);
 /* sf's tensors in spec order, each FG_STORE_ALIGN-aligned, and its sizes
  * (sf->layer set, sf->t allocated here). */
-void fg_store_layout_file(const fg_opt_config *cfg, const fg_spec *specs, sfile *sf);
+void fg_store_layout_file(const fg_model_config *cfg, const fg_spec *specs, sfile *sf);
 /* The header of sf (sf->header_bytes bytes at h), its checksum last. */
 void fg_store_encode_header(const fg_store *s, const sfile *sf, uint8_t *h);
 /* Read and check one file's header. 0 with *hi filled (free hi->f.t), or

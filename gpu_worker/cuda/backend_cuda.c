@@ -75,7 +75,7 @@ static void release(cu_ctx *c) {
     c->held = 0;
 }
 
-static fg_status cu_device_init(void *ctx, const fg_op_init *p, const fg_opt_config *cfg) {
+static fg_status cu_device_init(void *ctx, const fg_op_init *p, const fg_model_config *cfg) {
     cu_ctx *c = ctx;
     fg_cuda_ws ws;
     /* 4-bit data would be read as fp16 here: refused until the expansion

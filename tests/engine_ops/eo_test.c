@@ -68,7 +68,7 @@ enum { A_IDS, A_MASK, A_H, A_Q, A_K, A_V, A_CTX, A_LOGITS, A_ZERO, A_KC0 }; /* t
 
 typedef struct {
     const char *label;
-    fg_opt_config c;
+    fg_model_config c;
     int B, S;                     /* batch and prompt length */
 } variant;
 
@@ -106,7 +106,7 @@ static fg_shm_handle sized(fg_shm_handle h, uint64_t nbytes) {
     return h;
 }
 
-static fg_op_model op_model(const fg_opt_config *c) { return fg_config_desc(c); }
+static fg_op_model op_model(const fg_model_config *c) { return fg_config_desc(c); }
 
 /* Random fp16 weights: Linear weights and embeddings small, LayerNorm scales
  * near 1, so activations stay in a range where every bit still matters. */
@@ -373,7 +373,7 @@ static void label(const gen_step *g, char *what, size_t n, const char *more) {
 static void layer_step(gen_step *g, int l) {
     bench *b = g->b;
     reference *r = g->r;
-    const fg_opt_config *c = &b->v->c;
+    const fg_model_config *c = &b->v->c;
     uint64_t rows = (uint64_t)b->B * g->Sn, qb = rows * b->QD * 2, kb = rows * b->KD * 2;
     size_t cache = (size_t)b->Tmax * b->B * b->KD, n = (size_t)rows * b->H;
     fg_shm_handle kc_shm = b->a_shm[A_KC0 + 2 * l], vc_shm = b->a_shm[A_KC0 + 2 * l + 1];
@@ -468,7 +468,7 @@ static void sample_step(gen_step *g) {
 /* Run the variant's generation on the workers with one attention path
  * (split: cpu_cache_compute) and compare with the reference at every layer. */
 static void generate(bench *b, int split) {
-    const fg_opt_config *c = &b->v->c;
+    const fg_model_config *c = &b->v->c;
     int B = b->B, S = b->S, Tmax = b->Tmax, H = b->H, V = b->V;
     size_t cache = (size_t)Tmax * B * b->KD;
     char what[160];
@@ -536,8 +536,8 @@ static void generate(bench *b, int split) {
 
 /* ---- the tests ------------------------------------------------------------- */
 
-static fg_opt_config small_config(int V, int H, int A, int F, int D, int pre_ln) {
-    fg_opt_config c = {.family = FG_FAMILY_OPT, .vocab_size = V, .hidden = H, .n_heads = A, .n_kv_heads = A,
+static fg_model_config small_config(int V, int H, int A, int F, int D, int pre_ln) {
+    fg_model_config c = {.family = FG_FAMILY_OPT, .vocab_size = V, .hidden = H, .n_heads = A, .n_kv_heads = A,
                        .head_dim = H / A, .n_layers = L, .ffn_dim = F, .max_pos = 64, .word_embed_proj_dim = D,
                        .pre_ln = pre_ln, .norm_eps = 1e-5f, .qkv_bias = 1, .o_bias = 1, .mlp_bias = 1, .tied = 1,
                        .pad_id = 1, .bos_id = 2, .n_eos = 1, .eos_ids = {2}};
@@ -548,9 +548,9 @@ static fg_opt_config small_config(int V, int H, int A, int F, int D, int pre_ln)
 
 /* A small Llama-family model: A query heads over KV kv heads of d values,
  * optional q/k/v biases (Qwen2), tied head, sliding window, rope scaling. */
-static fg_opt_config llama_config(int V, int H, int A, int KV, int d, int F, int qkv_bias, int tied, int window,
+static fg_model_config llama_config(int V, int H, int A, int KV, int d, int F, int qkv_bias, int tied, int window,
                                   int scaling) {
-    fg_opt_config c = {.family = FG_FAMILY_LLAMA, .vocab_size = V, .hidden = H, .n_heads = A, .n_kv_heads = KV,
+    fg_model_config c = {.family = FG_FAMILY_LLAMA, .vocab_size = V, .hidden = H, .n_heads = A, .n_kv_heads = KV,
                        .head_dim = d, .n_layers = L, .ffn_dim = F, .max_pos = 64, .word_embed_proj_dim = H,
                        .pre_ln = 1, .ffn_kind = FG_FFN_SWIGLU, .norm_kind = FG_NORM_RMS, .norm_eps = 1e-5f,
                        .pos_kind = FG_POS_ROPE, .rope_theta = 500000.0f, .rope_scaling = scaling, .rope_factor = 8,

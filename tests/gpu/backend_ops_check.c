@@ -87,7 +87,7 @@ static void fill_weight(fg_half *p, uint64_t n, int lw, int which, const fg_spec
     fill_half(p, n, -a, a);
 }
 
-static void fill(const fg_msg *m, uint8_t *img, const fg_op_step *p, const fg_opt_config *c) {
+static void fill(const fg_msg *m, uint8_t *img, const fg_op_step *p, const fg_model_config *c) {
     const fg_msg_compute *mc = &m->u.compute;
     const fg_op_info *oi = fg_op_info_get(mc->op);
     fg_spec *specs = fg_specs_new(c);
@@ -126,7 +126,7 @@ static void fill(const fg_msg *m, uint8_t *img, const fg_op_step *p, const fg_op
 /* ---- running one op on one side ------------------------------------------------- */
 
 /* The image uploaded, op run, the whole layout read back into out. */
-static fg_status run_side(side *s, const fg_msg *m, const fg_op_init *init, const fg_opt_config *c, const uint8_t *img,
+static fg_status run_side(side *s, const fg_msg *m, const fg_op_init *init, const fg_model_config *c, const uint8_t *img,
                           uint64_t end, uint8_t *out, fg_status *op_st) {
     fg_status st = s->be->device_init(s->ctx, init, c);
     if (!st) st = s->be->set_async(s->ctx, 0, img, end, 1);
@@ -172,7 +172,7 @@ static const char *model_name;   /* the model being checked, for the report */
 
 static int check_op(side *host, side *cuda, uint32_t op, const fg_op_step *p, const fg_msg *m, uint64_t end,
                     const char *label, int want_einput) {
-    fg_opt_config c;
+    fg_model_config c;
     fg_exit_on(fg_config_from_desc(&p->model, "check", &c));
     uint8_t *img = malloc(end), *oh = malloc(end), *og = malloc(end);
     if (!img || !oh || !og) fg_exit_on(fg_err_set(FG_ERUNTIME, "out of memory"));
@@ -259,7 +259,7 @@ int main(int argc, char **argv) {
     const uint32_t ops[] = {FG_OP_EMBED, FG_OP_ATTN, FG_OP_ATTN_QKV, FG_OP_ATTN_OUT, FG_OP_MLP, FG_OP_LAYER, FG_OP_LM_HEAD};
     int ok = 1;
     for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
-        fg_opt_config c;
+        fg_model_config c;
         fg_exit_on(fg_config_by_name(models[mi], &c));
         model_name = models[mi];
         c.n_layers = 1;
