@@ -13,24 +13,13 @@
 # Usage: bench/bench_tokenizer.sh [BUILD_DIR]   (default build/; env RUNS)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
-runs=${RUNS:-5}
-py=${FG_PYTHON:-/usr/bin/python3}
-bench="$build/bin/flexgen-tok-bench"
-if [ ! -x "$bench" ]; then
-  echo "bench_tokenizer: error: $bench not built (scripts/build.sh, or give the build dir)" >&2
-  exit 2
-fi
+. "$root/bench/tok_bench_setup.sh"
+tok_bench_setup bench_tokenizer "${1:-}"
 "$root/scripts/fetch-gpt2-vocab.sh"
 gpt2="${FLEXGEN_CACHE:-$HOME/.cache/flexgen}/gpt2"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 
 "$py" "$root/tests/tokenizer/gen_corpus.py" "$work/mixed.json" --mb 1.5 2>/dev/null
 "$py" "$root/tests/tokenizer/gen_corpus.py" "$work/prose.json" --mb 0.5 --kinds prose 2>/dev/null
-# One core for both sides: node's helper threads (GC, compiler) share it too.
-pin=()
-command -v taskset >/dev/null && pin=(taskset -c 0)
 for c in mixed prose; do
   "${pin[@]}" "$bench" --gpt2 --runs "$runs" "$work/$c.json" >"$work/$c.c.json"
   "${pin[@]}" node "$root/bench/tokenizer_js_bench.js" "$gpt2" "$work/$c.json" "$runs" >"$work/$c.js.json"

@@ -13,23 +13,12 @@
 # Usage: bench/bench_tokenizer_hf.sh [BUILD_DIR]   (default build/; env RUNS, MODELS)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
-runs=${RUNS:-5}
 models=${MODELS:-llama2 llama3 qwen3}
-py=${FG_PYTHON:-/usr/bin/python3}
-bench="$build/bin/flexgen-tok-bench"
-if [ ! -x "$bench" ]; then
-  echo "bench_tokenizer_hf: error: $bench not built (scripts/build.sh, or give the build dir)" >&2
-  exit 2
-fi
+. "$root/bench/tok_bench_setup.sh"
+tok_bench_setup bench_tokenizer_hf "${1:-}"
 "$root/scripts/fetch-tokenizers.sh"
 cache="${FLEXGEN_CACHE:-$HOME/.cache/flexgen}/hf-tokenizers"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 "$py" "$root/tests/tokenizer/gen_hf_corpus.py" "$work/corpus.json" --max-kb 1024
-# One core for both sides: node's helper threads (GC, compiler) share it too.
-pin=()
-command -v taskset >/dev/null && pin=(taskset -c 0)
 for m in $models; do
   "${pin[@]}" "$bench" --model "$cache/$m" --runs "$runs" "$work/corpus.json" >"$work/$m.c.json"
   "${pin[@]}" node "$root/bench/tokenizer_hf_js_bench.js" "$cache/tokenizers-js/main.js" "$cache/$m" \
