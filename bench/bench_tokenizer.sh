@@ -25,22 +25,4 @@ for c in mixed prose; do
   "${pin[@]}" node "$root/bench/tokenizer_js_bench.js" "$gpt2" "$work/$c.json" "$runs" >"$work/$c.js.json"
 done
 
-"$py" - "$work" <<'PY'
-import json, sys
-ok = True
-for name in ("mixed", "prose"):
-    c = json.load(open(f"{sys.argv[1]}/{name}.c.json"))
-    js = json.load(open(f"{sys.argv[1]}/{name}.js.json"))
-    assert c["tokens"] == js["tokens"], f"{name}: token counts differ: C {c['tokens']}, JS {js['tokens']}"
-    cm, nm, jm = c["cache_median_mbps"], c["nocache_median_mbps"], js["median_mbps"]
-    print(f"{name}: {c['docs']} documents, {c['bytes'] / 1e6:.2f} MB, {c['tokens']} tokens; "
-          f"{c['runs']} runs each on one core (PCRE2 JIT: {c['jit']}, node {js['node']})")
-    print(f"  C, word cache on    {cm:8.2f} MB/s  median of {c['cache_mbps']}")
-    print(f"  C, word cache off   {nm:8.2f} MB/s  median of {c['nocache_mbps']}")
-    print(f"  JavaScript encoder  {jm:8.2f} MB/s  median of {js['mbps']}")
-    print(f"  ratios: C cache / JS {cm / jm:.1f}x, C no cache / JS {nm / jm:.1f}x, "
-          f"cache / no cache {cm / nm:.2f}x")
-    ok = ok and min(cm, nm) >= 5 and min(cm, nm) > jm
-print(f"target (>= 5 MB/s and faster than JS, cache on and off): {'met' if ok else 'NOT met'}")
-sys.exit(0 if ok else 1)
-PY
+"$py" "$root/bench/tok_bench_report.py" "$work" mixed prose --gpt2

@@ -25,18 +25,4 @@ for m in $models; do
     "$work/corpus.json" "$runs" >"$work/$m.js.json"
 done
 
-"$py" - "$work" $models <<'PY'
-import json, sys
-work, models = sys.argv[1], sys.argv[2:]
-for m in models:
-    c = json.load(open(f"{work}/{m}.c.json"))
-    js = json.load(open(f"{work}/{m}.js.json"))
-    assert c["tokens"] == js["tokens"], f"{m}: token counts differ: C {c['tokens']}, JS {js['tokens']}"
-    cm, nm, jm = c["cache_median_mbps"], c["nocache_median_mbps"], js["median_mbps"]
-    print(f"{m}: {c['docs']} documents, {c['bytes'] / 1e6:.2f} MB, {c['tokens']} tokens; {c['runs']} runs each on "
-          f"one core (PCRE2 JIT: {c['jit']}, node {js['node']}); load: C {c['load_s']:.2f} s, JS {js['load_s']:.2f} s")
-    print(f"  C, word cache on    {cm:8.2f} MB/s  median of {c['cache_mbps']}")
-    print(f"  C, word cache off   {nm:8.2f} MB/s  median of {c['nocache_mbps']}")
-    print(f"  JavaScript          {jm:8.2f} MB/s  median of {js['mbps']}")
-    print(f"  ratios: C / JS {cm / jm:.1f}x (cache off: {nm / jm:.1f}x)")
-PY
+"$py" "$root/bench/tok_bench_report.py" "$work" $models
