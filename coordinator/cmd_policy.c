@@ -129,16 +129,16 @@ static const char *gb(double b, char *buf) {
 static json_t *arithmetic(const fg_opt_config *c, const fg_spec *sp, int S, int G, const fg_policy *p) {
     fg_cost_case cs = {0};
     fg_cost_case_weights(&cs, c, sp);
-    double H = c->hidden, F = c->ffn_dim, V = c->vocab_size, L = c->n_layers;
-    double per_row = 2 * (4 * H * H + 2 * H * F);
+    double H = c->hidden, Q = fg_config_q_dim(c), V = c->vocab_size, L = c->n_layers;
+    double per_row = fg_config_layer_flops(c);   /* q, k, v, o and the MLP's matrices, by the description */
     return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
                      "weight_bytes_per_layer", cs.layer_bytes,
                      "weight_bytes_total", cs.layer_bytes * L + cs.model_bytes,
                      "kv_cache_bytes_per_sequence", 2.0 * L * (S + G) * (double)fg_cache_row_bytes(c),
                      "kv_cache_bytes_per_block", 2.0 * L * (S + G) * (double)fg_cache_row_bytes(c) * p->gbs * p->num_gpu_batches,
                      "activation_bytes_per_gpu_batch", 2.0 * p->gbs * S * H,
-                     "prefill_flops_per_token", L * (per_row + 2 * S * H) + 2 * H * V / S,
-                     "decode_flops_per_token", L * (per_row + 4 * (S + G / 2.0) * H) + 2 * H * V);
+                     "prefill_flops_per_token", L * (per_row + 2 * S * Q) + 2 * H * V / S,
+                     "decode_flops_per_token", L * (per_row + 4 * (S + G / 2.0) * Q) + 2 * H * V);
 }
 
 static double num(json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }
@@ -147,8 +147,9 @@ static void print_text(const policy_args *a, const fg_opt_config *c, const fg_hw
                        json_t *ar, int S) {
     char b1[32], b2[32], b3[32];
     const fg_policy *p = &r->p;
-    printf("model %s: %d layers, hidden %d, ffn %d, vocab %d; prompt %d, %d new tokens\n", c->name, c->n_layers,
-           c->hidden, c->ffn_dim, c->vocab_size, S, a->G);
+    printf("model %s (%s): %d layers, hidden %d, %d heads (%d kv), ffn %d, vocab %d; prompt %d, %d new tokens\n",
+           c->name, fg_config_family_name(c), c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, c->ffn_dim,
+           c->vocab_size, S, a->G);
     printf("  weights %s per layer, %s in all\n", gb(num(ar, "weight_bytes_per_layer"), b1), gb(num(ar, "weight_bytes_total"), b2));
     printf("  KV cache at the end %s per sequence, %s per block; activations %s per GPU batch\n",
            gb(num(ar, "kv_cache_bytes_per_sequence"), b1), gb(num(ar, "kv_cache_bytes_per_block"), b2),

@@ -245,8 +245,8 @@ static fg_wsrc *open_model(const run_args *a, run_io *io) {
     fg_wsrc_config_mut(ws)->compress_weight = a->flex.policy.compress_weight;   /* the tiers' format, fg_q4.h */
     fg_wsrc_config_mut(ws)->compress_cache = a->flex.policy.compress_cache;
     const fg_opt_config *c = fg_wsrc_config(ws);
-    fg_info("model: %s (%d layers, hidden %d, %d heads), %s", c->name, c->n_layers, c->hidden, c->n_heads,
-            fg_wsrc_describe(ws));
+    fg_info("model: %s (%s: %d layers, hidden %d, %d heads, %d kv heads), %s", c->name, fg_config_family_name(c),
+            c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, fg_wsrc_describe(ws));
     return ws;
 }
 

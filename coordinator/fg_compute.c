@@ -53,7 +53,9 @@ static fg_shm_handle resolve(void *ctx, const fg_op_info *oi, const fg_op_slot *
         const fg_loc dev[] = {[FG_ACT_Q] = pl->q_dev, [FG_ACT_K] = pl->k_dev, [FG_ACT_V] = pl->v_dev, [FG_ACT_CTX] = pl->ctx_dev};
         const fg_loc io[] = {[FG_ACT_Q] = pl->q_io, [FG_ACT_K] = pl->k_io, [FG_ACT_V] = pl->v_io, [FG_ACT_CTX] = pl->ctx_io};
         if (sl->which == FG_ACT_H) return fg_engine_handle(e, fg_unit_hidden(e, u));
-        loc = fg_loc_sub(cpu ? io[sl->which] : dev[sl->which], 0, 2 * rows * pl->c->hidden);
+        int kv = sl->which == FG_ACT_K || sl->which == FG_ACT_V;   /* KV*d wide; q and ctx A*d */
+        uint64_t width = (uint64_t)(kv ? fg_config_kv_dim(pl->c) : fg_config_q_dim(pl->c));
+        loc = fg_loc_sub(cpu ? io[sl->which] : dev[sl->which], 0, 2 * rows * width);
         break;
     }
     case FG_SLOT_IDS: loc = fg_loc_sub(pl->ids_dev[k], 0, 4 * rows); break;
@@ -125,12 +127,12 @@ static fg_status lm_head(fg_engine *e, const fg_unit *u, int s, fg_deps d, const
 static fg_status cpu_attention_layer(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, const fg_op_step *st,
                                      uint64_t *last) {
     const fg_plan *pl = &e->pl;
-    uint64_t n = 2ull * st->B * pl->c->hidden, q;
+    uint64_t n = 2ull * st->B * fg_config_q_dim(pl->c), nk = 2ull * st->B * fg_config_kv_dim(pl->c), q;
     fg_status rc;
     if ((rc = op(e, FG_OP_ATTN_QKV, u, s, st, sizeof *st, d, &q))) return rc;
     fg_deps dq = {{[ST_COMPUTE] = q}};
-    const fg_loc dev[] = {fg_loc_sub(pl->q_dev, 0, n), fg_loc_sub(pl->k_dev, 0, n), fg_loc_sub(pl->v_dev, 0, n)};
-    const fg_loc io[] = {fg_loc_sub(pl->q_io, 0, n), fg_loc_sub(pl->k_io, 0, n), fg_loc_sub(pl->v_io, 0, n)};
+    const fg_loc dev[] = {fg_loc_sub(pl->q_dev, 0, n), fg_loc_sub(pl->k_dev, 0, nk), fg_loc_sub(pl->v_dev, 0, nk)};
+    const fg_loc io[] = {fg_loc_sub(pl->q_io, 0, n), fg_loc_sub(pl->k_io, 0, nk), fg_loc_sub(pl->v_io, 0, nk)};
     if ((rc = copy(e, dev, io, 3, &dq, &q)) || (rc = fg_cmdq_await(&e->q, q)) ||
         (rc = op(e, FG_OP_ATTN_CORE, u, s, st, sizeof *st, NULL, &q)) || (rc = fg_cmdq_await(&e->q, q)) ||
         (rc = copy(e, &pl->ctx_io, &pl->ctx_dev, 1, NULL, &q)))

@@ -101,21 +101,22 @@ static void to_res(const fg_hw *hw, const step *s, int prefill, fg_lin res[FG_CO
 void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_case *cs, fg_cost_terms *t) {
     memset(t, 0, sizeof *t);
     t->contention = hw->eng_disk_contention;
-    const double B = cs->gbs, K = cs->K, S = cs->S, G = cs->G, H = c->hidden, F = c->ffn_dim, V = c->vocab_size;
+    const double B = cs->gbs, K = cs->K, S = cs->S, G = cs->G, H = c->hidden, V = c->vocab_size;
+    const double Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c);   /* q and ctx width; k, v and the cache's */
     const double Wl = cs->layer_bytes, Wm = cs->model_bytes;
     const double ctx = S + G / 2, past = ctx - 1;      /* the mean decode context and cached prefix */
     const int act_off = cs->act != FG_TIER_GPU, act_disk = cs->act == FG_TIER_DISK, ca = cs->cpu_attn;
     const double hb_p = 2 * B * S * H, hb_g = 2 * B * H;            /* a batch's hidden state */
     /* the cache's bytes as stored (4-bit with compress_cache): what moves */
-    const double kvr = (double)fg_cache_row_bytes(c) / (2 * H);
-    const double rows_p = kvr * 4 * B * S * H, rows_g = kvr * 4 * B * H;   /* a batch's new k and v rows */
-    const double prefix = kvr * 4 * B * past * H, attn_g = 4 * B * ctx * H;   /* k and v bytes loaded; read (fp16, expanded) */
-    const double layer_flops = 2 * (4 * H * H + 2 * H * F);         /* per row: q k v o, fc1 fc2 */
+    const double kvr = (double)fg_cache_row_bytes(c) / (2 * KV);
+    const double rows_p = kvr * 4 * B * S * KV, rows_g = kvr * 4 * B * KV;   /* a batch's new k and v rows */
+    const double prefix = kvr * 4 * B * past * KV, attn_g = 4 * B * ctx * KV;   /* k and v bytes loaded; read (fp16, expanded) */
+    const double layer_flops = fg_config_layer_flops(c);           /* per row: q k v o and the MLP's matrices */
 
     /* ---- a decoder layer, prefill: K batches of B*S rows ---- */
     step p;
     memset(&p, 0, sizeof p);
-    p.comp.c = K * (layer_s(hw, c, cs, B * S, B * S * layer_flops, 1) + 2 * B * S * S * H / (hw->attn_prefill_tflops * 1e12)) *
+    p.comp.c = K * (layer_s(hw, c, cs, B * S, B * S * layer_flops, 1) + 2 * B * S * S * Q / (hw->attn_prefill_tflops * 1e12)) *
                hw->eng_prefill_factor;
     p.h2d.a[X_W_CPU] = p.h2d.a[X_W_DISK] = Wl;                   /* the layer's off-GPU weights, once per block */
     p.rd.a[X_W_DISK] = Wl;
@@ -147,7 +148,7 @@ void fg_cost_terms_make(const fg_opt_config *c, const fg_hw *hw, const fg_cost_c
     g.rd.a[X_W_DISK] = Wl;
     g.h2d.a[X_C_DISK] = K * prefix, g.rd.a[X_C_DISK] = K * prefix, g.wr.a[X_C_DISK] = K * (rows_g + 2 * FG_SHM_ALIGN);
     g.d2h_cache.a[X_C_DISK] = K * rows_g;
-    if (ca) g.h2d.a[X_C_CPU] = K * hb_g, g.d2h.a[X_C_CPU] = K * 3 * hb_g;   /* ctx in; q, k, v out */
+    if (ca) g.h2d.a[X_C_CPU] = K * 2 * B * Q, g.d2h.a[X_C_CPU] = K * 2 * B * (Q + 2 * KV);   /* ctx in; q, k, v out */
     else g.h2d.a[X_C_CPU] = K * prefix, g.d2h_cache.a[X_C_CPU] = K * rows_g;
     g.h2d.c += act_off * K * hb_g, g.d2h.c += act_off * K * hb_g;
     g.rd.c += act_disk * K * hb_g, g.wr.c += act_disk * K * hb_g;

@@ -20,7 +20,10 @@
  *    logits copied out; a per-command cost.
  *
  * Letters: L layers, K GPU batches per block, B sequences per batch, S
- * prompt length, G tokens generated, H hidden, F ffn, V vocabulary. */
+ * prompt length, G tokens generated, H hidden, V vocabulary; a layer's
+ * FLOPs, its weight bytes and the cache's width (KV*d) come from the model
+ * description (fg_config_layer_flops, fg_spec_stored_bytes,
+ * fg_cache_row_bytes), so a gated MLP and grouped kv heads count as they run. */
 #ifndef FG_COST_H
 #define FG_COST_H
 

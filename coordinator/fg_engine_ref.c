@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "fg_opt.h"
+#include "fg_fwd.h"
 
 const char *fg_finish_name(fg_finish f) {
     switch (f) {
@@ -90,12 +90,12 @@ static fg_status run_batch(const fg_opt_config *c, const ref_weights *rw, const 
         double t0 = fg_now();
         fg_step step = {.B = B, .S = i == 0 ? S : 1, .past = i == 0 ? 0 : S + i - 1, .mask = mask, .mask_stride = Tmax};
         const int32_t *step_ids = i == 0 ? ids : next;
-        fg_opt_embed(h, step_ids, &step, c, &rw->g, &ws);
+        fg_fwd_embed(h, step_ids, &step, c, &rw->g, &ws);
         for (int l = 0; l < L; l++) {
-            fg_opt_attn_block(h, kc[l], vc[l], Tmax, &step, c, &rw->layers[l], &ws);
-            fg_opt_mlp_block(h, &step, c, &rw->layers[l], &ws);
+            fg_fwd_attn_block(h, kc[l], vc[l], Tmax, &step, c, &rw->layers[l], &ws);
+            fg_fwd_mlp_block(h, &step, c, &rw->layers[l], &ws);
         }
-        fg_opt_lm_head(logits, h, &step, c, &rw->g, &ws);
+        fg_fwd_lm_head(logits, h, &step, c, &rw->g, &ws);
         for (int b = 0; b < B; b++) {
             const float *lg = logits + (size_t)b * V;
             int tok = fg_sample(lg, V, &opt->samp, &rng[b], scratch);
@@ -105,7 +105,7 @@ static fg_status run_batch(const fg_opt_config *c, const ref_weights *rw, const 
             fg_seq_out *o = &out[first + b];
             if (done[b]) continue;  /* finished sequences keep computing; their tokens are not kept */
             o->ids[o->n++] = tok;
-            if (!opt->ignore_eos && tok == c->eos_id) {
+            if (!opt->ignore_eos && fg_config_is_eos(c, tok)) {
                 o->finish = FG_FINISH_EOS;
                 done[b] = 1;
             } else if (opt->stop && opt->stop(opt->stop_ctx, first + b, o->ids, o->n)) {

@@ -116,7 +116,7 @@ static void plan_activations(fg_plan *pl) {
 
 static void plan_io(fg_plan *pl) {
     int K = pl->K;
-    uint64_t B = (uint64_t)pl->gbs, H = (uint64_t)pl->c->hidden;
+    uint64_t B = (uint64_t)pl->gbs;
     pl->ids_dev = locs(K), pl->ids_io = locs(K), pl->mask_dev = locs(K), pl->mask_io = locs(K);
     pl->rng_dev = locs(K), pl->rng_io = locs(K), pl->logits_io = locs(K);
     for (int k = 0; k < K; k++) {
@@ -131,12 +131,12 @@ static void plan_io(fg_plan *pl) {
     for (int s = 0; s < FG_NSLOTS; s++) pl->logits_dev[s] = place(pl, SEG_DEV, 4 * B * pl->c->vocab_size);
     int any_cpu_cache = 0;
     for (int l = 0; l < pl->L; l++) any_cpu_cache |= pl->ctier[l] == FG_TIER_CPU;
-    if (pl->p.cpu_cache_compute && any_cpu_cache) {
-        uint64_t x = 2 * B * H;
-        pl->q_dev = place(pl, SEG_DEV, x), pl->k_dev = place(pl, SEG_DEV, x);
-        pl->v_dev = place(pl, SEG_DEV, x), pl->ctx_dev = place(pl, SEG_DEV, x);
-        pl->q_io = place(pl, SEG_IO, x), pl->k_io = place(pl, SEG_IO, x);
-        pl->v_io = place(pl, SEG_IO, x), pl->ctx_io = place(pl, SEG_IO, x);
+    if (pl->p.cpu_cache_compute && any_cpu_cache) {   /* q and ctx A*d wide, k and v KV*d */
+        uint64_t xq = 2 * B * (uint64_t)fg_config_q_dim(pl->c), xk = 2 * B * (uint64_t)fg_config_kv_dim(pl->c);
+        pl->q_dev = place(pl, SEG_DEV, xq), pl->k_dev = place(pl, SEG_DEV, xk);
+        pl->v_dev = place(pl, SEG_DEV, xk), pl->ctx_dev = place(pl, SEG_DEV, xq);
+        pl->q_io = place(pl, SEG_IO, xq), pl->k_io = place(pl, SEG_IO, xk);
+        pl->v_io = place(pl, SEG_IO, xk), pl->ctx_io = place(pl, SEG_IO, xq);
     }
 }
 

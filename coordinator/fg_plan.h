@@ -11,7 +11,8 @@
  *
  * Dimension letters: L decoder layers, K GPU batches per block, B (gbs)
  * sequences per GPU batch, S prompt length (padded), G tokens to generate,
- * Tmax = S + G cache positions, H hidden, V vocabulary. Weights and cache
+ * Tmax = S + G cache positions, H hidden, V vocabulary, A query heads and KV
+ * kv heads of d values (the cache is KV*d wide). Weights and cache
  * are counted in the bytes the tiers hold: compressed under the config's
  * compress_weight / compress_cache (fg_spec_stored_bytes, fg_cache_row_bytes),
  * and the backend's workspace then includes a weight's expansion buffer. */
@@ -72,7 +73,7 @@ typedef struct {
     fg_loc wstage[FG_NSLOTS];        /* shm: disk-tier weights read for a slot */
     int any_disk_weights;
 
-    /* KV cache: whole layers; one (Tmax, B, H) block per (layer, batch),
+    /* KV cache: whole layers; one (Tmax, B, KV*d) block per (layer, batch),
      * fp16 or 4-bit (fg_cache_row_bytes per position and sequence) */
     fg_tier *ctier;                  /* (L) */
     fg_loc *kc, *vc;                 /* (L*K) homes */
@@ -92,7 +93,7 @@ typedef struct {
     fg_loc *logits_io;               /* (B, V) fp32 */
     fg_loc logits_dev[FG_NSLOTS];    /* (B, V) fp32, by parity */
     /* CPU attention's exchange (decode: one new token per sequence) */
-    fg_loc q_dev, k_dev, v_dev, ctx_dev, q_io, k_io, v_io, ctx_io;   /* (B, H) fp16 */
+    fg_loc q_dev, k_dev, v_dev, ctx_dev, q_io, k_io, v_io, ctx_io;   /* (B, A*d) q and ctx, (B, KV*d) k and v, fp16 */
 } fg_plan;
 
 /* The plan for policy p (validated) on model c with prompts padded to S and

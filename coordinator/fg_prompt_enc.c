@@ -30,9 +30,16 @@ fg_status fg_prompt_tokenizer(const char *model_dir, int dummy, int need, fg_wsr
     fg_status st = fg_prompt_open_tok(model_dir, dummy, need, tok);
     if (st || !*tok) return st;
     fg_opt_config *c = fg_wsrc_config_mut(ws);
+    if (dummy && fg_tok_vocab_size(*tok) > c->vocab_size) {   /* a dummy whose vocabulary cannot hold GPT-2's */
+        fg_tok_destroy(tok);
+        return need ? fg_err_set(FG_EINPUT, "--dummy %s: its vocabulary (%d) cannot hold GPT-2's, so text prompts "
+                                            "and --stop cannot be tokenized; use --prompt-ids", c->name, c->vocab_size)
+                    : FG_OK;
+    }
     if (dummy) {
         /* GPT-2's vocabulary has one special token for BOS, EOS and padding */
-        c->bos_id = c->eos_id = c->pad_id = fg_tok_eos_id(*tok);
+        c->bos_id = c->eos_ids[0] = c->pad_id = fg_tok_eos_id(*tok);
+        c->n_eos = 1;
         return FG_OK;
     }
     if (fg_tok_vocab_size(*tok) > c->vocab_size)

@@ -78,7 +78,7 @@ static fg_status record(fg_engine *e, fg_sampler *sm, int i, int k) {
         if (sm->done[r]) continue;
         fg_seq_out *o = &sm->out[q];
         o->ids[o->n++] = ids[b];
-        if (!sm->opt->ignore_eos && ids[b] == pl->c->eos_id) o->finish = FG_FINISH_EOS, sm->done[r] = 1;
+        if (!sm->opt->ignore_eos && fg_config_is_eos(pl->c, ids[b])) o->finish = FG_FINISH_EOS, sm->done[r] = 1;
         else if (sm->opt->stop && sm->opt->stop(sm->opt->stop_ctx, q, o->ids, o->n))
             o->finish = FG_FINISH_STOP, sm->done[r] = 1;
     }

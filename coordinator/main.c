@@ -21,7 +21,7 @@ static const fg_cmd cmds[] = {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: flexgen <command> [options]\n\n"
-               "FlexGen in C: high-throughput offline generation with OPT models whose\n"
+               "FlexGen in C: high-throughput offline generation with OPT and Llama-family models whose\n"
                "weights and KV cache are spread over GPU, CPU and disk.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].summary);

@@ -1,10 +1,11 @@
 /* attn_core.c - the cpu_worker's ops, by the op table: FG_OP_ATTN_CORE
  * (cpu_cache_compute): the step's k, v into a CPU-resident KV cache, then
  * attention of q over it, so only q, k, v and ctx (B*S, H) cross between the
- * GPU and the CPU tier, never the cache.
+ * GPU and the CPU tier, never the cache. The cache and k, v are the kv
+ * heads' (KV*d wide), q and ctx the query heads' (A*d).
  *
- * Numerics: q, k, v arrive fp16 (fg_opt_attn_qkv rounds them) and widen
- * exactly; fg_opt_attn_core is the function the reference engine's attention
+ * Numerics: q, k, v arrive fp16 (fg_fwd_attn_qkv rounds them) and widen
+ * exactly; fg_fwd_attn_core is the function the reference engine's attention
  * block calls, and it rounds ctx to fp16, so narrowing it loses nothing. */
 #include "attn_core.h"
 
@@ -16,10 +17,11 @@
 
 /* ATTN_CORE: in q, k, v, kc, vc, mask; out ctx. */
 fg_status fg_cpu_attn_core_run(const fg_op_args *a) {
-    const fg_half *q16 = a->in[0], *k16 = a->in[1], *v16 = a->in[2];  /* (B*S, H) each */
-    fg_half *kc = a->in[3], *vc = a->in[4];                          /* (Tmax, B, H), written at [past, past+S) */
-    fg_half *ctx16 = a->out[0];                                      /* (B*S, H) */
-    size_t n = (size_t)a->st.B * a->st.S * (size_t)a->cfg.hidden;
+    const fg_half *q16 = a->in[0], *k16 = a->in[1], *v16 = a->in[2];  /* (B*S, A*d), (B*S, KV*d) x 2 */
+    fg_half *kc = a->in[3], *vc = a->in[4];                          /* (Tmax, B, KV*d), written at [past, past+S) */
+    fg_half *ctx16 = a->out[0];                                      /* (B*S, A*d) */
+    size_t n = (size_t)a->st.B * a->st.S * (size_t)fg_config_q_dim(&a->cfg);    /* q and ctx */
+    size_t nk = (size_t)a->st.B * a->st.S * (size_t)fg_config_kv_dim(&a->cfg);  /* k and v (<= n) */
     /* q, k, v, ctx fp32, one block, kept by the thread between commands:
      * allocated per command, a decode step's block could be fresh pages
      * each time, and a page's first touch is dear (docs/ARCHITECTURE.md,
@@ -36,9 +38,9 @@ fg_status fg_cpu_attn_core_run(const fg_op_args *a) {
     }
     float *q = buf, *k = q + n, *v = k + n, *ctx = v + n;
     fg_half_to_float_n(q16, q, n);
-    fg_half_to_float_n(k16, k, n);
-    fg_half_to_float_n(v16, v, n);
-    fg_opt_attn_core(ctx, q, k, v, kc, vc, a->Tmax, &a->st, &a->cfg);
+    fg_half_to_float_n(k16, k, nk);
+    fg_half_to_float_n(v16, v, nk);
+    fg_fwd_attn_core(ctx, q, k, v, kc, vc, a->Tmax, &a->st, &a->cfg);
     fg_float_to_half_n(ctx, ctx16, n);
     return FG_OK;
 }

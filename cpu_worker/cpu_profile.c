@@ -76,7 +76,7 @@ static fg_status attn_point(cprof *c, uint32_t B, uint32_t ctx, double *GBps) {
     if (st || (st = fg_profile_fill(&m, c->block, &c->pa, 1)) ||
         (st = fg_profile_median(&c->pa, run_attn, c, FG_PROFILE_POINT_SECONDS, &t)))
         return st;
-    *GBps = 4.0 * B * ctx * c->pa.cfg.hidden / t / 1e9;
+    *GBps = 4.0 * B * ctx * fg_config_kv_dim(&c->pa.cfg) / t / 1e9;   /* the fp16 k and v of the kv heads */
     fg_info("profile: ATTN_CORE B=%" PRIu32 " ctx=%" PRIu32 ": %.3f ms, %.3f GB/s", B, ctx, t * 1e3, *GBps);
     return FG_OK;
 }

@@ -114,17 +114,19 @@ static uint64_t max2(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
 void fg_devsize_cuda_layout(const fg_opt_config *c, uint32_t max_rows, fg_cuda_ws *ws) {
     uint64_t R = max_rows, H = (uint64_t)c->hidden, F = (uint64_t)c->ffn_dim, D = (uint64_t)c->word_embed_proj_dim;
+    uint64_t Q = (uint64_t)fg_config_q_dim(c), KV = (uint64_t)fg_config_kv_dim(c);
+    uint64_t FF = (uint64_t)(fg_config_ffn_mats(c) - 1) * F;   /* fc1's output, or a gated MLP's gate and up */
     uint64_t P = (uint64_t)c->max_pos + 2, off = 0;
     const uint64_t h16 = sizeof(uint16_t);   /* an fp16 element */
-    ws->x16 = off, off += up(h16 * R * max2(H, D));
-    ws->q16 = off, off += up(h16 * R * H);
-    ws->k16 = off, off += up(h16 * R * H);
-    ws->v16 = off, off += up(h16 * R * H);
-    ws->y32_bytes = up(max2(sizeof(float) * R * H, FG_CUDA_SCORE_BYTES * P));
+    ws->x16 = off, off += up(h16 * R * max2(max2(H, D), Q));
+    ws->q16 = off, off += up(h16 * R * Q);
+    ws->k16 = off, off += up(h16 * R * KV);
+    ws->v16 = off, off += up(h16 * R * KV);
+    ws->y32_bytes = up(max2(sizeof(float) * R * max2(H, Q), FG_CUDA_SCORE_BYTES * P));
     ws->y32 = off, off += ws->y32_bytes;
-    ws->ff16 = off, off += up(h16 * R * max2(F, D));
+    ws->ff16 = off, off += up(h16 * R * max2(FF, D));
     ws->flags = off, off += FG_CUDA_FLAGS_BYTES;
-    uint64_t blas = up(sizeof(float) * R * max2(F, H));
+    uint64_t blas = up(sizeof(float) * R * max2(max2(F, H), Q));
     ws->blas_bytes = blas < FG_CUDA_BLAS_WS_MAX ? blas : FG_CUDA_BLAS_WS_MAX;
     ws->blas = off, off += ws->blas_bytes;
     ws->total = off;

@@ -47,22 +47,27 @@ fg_status fg_devsize_workspace_bytes(const char *device, const fg_opt_config *c,
 uint64_t fg_devsize_host_bytes(const fg_opt_config *c, uint32_t max_rows);
 
 /* The cuda backend's workspace for max_rows = R rows of a model with H
- * hidden, F ffn, D embedding width and P = max_pos + 2 positions: regions
- * as byte offsets from its start, each FG_CUDA_WS_ALIGN-aligned. */
+ * hidden, F ffn, D embedding width, Q = n_heads * head_dim (q and the
+ * context), KV = n_kv_heads * head_dim (k and v), FF = F, or 2 F for a
+ * gated MLP (gate, then up), and P = max_pos + 2 positions: regions as byte
+ * offsets from its start, each FG_CUDA_WS_ALIGN-aligned. For OPT, Q = KV = H. */
 #define FG_CUDA_WS_ALIGN 256ull              /* cudaMalloc's alignment, kept for every region */
 #define FG_CUDA_FLAGS_BYTES FG_CUDA_WS_ALIGN /* EMBED's flag region: one aligned block */
 #define FG_CUDA_BLAS_WS_MAX (32ull << 20)    /* cuBLAS's workspace at most: Hopper's recommended size */
 #define FG_CUDA_SCORE_BYTES 6ull             /* a score row's bytes per position: fp32 score, fp16 weight */
 typedef struct {
-    uint64_t x16;        /* (R, max(H, D)) fp16: LayerNorm output, gathered embeddings, then ctx */
-    uint64_t q16, k16, v16;   /* (R, H) fp16 each: ATTN's q, k, v */
-    uint64_t y32;        /* y32_bytes: (R, H) fp32, the GEMMs that add the residual; before them in
-                          * ATTN, the prefill attention's score (fp32) and probability (fp16) tiles */
-    uint64_t y32_bytes;  /* max(4 R H, FG_CUDA_SCORE_BYTES P): at least one score row of the longest context */
-    uint64_t ff16;       /* (R, max(F, D)) fp16: fc1's output; the LM head's project_out */
+    uint64_t x16;        /* (R, max(H, D, Q)) fp16: a norm's output, gathered embeddings, then ctx */
+    uint64_t q16;        /* (R, Q) fp16: ATTN's q */
+    uint64_t k16, v16;   /* (R, KV) fp16 each: ATTN's k, v */
+    uint64_t y32;        /* y32_bytes: (R, max(H, Q)) fp32, the GEMMs that add the residual and q, k
+                          * before rotary; before them in ATTN, the prefill attention's score (fp32)
+                          * and probability (fp16) tiles */
+    uint64_t y32_bytes;  /* max(4 R max(H, Q), FG_CUDA_SCORE_BYTES P): at least one score row of the
+                          * longest context */
+    uint64_t ff16;       /* (R, max(FF, D)) fp16: fc1's output (gate, up); the LM head's project_out */
     uint64_t flags;      /* FG_CUDA_FLAGS_BYTES: EMBED's lowest row with an id outside the vocabulary */
     uint64_t blas;       /* cuBLAS's workspace (cublasSetWorkspace), blas_bytes */
-    uint64_t blas_bytes; /* min(FG_CUDA_BLAS_WS_MAX, 4 R max(H, F)): room for split-K partial sums of
+    uint64_t blas_bytes; /* min(FG_CUDA_BLAS_WS_MAX, 4 R max(H, F, Q)): room for split-K partial sums of
                           * the largest GEMM's fp32 output; a small model's plan stays small */
     uint64_t total;
 } fg_cuda_ws;

@@ -21,7 +21,9 @@ const fg_opt_config *fz_tiny_config(void) {
         snprintf(cfg.name, sizeof cfg.name, "opt-tiny");
         cfg.vocab_size = 8, cfg.hidden = 4, cfg.n_heads = 1, cfg.n_layers = 1, cfg.ffn_dim = 4;
         cfg.max_pos = 4, cfg.word_embed_proj_dim = 4, cfg.pre_ln = 1;
-        cfg.pad_id = 1, cfg.bos_id = 2, cfg.eos_id = 2;
+        cfg.pad_id = 1, cfg.bos_id = 2, cfg.n_eos = 1, cfg.eos_ids[0] = 2;
+        cfg.family = FG_FAMILY_OPT, cfg.n_kv_heads = 1, cfg.head_dim = 4, cfg.norm_eps = 1e-5f;
+        cfg.qkv_bias = cfg.o_bias = cfg.mlp_bias = cfg.tied = 1;
         specs = fg_specs_new(&cfg);
     }
     return &cfg;

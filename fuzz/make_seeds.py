@@ -216,6 +216,13 @@ def main():
             "hidden_size": 768, "max_position_embeddings": 2048, "model_type": "opt", "num_attention_heads": 12,
             "num_hidden_layers": 12, "pad_token_id": 1, "torch_dtype": "float16", "vocab_size": 50272,
             "word_embed_proj_dim": 768}, indent=2))
+        # the Llama family: GQA with llama3 scaling and an EOS list; Qwen2 (biases, tied); Mistral (window)
+        mlck = os.path.join(os.path.dirname(mkck), "make_llama_checkpoint.py")
+        for case in ("llama3", "qwen2", "mistral"):
+            d = os.path.join(tmp, "llama-" + case)
+            subprocess.run([sys.executable, mlck, "--out", d, "--case", case, "--layers", "1"], check=True,
+                           stdout=subprocess.DEVNULL)
+            put("config", "llama-%s.json" % case, read(os.path.join(d, "config.json")))
 
         # tokenizer: vocab.json "\n\x01\n" merges.txt, from the synthetic vocabulary
         vd = os.path.join(tmp, "voc")

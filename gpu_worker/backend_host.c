@@ -1,11 +1,12 @@
 /* backend_host.c - the host backend: "device memory" is a heap arena held to
- * the --gpu-mem budget, and the ops are the CPU kernels of fg_opt.h. It runs
+ * the --gpu-mem budget, and the ops are the CPU kernels of fg_fwd.h (the
+ * model's family: fg_opt.h, fg_llama.h). It runs
  * where there is no GPU (CI included) and is the reference the cuda backend
  * is compared with.
  *
- * Numerics: every tensor an op reads or writes is fp16 and every fg_opt
+ * Numerics: every tensor an op reads or writes is fp16 and every fg_fwd
  * function rounds its outputs to fp16, so an op widens its inputs to fp32,
- * calls the same fg_opt function the single-process reference engine calls,
+ * calls the same fg_fwd function the single-process reference engine calls,
  * and narrows the result: no rounding or reordering of its own. The results
  * are the reference engine's bits for the same B and S. Compressed weights
  * and cache (fg_q4.h) are expanded inside those same functions (a block of
@@ -71,15 +72,15 @@ static void release(host_ctx *hc) {
  * when memory runs out: a worker answers a command it cannot serve with an
  * ERROR and carries on. Same fields, same sizes (fg_opt_ws_bytes). */
 static int alloc_ws(host_ctx *hc, const fg_opt_config *c, uint32_t rows) {
-    uint64_t r = rows, H = (uint64_t)c->hidden;
+    uint64_t r = rows, H = (uint64_t)c->hidden, Q = (uint64_t)fg_config_q_dim(c), KV = (uint64_t)fg_config_kv_dim(c);
     int failed = 0;
     hc->ws.max_rows = (int)rows;
     hc->ws.a = alloc_f32(r * H, &failed);
-    hc->ws.q = alloc_f32(r * H, &failed);
-    hc->ws.k = alloc_f32(r * H, &failed);
-    hc->ws.v = alloc_f32(r * H, &failed);
-    hc->ws.ctx = alloc_f32(r * H, &failed);
-    hc->ws.ff = alloc_f32(r * (uint64_t)c->ffn_dim, &failed);
+    hc->ws.q = alloc_f32(r * Q, &failed);
+    hc->ws.k = alloc_f32(r * KV, &failed);
+    hc->ws.v = alloc_f32(r * KV, &failed);
+    hc->ws.ctx = alloc_f32(r * Q, &failed);
+    hc->ws.ff = alloc_f32(r * (uint64_t)fg_opt_ws_ff(c), &failed);
     hc->ws.e = alloc_f32(r * (uint64_t)c->word_embed_proj_dim, &failed);
     hc->h = alloc_f32(r * H, &failed);
     hc->samp = alloc_f32(2 * (uint64_t)c->vocab_size, &failed);
@@ -171,6 +172,9 @@ static void host_close(void *ctx) {
 /* ---- ops ---------------------------------------------------------------- */
 
 static size_t rows_h(const fg_op_args *a) { return (size_t)a->st.B * a->st.S * (size_t)a->cfg.hidden; }
+/* The step's q (and ctx) and k (and v) elements: A*d and KV*d wide. */
+static size_t rows_q(const fg_op_args *a) { return (size_t)a->st.B * a->st.S * (size_t)fg_config_q_dim(&a->cfg); }
+static size_t rows_kv(const fg_op_args *a) { return (size_t)a->st.B * a->st.S * (size_t)fg_config_kv_dim(&a->cfg); }
 
 static fg_status host_embed(void *ctx, const fg_op_args *a) {
     host_ctx *hc = ctx;
@@ -181,7 +185,7 @@ static fg_status host_embed(void *ctx, const fg_op_args *a) {
         if (ids[r] < 0 || ids[r] >= a->cfg.vocab_size)
             return fg_err_set(FG_EINPUT, "EMBED: ids[%zu] = %" PRId32 " is outside the vocabulary [0, %d)", r, ids[r],
                               a->cfg.vocab_size);
-    fg_opt_embed(hc->h, ids, &a->st, &a->cfg, &a->gw, &hc->ws);
+    fg_fwd_embed(hc->h, ids, &a->st, &a->cfg, &a->gw, &hc->ws);
     fg_float_to_half_n(hc->h, h, rows_h(a));
     return FG_OK;
 }
@@ -190,10 +194,10 @@ static fg_status host_embed(void *ctx, const fg_op_args *a) {
 static fg_status host_attn(void *ctx, const fg_op_args *a) {
     host_ctx *hc = ctx;
     const fg_half *h_in = a->in[0];         /* (B*S, H) */
-    void *kc = a->in[2], *vc = a->in[3];    /* (Tmax, B, H) fp16 or 4-bit head slices, written at [past, past+S) */
+    void *kc = a->in[2], *vc = a->in[3];    /* (Tmax, B, KV*d) fp16 or 4-bit head slices, written at [past, past+S) */
     fg_half *h_out = a->out[0];             /* (B*S, H), may be h_in */
     fg_half_to_float_n(h_in, hc->h, rows_h(a));
-    fg_opt_attn_block(hc->h, kc, vc, a->Tmax, &a->st, &a->cfg, &a->lw, &hc->ws);
+    fg_fwd_attn_block(hc->h, kc, vc, a->Tmax, &a->st, &a->cfg, &a->lw, &hc->ws);
     fg_float_to_half_n(hc->h, h_out, rows_h(a));
     return FG_OK;
 }
@@ -201,24 +205,23 @@ static fg_status host_attn(void *ctx, const fg_op_args *a) {
 static fg_status host_attn_qkv(void *ctx, const fg_op_args *a) {
     host_ctx *hc = ctx;
     const fg_half *h = a->in[0];                               /* (B*S, H) */
-    fg_half *q = a->out[0], *k = a->out[1], *v = a->out[2];    /* (B*S, H) each */
-    size_t n = rows_h(a);
-    fg_half_to_float_n(h, hc->h, n);
-    fg_opt_attn_qkv(hc->ws.q, hc->ws.k, hc->ws.v, hc->h, &a->st, &a->cfg, &a->lw, &hc->ws);
-    fg_float_to_half_n(hc->ws.q, q, n);
-    fg_float_to_half_n(hc->ws.k, k, n);
-    fg_float_to_half_n(hc->ws.v, v, n);
+    fg_half *q = a->out[0], *k = a->out[1], *v = a->out[2];    /* (B*S, A*d), (B*S, KV*d) x 2 */
+    fg_half_to_float_n(h, hc->h, rows_h(a));
+    fg_fwd_attn_qkv(hc->ws.q, hc->ws.k, hc->ws.v, hc->h, &a->st, &a->cfg, &a->lw, &hc->ws);
+    fg_float_to_half_n(hc->ws.q, q, rows_q(a));
+    fg_float_to_half_n(hc->ws.k, k, rows_kv(a));
+    fg_float_to_half_n(hc->ws.v, v, rows_kv(a));
     return FG_OK;
 }
 
 static fg_status host_attn_out(void *ctx, const fg_op_args *a) {
     host_ctx *hc = ctx;
-    const fg_half *h_in = a->in[0], *ctx16 = a->in[1];   /* (B*S, H) each */
+    const fg_half *h_in = a->in[0], *ctx16 = a->in[1];   /* (B*S, H), (B*S, A*d) */
     fg_half *h_out = a->out[0];                          /* (B*S, H) */
     size_t n = rows_h(a);
     fg_half_to_float_n(h_in, hc->h, n);
-    fg_half_to_float_n(ctx16, hc->ws.ctx, n);
-    fg_opt_attn_out(hc->h, hc->ws.ctx, &a->st, &a->cfg, &a->lw, &hc->ws);
+    fg_half_to_float_n(ctx16, hc->ws.ctx, rows_q(a));
+    fg_fwd_attn_out(hc->h, hc->ws.ctx, &a->st, &a->cfg, &a->lw, &hc->ws);
     fg_float_to_half_n(hc->h, h_out, n);
     return FG_OK;
 }
@@ -226,7 +229,7 @@ static fg_status host_attn_out(void *ctx, const fg_op_args *a) {
 /* The MLP block of h_in (B*S, H) into h_out (B*S, H). */
 static void mlp_block(host_ctx *hc, const fg_op_args *a, const fg_half *h_in, fg_half *h_out) {
     fg_half_to_float_n(h_in, hc->h, rows_h(a));
-    fg_opt_mlp_block(hc->h, &a->st, &a->cfg, &a->lw, &hc->ws);
+    fg_fwd_mlp_block(hc->h, &a->st, &a->cfg, &a->lw, &hc->ws);
     fg_float_to_half_n(hc->h, h_out, rows_h(a));
 }
 
@@ -247,7 +250,7 @@ static fg_status host_lm_head(void *ctx, const fg_op_args *a) {
     const fg_half *h = a->in[0];   /* (B*S, H) */
     float *logits = a->out[0];     /* (B, V) */
     fg_half_to_float_n(h, hc->h, rows_h(a));
-    fg_opt_lm_head(logits, hc->h, &a->st, &a->cfg, &a->gw, &hc->ws);
+    fg_fwd_lm_head(logits, hc->h, &a->st, &a->cfg, &a->gw, &hc->ws);
     return FG_OK;
 }
 
@@ -281,13 +284,13 @@ const fg_backend fg_backend_host = {
     .copy_async = host_copy_async,
     .synchronize = host_synchronize,         /* nothing is ever pending */
     .ops = {
-        [FG_OPI(FG_OP_EMBED)] = host_embed,       /* ids checked against V, then fg_opt_embed */
-        [FG_OPI(FG_OP_ATTN)] = host_attn,         /* fg_opt_attn_block on widened h */
-        [FG_OPI(FG_OP_ATTN_QKV)] = host_attn_qkv, /* fg_opt_attn_qkv */
-        [FG_OPI(FG_OP_ATTN_OUT)] = host_attn_out, /* fg_opt_attn_out */
-        [FG_OPI(FG_OP_MLP)] = host_mlp,           /* fg_opt_mlp_block */
+        [FG_OPI(FG_OP_EMBED)] = host_embed,       /* ids checked against V, then fg_fwd_embed */
+        [FG_OPI(FG_OP_ATTN)] = host_attn,         /* fg_fwd_attn_block on widened h */
+        [FG_OPI(FG_OP_ATTN_QKV)] = host_attn_qkv, /* fg_fwd_attn_qkv */
+        [FG_OPI(FG_OP_ATTN_OUT)] = host_attn_out, /* fg_fwd_attn_out */
+        [FG_OPI(FG_OP_MLP)] = host_mlp,           /* fg_fwd_mlp_block */
         [FG_OPI(FG_OP_LAYER)] = host_layer,       /* attention block, then MLP block */
-        [FG_OPI(FG_OP_LM_HEAD)] = host_lm_head,   /* fg_opt_lm_head straight into the fp32 logits */
+        [FG_OPI(FG_OP_LM_HEAD)] = host_lm_head,   /* fg_fwd_lm_head straight into the fp32 logits */
         [FG_OPI(FG_OP_SAMPLE)] = host_sample,     /* fg_sample row by row */
     },
 };

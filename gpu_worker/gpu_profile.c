@@ -27,16 +27,18 @@
  *                        the LAYER op (what the engine runs per decoder
  *                        layer: LayerNorms, q k v o projections, fc1, fc2,
  *                        the conversions) on R = B*S rows with no context,
- *                        counted as its GEMMs' 2 R (4 H^2 + 2 H F) FLOPs, so
+ *                        counted as its GEMMs' R fg_config_layer_flops FLOPs
+ *                        (OPT: 2 R (4 H^2 + 2 H F)), so
  *                        the rate carries every per-row cost of a layer but
  *                        attention over a cache
  *   attn_decode_GBps     the ATTN op at decode (B 8, S 1, past 1023: a
  *                        1024-position context) less its projections as mm
- *                        predicts them: k and v cache bytes read, 4 B ctx H,
+ *                        predicts them: k and v cache bytes read, 4 B ctx KV
+ *                        (KV = n_kv_heads * head_dim; OPT: H),
  *                        per second of attention
  *   attn_prefill_TFLOPS  the ATTN op at prefill (B 1, S 512, past 0) less its
- *                        projections: 2 B S^2 H FLOPs (QK^T and AV, causal:
- *                        half of 4 B S^2 H) per second of attention
+ *                        projections: 2 B S^2 Q FLOPs (Q = n_heads * head_dim;
+ *                        QK^T and AV, causal: half of 4 B S^2 Q) per second
  *   h2d_GBps, d2h_GBps   set_async (stream 1) and get_async (stream 2) of
  *                        copy_bytes between a shm segment (registered with
  *                        register_host where the backend has it) and the
@@ -175,12 +177,15 @@ static double mm_at(const double *tflops, double R) {
 /* The attention part of an ATTN op that took op_s seconds on `rows` rows.
  * No op of the table runs the attention core alone on the gpu (ATTN_CORE is
  * the cpu worker's), so the core's time is the whole op's less what its
- * projections (q, k, v and out: 8 rows H^2 FLOPs) take at the rate mm
+ * projections (q, k, v and out: 2 rows (2 H Q + 2 H KV) FLOPs, Q = A*d and
+ * KV = n_kv_heads*d, 8 rows H^2 for OPT) take at the rate mm
  * measured for as many rows. That prediction comes from other runs, so on a
  * noisy machine it can exceed the op itself: at most ATTN_MAX_PROJ_SHARE of
  * the op is taken off, which keeps the figure positive and finite. */
 static double attn_seconds(const gprof *g, const double *tflops, double op_s, double rows) {
-    double H = g->pa.cfg.hidden, proj_s = 8 * rows * H * H / (mm_at(tflops, rows) * 1e12);
+    const fg_opt_config *c = &g->pa.cfg;
+    double H = c->hidden, Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c);
+    double proj_s = 2 * rows * (2 * H * Q + 2 * H * KV) / (mm_at(tflops, rows) * 1e12);
     return op_s - fmin(proj_s, ATTN_MAX_PROJ_SHARE * op_s);
 }
 
@@ -231,12 +236,12 @@ static fg_status cuda_baselines(gprof *g, json_t *o) {
  * tflops[] and appended to mm as {"rows", "TFLOPS"}; `what` names the
  * weights in the log. */
 static fg_status layer_rates(gprof *g, const uint32_t *rows, size_t n, const char *what, double *tflops, json_t *mm) {
-    double H = g->pa.cfg.hidden, F = g->pa.cfg.ffn_dim, t = 0;
+    double t = 0;
     fg_status st = FG_OK;
     for (size_t i = 0; i < n && !st; i++) {
         fg_op_step p = mm_step(g, rows[i]);
         if ((st = time_op(g, FG_OP_LAYER, &p, i == 0, &t))) break;
-        tflops[i] = 2.0 * rows[i] * (4 * H * H + 2 * H * F) / t / 1e12;
+        tflops[i] = rows[i] * fg_config_layer_flops(&g->pa.cfg) / t / 1e12;
         fg_info("profile: LAYER%s at %" PRIu32 " rows: %.3f ms, %.4f TFLOPS", what, rows[i], t * 1e3, tflops[i]);
         json_array_append_new(mm, json_pack("{s:i, s:f}", "rows", (int)rows[i], "TFLOPS", tflops[i]));
     }
@@ -246,20 +251,20 @@ static fg_status layer_rates(gprof *g, const uint32_t *rows, size_t n, const cha
 /* All the figures into *out. */
 static fg_status measure(gprof *g, json_t **out) {
     const fg_opt_config *c = &g->pa.cfg;
-    double H = c->hidden, t = 0, tflops[N_MM] = {0};
+    double Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c), t = 0, tflops[N_MM] = {0};
     json_t *mm = json_array();
     fg_status st = layer_rates(g, mm_rows, N_MM, "", tflops, mm);
     double dec_GBps = 0, pre_TFLOPS = 0, h2d_GBps = 0, d2h_GBps = 0;
     fg_op_step dec = step_of(g, DEC_B, 1, DEC_CTX - 1), pre = step_of(g, 1, PRE_S, 0);
     if (!st && !(st = time_op(g, FG_OP_ATTN, &dec, 1, &t))) {
         double s = attn_seconds(g, tflops, t, DEC_B);
-        dec_GBps = 4.0 * DEC_B * DEC_CTX * H / s / 1e9;
+        dec_GBps = 4.0 * DEC_B * DEC_CTX * KV / s / 1e9;   /* the fp16 k and v of the kv heads read */
         fg_info("profile: ATTN decode B=%u ctx=%u: %.3f ms, %.3f ms of attention, %.3f GB/s", DEC_B, DEC_CTX,
                 t * 1e3, s * 1e3, dec_GBps);
     }
     if (!st && !(st = time_op(g, FG_OP_ATTN, &pre, 0, &t))) {
         double s = attn_seconds(g, tflops, t, PRE_S);
-        pre_TFLOPS = 2.0 * PRE_S * PRE_S * H / s / 1e12;
+        pre_TFLOPS = 2.0 * PRE_S * PRE_S * Q / s / 1e12;
         fg_info("profile: ATTN prefill S=%u: %.3f ms, %.3f ms of attention, %.4f TFLOPS", PRE_S, t * 1e3, s * 1e3,
                 pre_TFLOPS);
     }

@@ -10,21 +10,24 @@
 #include "fg_pool.h"
 #include "fg_q4.h"
 
+/* Rows of each scratch tensor, per row of the step: a H, q and ctx A*d, k
+ * and v KV*d, ff F (twice F for a gated MLP: gate, then up), e D. */
 void fg_opt_ws_init(fg_opt_ws *ws, const fg_opt_config *c, int max_rows) {
-    size_t r = (size_t)max_rows, H = (size_t)c->hidden;
+    size_t r = (size_t)max_rows, H = (size_t)c->hidden, Q = (size_t)fg_config_q_dim(c), KV = (size_t)fg_config_kv_dim(c);
     ws->max_rows = max_rows;
     ws->a = fg_alloc_tensor(sizeof(float) * r * H);
-    ws->q = fg_alloc_tensor(sizeof(float) * r * H);
-    ws->k = fg_alloc_tensor(sizeof(float) * r * H);
-    ws->v = fg_alloc_tensor(sizeof(float) * r * H);
-    ws->ctx = fg_alloc_tensor(sizeof(float) * r * H);
-    ws->ff = fg_alloc_tensor(sizeof(float) * r * (size_t)c->ffn_dim);
+    ws->q = fg_alloc_tensor(sizeof(float) * r * Q);
+    ws->k = fg_alloc_tensor(sizeof(float) * r * KV);
+    ws->v = fg_alloc_tensor(sizeof(float) * r * KV);
+    ws->ctx = fg_alloc_tensor(sizeof(float) * r * Q);
+    ws->ff = fg_alloc_tensor(sizeof(float) * r * (size_t)fg_opt_ws_ff(c));
     ws->e = fg_alloc_tensor(sizeof(float) * r * (size_t)c->word_embed_proj_dim);
 }
 
 uint64_t fg_opt_ws_bytes(const fg_opt_config *c, int max_rows) {
-    return sizeof(float) * (uint64_t)max_rows * (5u * (uint64_t)c->hidden + (uint64_t)c->ffn_dim +
-                                                  (uint64_t)c->word_embed_proj_dim);
+    uint64_t H = (uint64_t)c->hidden, Q = (uint64_t)fg_config_q_dim(c), KV = (uint64_t)fg_config_kv_dim(c);
+    return sizeof(float) * (uint64_t)max_rows *
+           (H + 2 * Q + 2 * KV + (uint64_t)fg_opt_ws_ff(c) + (uint64_t)c->word_embed_proj_dim);
 }
 
 void fg_opt_ws_free(fg_opt_ws *ws) {
@@ -69,19 +72,19 @@ void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_opt_
 /* y = x . W^T + b with W a layer's weight `which` (out, in) and b its
  * `bias`: W stored fp16 or, when compressed, an fg_q4 slice that the GEMM
  * expands as it goes. */
-static void linear(float *y, const float *x, const fg_opt_config *c, const fg_layer_w *w, int which, int bias,
-                   int rows, int in, int out) {
+void fg_linear(float *y, const float *x, const fg_opt_config *c, const fg_layer_w *w, int which, int bias,
+               int rows, int in, int out) {
     if (c->compress_weight && fg_spec_is_q4(c, fg_spec_layer(0, which)))
         fg_gemm_q4w(y, x, (const uint8_t *)w->w[which], w->w[bias], rows, in, out);
     else fg_gemm_f16w(y, x, w->w[which], w->w[bias], rows, in, out);
 }
 
-/* Copy (B*S, H) rows into the fp16 cache (Tmax, B, H) at [past, past+S). */
-static void cache_store(fg_half *cache, const float *x, const fg_step *st, int H) {
+/* Copy (B*S, KD) rows into the fp16 cache (Tmax, B, KD) at [past, past+S). */
+static void cache_store(fg_half *cache, const float *x, const fg_step *st, int KD) {
     for (int b = 0; b < st->B; b++)
         for (int i = 0; i < st->S; i++)
-            fg_float_to_half_n(x + ((size_t)b * st->S + i) * H, cache + ((size_t)(st->past + i) * st->B + b) * H,
-                               (size_t)H);
+            fg_float_to_half_n(x + ((size_t)b * st->S + i) * KD, cache + ((size_t)(st->past + i) * st->B + b) * KD,
+                               (size_t)KD);
 }
 
 void fg_opt_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step *st, const fg_opt_config *c,
@@ -94,9 +97,9 @@ void fg_opt_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step
         fg_layernorm(ws->a, h, w->w[FG_LW_LN1_W], w->w[FG_LW_LN1_B], rows, H);
         x = ws->a;
     }
-    linear(q, x, c, w, FG_LW_Q_W, FG_LW_Q_B, rows, H, H);
-    linear(k, x, c, w, FG_LW_K_W, FG_LW_K_B, rows, H, H);
-    linear(v, x, c, w, FG_LW_V_W, FG_LW_V_B, rows, H, H);
+    fg_linear(q, x, c, w, FG_LW_Q_W, FG_LW_Q_B, rows, H, H);
+    fg_linear(k, x, c, w, FG_LW_K_W, FG_LW_K_B, rows, H, H);
+    fg_linear(v, x, c, w, FG_LW_V_W, FG_LW_V_B, rows, H, H);
     /* Hugging Face scales q after its bias. */
     float scale = 1.0f / sqrtf((float)fg_config_head_dim(c));
     for (size_t i = 0; i < n; i++) q[i] *= scale;
@@ -105,43 +108,45 @@ void fg_opt_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step
     fg_round_fp16_n(v, n);
 }
 
-/* The step's k or v (B*S, H), values fp16 holds, compressed into the cache
- * (Tmax, B, n_heads) of fg_q4 head slices at [past, past+S). */
+/* The step's k or v (B*S, KV*d), values fp16 holds, compressed into the
+ * cache (Tmax, B, KV) of fg_q4 head slices at [past, past+S). */
 static void cache_store_q4(uint8_t *cache, const float *x, const fg_step *st, const fg_opt_config *c) {
-    int H = c->hidden, d = fg_config_head_dim(c);
+    int KD = fg_config_kv_dim(c), d = fg_config_head_dim(c);
     uint64_t slice = fg_q4_slice_bytes((uint64_t)d, 1);
-    fg_half *row = fg_xmalloc(sizeof(fg_half) * (size_t)H);
+    fg_half *row = fg_xmalloc(sizeof(fg_half) * (size_t)KD);
     for (int b = 0; b < st->B; b++)
         for (int i = 0; i < st->S; i++) {
-            fg_float_to_half_n(x + ((size_t)b * st->S + i) * H, row, (size_t)H);
+            fg_float_to_half_n(x + ((size_t)b * st->S + i) * KD, row, (size_t)KD);
             uint8_t *dst = cache + ((size_t)(st->past + i) * st->B + b) * fg_cache_row_bytes(c);
-            for (int h = 0; h < c->n_heads; h++) fg_q4_pack(row + (size_t)h * d, d, 1, dst + h * slice);
+            for (int h = 0; h < c->n_kv_heads; h++) fg_q4_pack(row + (size_t)h * d, d, 1, dst + h * slice);
         }
     free(row);
 }
 
 void fg_opt_attn_core(float *ctx, const float *q, const float *k, const float *v, void *kc, void *vc, int Tmax,
                       const fg_step *st, const fg_opt_config *c) {
-    int H = c->hidden;
+    int KD = fg_config_kv_dim(c);
+    fg_attn_shape sh = {.n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
+                        .window = c->sliding_window};
     FG_ASSERT(st->past + st->S <= Tmax);
     if (c->compress_cache) {
         /* attention first: it reads the past from the cache and the step's own k, v from k, v */
-        fg_attention_q4(ctx, q, k, v, kc, vc, st->mask, st->mask_stride, st->B, st->S, st->past, H, c->n_heads);
+        fg_attention_gqa_q4(ctx, q, k, v, kc, vc, st->mask, st->mask_stride, st->B, st->S, st->past, &sh);
         cache_store_q4(kc, k, st, c);
         cache_store_q4(vc, v, st, c);
     } else {
-        cache_store(kc, k, st, H);
-        cache_store(vc, v, st, H);
-        fg_attention(ctx, q, kc, vc, Tmax, st->mask, st->mask_stride, st->B, st->S, st->past, H, c->n_heads);
+        cache_store(kc, k, st, KD);
+        cache_store(vc, v, st, KD);
+        fg_attention_gqa(ctx, q, kc, vc, Tmax, st->mask, st->mask_stride, st->B, st->S, st->past, &sh);
     }
-    fg_round_fp16_n(ctx, (size_t)st->B * st->S * H);
+    fg_round_fp16_n(ctx, (size_t)st->B * st->S * fg_config_q_dim(c));
 }
 
 void fg_opt_attn_out(float *h, const float *ctx, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w,
                      fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden;
     size_t n = (size_t)rows * H;
-    linear(ws->a, ctx, c, w, FG_LW_O_W, FG_LW_O_B, rows, H, H);
+    fg_linear(ws->a, ctx, c, w, FG_LW_O_W, FG_LW_O_B, rows, H, H);
     fg_add(h, ws->a, n);
     if (!c->pre_ln) fg_layernorm(h, h, w->w[FG_LW_LN1_W], w->w[FG_LW_LN1_B], rows, H);
     fg_round_fp16_n(h, n);
@@ -164,9 +169,9 @@ void fg_opt_mlp_block(float *h, const fg_step *st, const fg_opt_config *c, const
         fg_layernorm(ws->a, h, w->w[FG_LW_LN2_W], w->w[FG_LW_LN2_B], rows, H);
         x = ws->a;
     }
-    linear(ws->ff, x, c, w, FG_LW_FC1_W, FG_LW_FC1_B, rows, H, F);
+    fg_linear(ws->ff, x, c, w, FG_LW_FC1_W, FG_LW_FC1_B, rows, H, F);
     fg_relu(ws->ff, (size_t)rows * F);
-    linear(ws->a, ws->ff, c, w, FG_LW_FC2_W, FG_LW_FC2_B, rows, F, H);
+    fg_linear(ws->a, ws->ff, c, w, FG_LW_FC2_W, FG_LW_FC2_B, rows, F, H);
     fg_add(h, ws->a, n);
     if (!c->pre_ln) fg_layernorm(h, h, w->w[FG_LW_LN2_W], w->w[FG_LW_LN2_B], rows, H);
     fg_round_fp16_n(h, n);

@@ -33,17 +33,27 @@ typedef struct {
 /* Scratch for a step, sized for at most max_rows = B*S rows. */
 typedef struct {
     int max_rows;
-    float *a, *q, *k, *v, *ctx; /* (max_rows, H) each */
-    float *ff;                  /* (max_rows, F) */
+    float *a, *q, *k, *v, *ctx; /* (max_rows, H), (.., A*d), (.., KV*d) x 2, (.., A*d) */
+    float *ff;                  /* (max_rows, F), or 2F for a gated MLP */
     float *e;                   /* (max_rows, D) */
 } fg_opt_ws;
 
+/* Sizes by the description: a (rows, H), q and ctx (rows, A*d), k and v
+ * (rows, KV*d), ff (rows, fg_opt_ws_ff), e (rows, D); for OPT all of a, q,
+ * k, v, ctx are (rows, H). Every family's pieces (kernels/fg_fwd.h) share it. */
+static inline int fg_opt_ws_ff(const fg_opt_config *c) { return c->ffn_kind == FG_FFN_SWIGLU ? 2 * c->ffn_dim : c->ffn_dim; }
 void fg_opt_ws_init(fg_opt_ws *ws, const fg_opt_config *c, int max_rows);
 /* Bytes fg_opt_ws_init allocates: what a backend's workspace costs against
  * its memory budget. A compressed weight needs none: fg_gemm_q4w expands a
  * block of rows at a time next to the kernel. */
 uint64_t fg_opt_ws_bytes(const fg_opt_config *c, int max_rows);
 void fg_opt_ws_free(fg_opt_ws *ws);
+
+/* y = x . W^T + b with W the layer's weight `which` (out, in) and b its
+ * `bias` (absent: none): W stored fp16 or, when compressed (fg_spec_is_q4),
+ * an fg_q4 slice that the GEMM expands as it goes. */
+void fg_linear(float *y, const float *x, const fg_opt_config *c, const fg_layer_w *w, int which, int bias,
+               int rows, int in, int out);
 
 /* Learned positions as Hugging Face computes them from the attention mask:
  * cumsum(mask) * mask - 1 + 2 (OPT's offset), for the step's S new tokens.
@@ -73,6 +83,8 @@ void fg_opt_attn_block(float *h, void *kc, void *vc, int Tmax, const fg_step *st
  *   out:  h = round16(LN1?(h + ctx Wo + bo)) (the LayerNorm for post-LN) */
 void fg_opt_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step *st, const fg_opt_config *c,
                      const fg_layer_w *w, fg_opt_ws *ws);
+/* core serves every family: grouped kv heads (n_kv_heads; OPT's equal
+ * n_heads), the cache (Tmax, B, KV*d), c->sliding_window. */
 void fg_opt_attn_core(float *ctx, const float *q, const float *k, const float *v, void *kc, void *vc, int Tmax,
                       const fg_step *st, const fg_opt_config *c);
 void fg_opt_attn_out(float *h, const float *ctx, const fg_step *st, const fg_opt_config *c, const fg_layer_w *w,

@@ -1,98 +1,108 @@
-/* fg_config.c - OPT configurations by name and from config.json, and the
- * canonical tensor list every loader validates a checkpoint against. */
+/* fg_config.c - configurations of every family by name and from
+ * config.json, the description the workers get, and the canonical tensor
+ * list every loader validates a checkpoint against. Family-specific facts
+ * (sizes, config.json fields, tensor names) come from the families'
+ * descriptions (fg_family.h); shapes are derived here from the fields. */
 #include "fg_config.h"
 
-#include "fg_q4.h"
-
-#include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    const char *name;
-    int hidden, heads, layers, ffn;
-} opt_size;
+#include "fg_family.h"
+#include "fg_q4.h"
 
-/* The OPT family as published (and as FlexGen's opt_config.py lists it). */
-static const opt_size opt_sizes[] = {
-    {"opt-125m", 768, 12, 12, 3072},     {"opt-350m", 1024, 16, 24, 4096},
-    {"opt-1.3b", 2048, 32, 24, 8192},    {"opt-2.7b", 2560, 32, 32, 10240},
-    {"opt-6.7b", 4096, 32, 32, 16384},   {"opt-13b", 5120, 40, 40, 20480},
-    {"opt-30b", 7168, 56, 48, 28672},    {"opt-66b", 9216, 72, 64, 36864},
-    {"opt-175b", 12288, 96, 96, 49152},
-};
+static const fg_family *const families[] = {&fg_family_opt, &fg_family_llama};
+#define N_FAMILIES (sizeof families / sizeof families[0])
+
+const fg_family *fg_family_get(int id) {
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        if (families[i]->id == id) return families[i];
+    return NULL;
+}
+
+const fg_family *fg_family_of_gguf_arch(const char *arch) {
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        for (const char *const *a = families[i]->gguf_archs; a && *a; a++)
+            if (!strcmp(*a, arch)) return families[i];
+    return NULL;
+}
+
+const char *fg_config_family_name(const fg_opt_config *c) {
+    const fg_family *f = fg_family_get(c->family);
+    return f ? f->name : "?";
+}
 
 fg_status fg_config_by_name(const char *name, fg_opt_config *cfg) {
-    const char *n = name;
-    if (!strncmp(n, "facebook/", 9)) n += 9;
-    for (size_t i = 0; i < sizeof opt_sizes / sizeof opt_sizes[0]; i++) {
-        const opt_size *s = &opt_sizes[i];
-        if (strcmp(n, s->name)) continue;
-        memset(cfg, 0, sizeof *cfg);
-        snprintf(cfg->name, sizeof cfg->name, "%s", s->name);
-        cfg->vocab_size = 50272;
-        cfg->hidden = s->hidden;
-        cfg->n_heads = s->heads;
-        cfg->n_layers = s->layers;
-        cfg->ffn_dim = s->ffn;
-        cfg->max_pos = 2048;
-        /* 350m alone is post-LayerNorm with a 512-wide embedding. */
-        int is350 = !strcmp(s->name, "opt-350m");
-        cfg->word_embed_proj_dim = is350 ? 512 : s->hidden;
-        cfg->pre_ln = !is350;
-        cfg->pad_id = 1;
-        cfg->bos_id = 2;
-        cfg->eos_id = 2;
-        return fg_config_validate(cfg, name);
-    }
-    char known[512] = "";
-    for (size_t i = 0; i < sizeof opt_sizes / sizeof opt_sizes[0]; i++) {
-        size_t l = strlen(known);
-        snprintf(known + l, sizeof known - l, " %s", opt_sizes[i].name);
-    }
+    const char *n = name, *slash = strchr(name, '/');
+    if (slash) n = slash + 1;   /* "facebook/opt-1.3b", "meta-llama/..." */
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        if (families[i]->by_name(n, cfg)) return fg_config_validate(cfg, name);
+    char known[1024] = "";
+    for (size_t i = 0; i < N_FAMILIES; i++) families[i]->list_names(known, sizeof known);
     return fg_err_set(FG_EINPUT, "unknown model name '%s'; known:%s", name, known);
 }
 
 const char *fg_config_nearest_size(const fg_opt_config *c) {
-    const char *n = !strncmp(c->name, "facebook/", 9) ? c->name + 9 : c->name;
+    static const char *const opt_names[] = {"opt-125m", "opt-350m", "opt-1.3b", "opt-2.7b", "opt-6.7b",
+                                            "opt-13b", "opt-30b", "opt-66b", "opt-175b"};
+    const char *n = strchr(c->name, '/') ? strchr(c->name, '/') + 1 : c->name;
     size_t best = 0;
-    for (size_t i = 0; i < sizeof opt_sizes / sizeof opt_sizes[0]; i++) {
-        if (!strcmp(n, opt_sizes[i].name)) return opt_sizes[i].name;
-        if (abs(opt_sizes[i].hidden - c->hidden) < abs(opt_sizes[best].hidden - c->hidden)) best = i;
+    int best_h = 0;
+    for (size_t i = 0; i < sizeof opt_names / sizeof opt_names[0]; i++) {
+        fg_opt_config o;
+        fg_family_opt.by_name(opt_names[i], &o);
+        if (!strcmp(n, opt_names[i])) return opt_names[i];
+        if (!best_h || abs(o.hidden - c->hidden) < abs(best_h - c->hidden)) best = i, best_h = o.hidden;
     }
-    return opt_sizes[best].name;
+    return opt_names[best];
+}
+
+int fg_config_is_eos(const fg_opt_config *c, int tok) {
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos_ids[i] == tok) return 1;
+    return 0;
 }
 
 fg_status fg_config_validate(const fg_opt_config *c, const char *origin) {
 #define NEED(cond, ...) do { if (!(cond)) return fg_err_set(FG_EINPUT, __VA_ARGS__); } while (0)
-    NEED(c->vocab_size > 0, "%s: vocab_size must be > 0", origin);
-    NEED(c->hidden > 0, "%s: hidden_size must be > 0", origin);
+    const fg_family *fam = fg_family_get(c->family);
+    NEED(fam, "%s: unknown model family %d", origin, c->family);
     NEED(c->n_heads > 0, "%s: num_attention_heads must be > 0", origin);
-    NEED(c->hidden % c->n_heads == 0,
-         "%s: hidden_size %d is not a multiple of num_attention_heads %d", origin, c->hidden, c->n_heads);
-    NEED(c->n_layers > 0, "%s: num_hidden_layers must be > 0", origin);
-    NEED(c->ffn_dim > 0, "%s: ffn_dim must be > 0", origin);
-    NEED(c->max_pos > 0, "%s: max_position_embeddings must be > 0", origin);
-    NEED(c->word_embed_proj_dim > 0, "%s: word_embed_proj_dim must be > 0", origin);
-    /* Bounded here, not only where the workers read a description, so an
-     * absurd config.json is refused naming its field before anything runs. */
+    NEED(c->n_kv_heads > 0, "%s: num_key_value_heads must be > 0", origin);
+    fg_status st = fam->validate(c, origin);   /* first: its shape rules explain a wrong head_dim best */
+    if (st) return st;
     const struct { const char *key; int v; } dim[] = {
         {"vocab_size", c->vocab_size}, {"hidden_size", c->hidden}, {"num_attention_heads", c->n_heads},
-        {"ffn_dim", c->ffn_dim}, {"max_position_embeddings", c->max_pos},
-        {"word_embed_proj_dim", c->word_embed_proj_dim}};
-    for (size_t i = 0; i < sizeof dim / sizeof dim[0]; i++)
+        {"num_key_value_heads", c->n_kv_heads}, {"head_dim", c->head_dim}, {"ffn_dim", c->ffn_dim},
+        {"max_position_embeddings", c->max_pos}, {"word_embed_proj_dim", c->word_embed_proj_dim},
+        {"num_hidden_layers", c->n_layers}};
+    /* Bounded here, not only where the workers read a description, so an
+     * absurd config.json is refused naming its field before anything runs. */
+    for (size_t i = 0; i < sizeof dim / sizeof dim[0]; i++) {
+        NEED(dim[i].v > 0, "%s: %s must be > 0", origin, dim[i].key);
         NEED(dim[i].v <= FG_CONFIG_DIM_MAX, "%s: %s %d exceeds %d", origin, dim[i].key, dim[i].v, FG_CONFIG_DIM_MAX);
+    }
     NEED(c->n_layers <= FG_CONFIG_MAX_LAYERS, "%s: num_hidden_layers %d exceeds %d", origin, c->n_layers,
          FG_CONFIG_MAX_LAYERS);
+    NEED(c->n_heads % c->n_kv_heads == 0, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+         origin, c->n_heads, c->n_kv_heads);
+    NEED((int64_t)c->n_heads * c->head_dim <= FG_CONFIG_DIM_MAX, "%s: num_attention_heads x head_dim exceeds %d",
+         origin, FG_CONFIG_DIM_MAX);
     NEED(c->pad_id >= 0 && c->pad_id < c->vocab_size, "%s: pad_token_id %d out of range", origin, c->pad_id);
     NEED(c->bos_id >= 0 && c->bos_id < c->vocab_size, "%s: bos_token_id %d out of range", origin, c->bos_id);
-    NEED(c->eos_id >= 0 && c->eos_id < c->vocab_size, "%s: eos_token_id %d out of range", origin, c->eos_id);
+    NEED(c->n_eos >= 1 && c->n_eos <= FG_MAX_EOS, "%s: %d eos_token_id values (1 to %d)", origin, c->n_eos,
+         FG_MAX_EOS);
+    for (int i = 0; i < c->n_eos; i++)
+        NEED(c->eos_ids[i] >= 0 && c->eos_ids[i] < c->vocab_size, "%s: eos_token_id %d out of range", origin,
+             c->eos_ids[i]);
 #undef NEED
     return FG_OK;
 }
 
-/* Read an integer field; required unless def_val is given (has_def). */
-static fg_status json_int(json_t *root, const char *path, const char *key, int has_def, int def_val, int *out) {
+/* ---- config.json ---- */
+
+fg_status fg_json_int(json_t *root, const char *path, const char *key, int has_def, int def_val, int *out) {
     json_t *v = json_object_get(root, key);
     if (!v || json_is_null(v)) {
         if (has_def) { *out = def_val; return FG_OK; }
@@ -107,11 +117,41 @@ static fg_status json_int(json_t *root, const char *path, const char *key, int h
     return FG_OK;
 }
 
-static fg_status json_bool(json_t *root, const char *path, const char *key, int def_val, int *out) {
+fg_status fg_json_bool(json_t *root, const char *path, const char *key, int def_val, int *out) {
     json_t *v = json_object_get(root, key);
     if (!v || json_is_null(v)) { *out = def_val; return FG_OK; }
     if (!json_is_boolean(v)) return fg_err_set(FG_EINPUT, "%s: field '%s' must be true or false", path, key);
     *out = json_is_true(v);
+    return FG_OK;
+}
+
+fg_status fg_json_float(json_t *root, const char *path, const char *key, int has_def, double def_val, float *out) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) {
+        if (has_def) { *out = (float)def_val; return FG_OK; }
+        return fg_err_set(FG_EINPUT, "%s: missing field '%s'", path, key);
+    }
+    if (!json_is_number(v)) return fg_err_set(FG_EINPUT, "%s: field '%s' must be a number", path, key);
+    double x = json_number_value(v);
+    if (!isfinite(x) || fabs(x) > 1e30)
+        return fg_err_set(FG_EINPUT, "%s: field '%s' = %g is out of range", path, key, x);
+    *out = (float)x;
+    return FG_OK;
+}
+
+fg_status fg_json_id_list(json_t *v, const char *path, const char *key, int *ids, int *n) {
+    size_t count = json_is_array(v) ? json_array_size(v) : 1;
+    if (!json_is_array(v) && !json_is_integer(v))
+        return fg_err_set(FG_EINPUT, "%s: field '%s' must be an integer or a list of integers", path, key);
+    if (count < 1 || count > FG_MAX_EOS)
+        return fg_err_set(FG_EINPUT, "%s: field '%s' has %zu ids (1 to %d)", path, key, count, FG_MAX_EOS);
+    for (size_t i = 0; i < count; i++) {
+        json_t *x = json_is_array(v) ? json_array_get(v, i) : v;
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > (1 << 30))
+            return fg_err_set(FG_EINPUT, "%s: field '%s' must hold token ids (integers >= 0)", path, key);
+        ids[i] = (int)json_integer_value(x);
+    }
+    *n = (int)count;
     return FG_OK;
 }
 
@@ -123,69 +163,40 @@ fg_status fg_json_load_file(const char *path, json_t **root) {
     return fg_err_set(FG_EINPUT, "%s: line %d: not valid JSON: %s", path, jerr.line, jerr.text);
 }
 
+/* The family whose model_types hold mt (an absent model_type: OPT, as the
+ * first checkpoints this engine read had none). */
+static const fg_family *family_of_type(const char *mt) {
+    if (!mt) return &fg_family_opt;
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        for (const char *const *t = families[i]->model_types; *t; t++)
+            if (!strcmp(*t, mt)) return families[i];
+    return NULL;
+}
+
 fg_status fg_config_load_json(const char *path, fg_opt_config *cfg) {
     json_t *root;
     fg_status st = fg_json_load_file(path, &root);
     if (st) return st;
     memset(cfg, 0, sizeof *cfg);
-    if (!json_is_object(root)) { st = fg_err_set(FG_EINPUT, "%s: expected a JSON object", path); goto out; }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
     json_t *mt = json_object_get(root, "model_type");
-    if (mt && (!json_is_string(mt) || strcmp(json_string_value(mt), "opt"))) {
-        st = fg_err_set(FG_EINPUT, "%s: field 'model_type' is %s, expected \"opt\"", path,
-                        json_is_string(mt) ? json_string_value(mt) : "not a string");
-        goto out;
-    }
-    json_t *act = json_object_get(root, "activation_function");
-    if (act && (!json_is_string(act) || strcmp(json_string_value(act), "relu"))) {
-        st = fg_err_set(FG_EINPUT, "%s: field 'activation_function' must be \"relu\" (OPT)", path);
-        goto out;
-    }
-    int bias = 1, affine = 1;
-    if ((st = json_int(root, path, "vocab_size", 0, 0, &cfg->vocab_size)) ||
-        (st = json_int(root, path, "hidden_size", 0, 0, &cfg->hidden)) ||
-        (st = json_int(root, path, "num_attention_heads", 0, 0, &cfg->n_heads)) ||
-        (st = json_int(root, path, "num_hidden_layers", 0, 0, &cfg->n_layers)) ||
-        (st = json_int(root, path, "ffn_dim", 0, 0, &cfg->ffn_dim)) ||
-        (st = json_int(root, path, "max_position_embeddings", 0, 0, &cfg->max_pos)) ||
-        (st = json_int(root, path, "word_embed_proj_dim", 1, cfg->hidden, &cfg->word_embed_proj_dim)) ||
-        (st = json_int(root, path, "pad_token_id", 1, 1, &cfg->pad_id)) ||
-        (st = json_int(root, path, "bos_token_id", 1, 2, &cfg->bos_id)) ||
-        (st = json_int(root, path, "eos_token_id", 1, 2, &cfg->eos_id)) ||
-        (st = json_bool(root, path, "do_layer_norm_before", 1, &cfg->pre_ln)) ||
-        (st = json_bool(root, path, "enable_bias", 1, &bias)) ||
-        (st = json_bool(root, path, "layer_norm_elementwise_affine", 1, &affine)))
-        goto out;
-    if (!bias || !affine) {
-        st = fg_err_set(FG_EINPUT, "%s: enable_bias=false or layer_norm_elementwise_affine=false "
-                                   "is not an OPT checkpoint this engine supports", path);
-        goto out;
-    }
-    json_t *rm = json_object_get(root, "_remove_final_layer_norm");
-    if (rm && json_is_true(rm)) {
-        st = fg_err_set(FG_EINPUT, "%s: _remove_final_layer_norm=true is not supported", path);
-        goto out;
-    }
-    json_t *nm = json_object_get(root, "_name_or_path");
-    snprintf(cfg->name, sizeof cfg->name, "%s", nm && json_is_string(nm) ? json_string_value(nm) : "opt");
-    st = fg_config_validate(cfg, path);
-out:
+    const fg_family *fam = NULL;
+    if (!json_is_object(root)) st = fg_err_set(FG_EINPUT, "%s: expected a JSON object", path);
+    else if (mt && !json_is_string(mt)) st = fg_err_set(FG_EINPUT, "%s: field 'model_type' is not a string", path);
+    else if (!(fam = family_of_type(mt ? json_string_value(mt) : NULL)))
+        st = fg_err_set(FG_EINPUT, "%s: field 'model_type' is \"%s\", which this engine does not run (opt, llama, "
+                                   "mistral, qwen2)", path, json_string_value(mt));
+    if (!st) st = fam->from_json(root, path, dir, cfg);
+    if (!st) st = fg_config_validate(cfg, path);
     json_decref(root);
     return st;
 }
 
 /* ---- tensor specs ---- */
-
-static const char *layer_suffix[FG_LW_COUNT] = {
-    "self_attn.q_proj.weight", "self_attn.q_proj.bias", "self_attn.k_proj.weight", "self_attn.k_proj.bias",
-    "self_attn.v_proj.weight", "self_attn.v_proj.bias", "self_attn.out_proj.weight", "self_attn.out_proj.bias",
-    "self_attn_layer_norm.weight", "self_attn_layer_norm.bias", "fc1.weight", "fc1.bias",
-    "fc2.weight", "fc2.bias", "final_layer_norm.weight", "final_layer_norm.bias",
-};
-
-static const char *global_name[FG_GW_COUNT] = {
-    "decoder.embed_tokens.weight", "decoder.embed_positions.weight", "decoder.project_in.weight",
-    "decoder.project_out.weight", "decoder.final_layer_norm.weight", "decoder.final_layer_norm.bias",
-};
 
 static void set_spec(fg_spec *s, const char *name, int present, int64_t d0, int64_t d1) {
     snprintf(s->name, sizeof s->name, "%s", name);
@@ -195,49 +206,71 @@ static void set_spec(fg_spec *s, const char *name, int present, int64_t d0, int6
     s->dims[1] = d1;
 }
 
+/* Layer tensor w's shape (d1 = 0: a vector) and presence, from the fields. */
+static int layer_shape(const fg_opt_config *c, int w, int64_t *d0, int64_t *d1) {
+    int64_t H = c->hidden, F = c->ffn_dim, Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c);
+    int ln_b = c->norm_kind == FG_NORM_LAYER, gated = c->ffn_kind == FG_FFN_SWIGLU;
+    *d1 = 0;
+    switch (w) {
+    case FG_LW_Q_W: *d0 = Q, *d1 = H; return 1;
+    case FG_LW_Q_B: *d0 = Q; return c->qkv_bias;
+    case FG_LW_K_W: case FG_LW_V_W: *d0 = KV, *d1 = H; return 1;
+    case FG_LW_K_B: case FG_LW_V_B: *d0 = KV; return c->qkv_bias;
+    case FG_LW_O_W: *d0 = H, *d1 = Q; return 1;
+    case FG_LW_O_B: *d0 = H; return c->o_bias;
+    case FG_LW_LN1_W: case FG_LW_LN2_W: *d0 = H; return 1;
+    case FG_LW_LN1_B: case FG_LW_LN2_B: *d0 = H; return ln_b;
+    case FG_LW_FC1_W: *d0 = F, *d1 = H; return 1;
+    case FG_LW_FC1_B: *d0 = F; return c->mlp_bias;
+    case FG_LW_FC2_W: *d0 = H, *d1 = F; return 1;
+    case FG_LW_FC2_B: *d0 = H; return c->mlp_bias;
+    case FG_LW_UP_W: *d0 = F, *d1 = H; return gated;
+    case FG_LW_UP_B: *d0 = F; return gated && c->mlp_bias;
+    }
+    return 0;
+}
+
 fg_spec *fg_specs_new(const fg_opt_config *c) {
+    const fg_family *fam = fg_family_get(c->family);
+    FG_ASSERT(fam);
     fg_spec *sp = fg_xcalloc((size_t)fg_spec_count(c), sizeof *sp);
-    int64_t V = c->vocab_size, H = c->hidden, F = c->ffn_dim, D = c->word_embed_proj_dim;
-    int proj = fg_config_has_proj(c);
-    set_spec(&sp[FG_GW_EMBED_TOKENS], global_name[FG_GW_EMBED_TOKENS], 1, V, D);
-    set_spec(&sp[FG_GW_EMBED_POS], global_name[FG_GW_EMBED_POS], 1, c->max_pos + 2, H);
-    set_spec(&sp[FG_GW_PROJ_IN], global_name[FG_GW_PROJ_IN], proj, H, D);
-    set_spec(&sp[FG_GW_PROJ_OUT], global_name[FG_GW_PROJ_OUT], proj, D, H);
-    set_spec(&sp[FG_GW_FINAL_LN_W], global_name[FG_GW_FINAL_LN_W], c->pre_ln, H, 0);
-    set_spec(&sp[FG_GW_FINAL_LN_B], global_name[FG_GW_FINAL_LN_B], c->pre_ln, H, 0);
-    for (int l = 0; l < c->n_layers; l++) {
+    int64_t V = c->vocab_size, H = c->hidden, D = c->word_embed_proj_dim;
+    int proj = fg_config_has_proj(c), learned = c->pos_kind == FG_POS_LEARNED, ln_b = c->norm_kind == FG_NORM_LAYER;
+    const char *const *g = fam->global_name;
+    set_spec(&sp[FG_GW_EMBED_TOKENS], g[FG_GW_EMBED_TOKENS], 1, V, D);
+    set_spec(&sp[FG_GW_EMBED_POS], g[FG_GW_EMBED_POS], learned, c->max_pos + 2, H);   /* OPT's offset 2 */
+    set_spec(&sp[FG_GW_PROJ_IN], g[FG_GW_PROJ_IN], proj, H, D);
+    set_spec(&sp[FG_GW_PROJ_OUT], g[FG_GW_PROJ_OUT], proj, D, H);
+    set_spec(&sp[FG_GW_FINAL_LN_W], g[FG_GW_FINAL_LN_W], c->pre_ln, H, 0);
+    set_spec(&sp[FG_GW_FINAL_LN_B], g[FG_GW_FINAL_LN_B], c->pre_ln && ln_b, H, 0);
+    set_spec(&sp[FG_GW_LM_HEAD], g[FG_GW_LM_HEAD], !c->tied, V, D);
+    for (int l = 0; l < c->n_layers; l++)
         for (int w = 0; w < FG_LW_COUNT; w++) {
             char name[96];
-            snprintf(name, sizeof name, "decoder.layers.%d.%s", l, layer_suffix[w]);
-            int64_t d0 = H, d1 = 0;
-            switch (w) {
-            case FG_LW_Q_W: case FG_LW_K_W: case FG_LW_V_W: case FG_LW_O_W: d1 = H; break;
-            case FG_LW_FC1_W: d0 = F; d1 = H; break;
-            case FG_LW_FC1_B: d0 = F; break;
-            case FG_LW_FC2_W: d0 = H; d1 = F; break;
-            default: break;
-            }
-            set_spec(&sp[fg_spec_layer(l, w)], name, 1, d0, d1);
+            snprintf(name, sizeof name, "%s%d.%s", fam->layer_prefix, l, fam->layer_suffix[w]);
+            int64_t d0, d1;
+            int present = layer_shape(c, w, &d0, &d1);
+            set_spec(&sp[fg_spec_layer(l, w)], name, present, d0, d1);
         }
-    }
     return sp;
 }
 
 int fg_spec_lookup(const fg_opt_config *c, const fg_spec *specs, const char *name) {
+    const fg_family *fam = fg_family_get(c->family);
     if (!strncmp(name, "model.", 6)) name += 6;
-    if (!strcmp(name, "lm_head.weight")) return -2;
-    if (!strcmp(name, "decoder.layer_norm.weight")) name = global_name[FG_GW_FINAL_LN_W];
-    if (!strcmp(name, "decoder.layer_norm.bias")) name = global_name[FG_GW_FINAL_LN_B];
+    for (const char *const *a = fam->aliases; *a; a += 2)
+        if (!strcmp(name, a[0])) name = a[1];
+    if (c->tied && !strcmp(name, fam->global_name[FG_GW_LM_HEAD])) return -2;   /* the embedding is the head */
     for (int g = 0; g < FG_GW_COUNT; g++)
         if (specs[g].present && !strcmp(name, specs[g].name)) return g;
-    static const char pre[] = "decoder.layers.";
-    if (strncmp(name, pre, sizeof pre - 1)) return -1;
-    const char *p = name + sizeof pre - 1;
+    size_t pl = strlen(fam->layer_prefix);
+    if (strncmp(name, fam->layer_prefix, pl)) return -1;
+    const char *p = name + pl;
     char *end;
     long l = strtol(p, &end, 10);
     if (end == p || *end != '.' || l < 0 || l >= c->n_layers) return -1;
     for (int w = 0; w < FG_LW_COUNT; w++)
-        if (!strcmp(end + 1, layer_suffix[w])) return fg_spec_layer((int)l, w);
+        if (!strcmp(end + 1, fam->layer_suffix[w])) return specs[fg_spec_layer((int)l, w)].present ? fg_spec_layer((int)l, w) : -1;
     return -1;
 }
 
@@ -247,7 +280,7 @@ int fg_spec_is_q4(const fg_opt_config *c, int idx) {
     if (!c->compress_weight || idx < FG_GW_COUNT) return 0;
     int w = (idx - FG_GW_COUNT) % FG_LW_COUNT;
     return w == FG_LW_Q_W || w == FG_LW_K_W || w == FG_LW_V_W || w == FG_LW_O_W || w == FG_LW_FC1_W ||
-           w == FG_LW_FC2_W;
+           w == FG_LW_FC2_W || w == FG_LW_UP_W;
 }
 
 uint64_t fg_spec_stored_bytes(const fg_opt_config *c, const fg_spec *sp, int idx) {
@@ -258,45 +291,70 @@ uint64_t fg_spec_stored_bytes(const fg_opt_config *c, const fg_spec *sp, int idx
 }
 
 uint64_t fg_cache_row_bytes(const fg_opt_config *c) {
-    if (!c->compress_cache) return 2 * (uint64_t)c->hidden;
-    return (uint64_t)c->n_heads * fg_q4_slice_bytes((uint64_t)fg_config_head_dim(c), 1);
+    if (!c->compress_cache) return 2 * (uint64_t)fg_config_kv_dim(c);
+    return (uint64_t)c->n_kv_heads * fg_q4_slice_bytes((uint64_t)fg_config_head_dim(c), 1);
 }
 
 /* ---- the description the workers get ---- */
 
+static uint32_t fbits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float bitsf(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 fg_model_desc fg_config_desc(const fg_opt_config *c) {
-    fg_model_desc d = {.family = FG_FAMILY_OPT, .n = 9};
-    const int v[9] = {c->vocab_size, c->hidden, c->n_heads, c->ffn_dim, c->max_pos, c->word_embed_proj_dim, c->pre_ln,
-                      c->compress_weight, c->compress_cache};
-    for (int i = 0; i < 9; i++) d.v[i] = (uint32_t)v[i];
+    fg_model_desc d = {.family = (uint32_t)c->family, .n = FG_MODEL_DESC_N};
+    uint32_t kinds = (uint32_t)(c->ffn_kind | c->norm_kind << 4 | c->pos_kind << 8 | c->rope_scaling << 12);
+    uint32_t flags = (c->pre_ln ? FG_DESC_F_PRE_LN : 0) | (c->qkv_bias ? FG_DESC_F_QKV_BIAS : 0) |
+                     (c->o_bias ? FG_DESC_F_O_BIAS : 0) | (c->mlp_bias ? FG_DESC_F_MLP_BIAS : 0) |
+                     (c->tied ? FG_DESC_F_TIED : 0) | (c->compress_weight ? FG_DESC_F_COMPRESS_WEIGHT : 0) |
+                     (c->compress_cache ? FG_DESC_F_COMPRESS_CACHE : 0);
+    const uint32_t v[FG_MODEL_DESC_N] = {
+        (uint32_t)c->vocab_size, (uint32_t)c->hidden, (uint32_t)c->n_heads, (uint32_t)c->n_kv_heads,
+        (uint32_t)c->head_dim, (uint32_t)c->ffn_dim, (uint32_t)c->max_pos, (uint32_t)c->word_embed_proj_dim,
+        kinds, flags, fbits(c->norm_eps), fbits(c->rope_theta), fbits(c->rope_factor), fbits(c->rope_low),
+        fbits(c->rope_high), (uint32_t)c->rope_orig_max, (uint32_t)c->sliding_window};
+    memcpy(d.v, v, sizeof v);
     return d;
 }
 
 fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_opt_config *c) {
-    if (d->family != FG_FAMILY_OPT)
-        return fg_err_set(FG_EINPUT, "%s: model family %u is not one this worker runs (OPT is %d)", who,
-                          (unsigned)d->family, FG_FAMILY_OPT);
-    if (d->n != 9) return fg_err_set(FG_EINPUT, "%s: an OPT description has 9 numbers, got %u", who, (unsigned)d->n);
-    for (int i = 0; i < 6; i++)
+    if (!fg_family_get((int)d->family))
+        return fg_err_set(FG_EINPUT, "%s: model family %u is not one this worker runs", who, (unsigned)d->family);
+    if (d->n != FG_MODEL_DESC_N)
+        return fg_err_set(FG_EINPUT, "%s: a model description has %d numbers, got %u", who, FG_MODEL_DESC_N,
+                          (unsigned)d->n);
+    for (int i = 0; i < 8; i++)
         if (d->v[i] > FG_CONFIG_DIM_MAX)
             return fg_err_set(FG_EINPUT, "%s: model dimension %u exceeds %d", who, (unsigned)d->v[i], FG_CONFIG_DIM_MAX);
-    for (int i = 6; i < 9; i++)
-        if (d->v[i] > 1)
-            return fg_err_set(FG_EINPUT, "%s: model %s must be 0 or 1, got %u", who,
-                              i == 6 ? "pre_ln" : i == 7 ? "compress_weight" : "compress_cache", (unsigned)d->v[i]);
+    uint32_t kinds = d->v[8], flags = d->v[9];
+    if (kinds & ~0x3111u || flags >= 128 || d->v[15] > FG_CONFIG_DIM_MAX || d->v[16] > FG_CONFIG_DIM_MAX)
+        return fg_err_set(FG_EINPUT, "%s: model kinds 0x%x or flags 0x%x or a size out of range", who,
+                          (unsigned)kinds, (unsigned)flags);
     memset(c, 0, sizeof *c);
     snprintf(c->name, sizeof c->name, "op");
-    c->vocab_size = (int)d->v[0];
-    c->hidden = (int)d->v[1];
-    c->n_heads = (int)d->v[2];
+    c->family = (int)d->family;
+    c->vocab_size = (int)d->v[0], c->hidden = (int)d->v[1], c->n_heads = (int)d->v[2], c->n_kv_heads = (int)d->v[3];
+    c->head_dim = (int)d->v[4], c->ffn_dim = (int)d->v[5], c->max_pos = (int)d->v[6];
+    c->word_embed_proj_dim = (int)d->v[7];
     c->n_layers = 1;
-    c->ffn_dim = (int)d->v[3];
-    c->max_pos = (int)d->v[4];
-    c->word_embed_proj_dim = (int)d->v[5];
-    c->pre_ln = (int)d->v[6];
-    c->compress_weight = (int)d->v[7];
-    c->compress_cache = (int)d->v[8];
+    c->ffn_kind = (int)(kinds & 15), c->norm_kind = (int)(kinds >> 4 & 15), c->pos_kind = (int)(kinds >> 8 & 15);
+    c->rope_scaling = (int)(kinds >> 12 & 15);
+    c->pre_ln = !!(flags & FG_DESC_F_PRE_LN), c->qkv_bias = !!(flags & FG_DESC_F_QKV_BIAS);
+    c->o_bias = !!(flags & FG_DESC_F_O_BIAS), c->mlp_bias = !!(flags & FG_DESC_F_MLP_BIAS);
+    c->tied = !!(flags & FG_DESC_F_TIED), c->compress_weight = !!(flags & FG_DESC_F_COMPRESS_WEIGHT);
+    c->compress_cache = !!(flags & FG_DESC_F_COMPRESS_CACHE);
+    c->norm_eps = bitsf(d->v[10]), c->rope_theta = bitsf(d->v[11]), c->rope_factor = bitsf(d->v[12]);
+    c->rope_low = bitsf(d->v[13]), c->rope_high = bitsf(d->v[14]);
+    c->rope_orig_max = (int)d->v[15], c->sliding_window = (int)d->v[16];
+    c->n_eos = 1;   /* token ids are the coordinator's business */
     char origin[64];
     snprintf(origin, sizeof origin, "%s: model", who);
     return fg_config_validate(c, origin);

@@ -1,38 +1,70 @@
-/* fg_config.h - OPT model configurations: every size FlexGen names plus the
- * 350m variant, chosen by name or read from a Hugging Face config.json, and
- * the list of tensors (name, shape) a checkpoint of that config must hold. */
+/* fg_config.h - model configurations of every family (OPT; the Llama family:
+ * Llama 2/3.x, Mistral, Qwen2, TinyLlama), chosen by name or read from a
+ * Hugging Face config.json, the description the workers are told, and the
+ * list of tensors (name, shape) a checkpoint of that config must hold. */
 #ifndef FG_CONFIG_H
 #define FG_CONFIG_H
 
 #include "fg_common.h"
 
+/* Model families: the kernels a model runs (kernels/fg_fwd.h dispatches on
+ * it) and the names its checkpoints give tensors. Each family's description
+ * (model/fg_family_<name>.c: sizes by name, config.json, tensor names) is
+ * the only place that names it; everything else reads the fields below. */
+enum { FG_FAMILY_OPT = 1, FG_FAMILY_LLAMA = 2 };
+enum { FG_FFN_RELU = 0, FG_FFN_SWIGLU = 1 };          /* fc2(relu(fc1 x)); down(silu(gate x) * up x) */
+enum { FG_NORM_LAYER = 0, FG_NORM_RMS = 1 };           /* LayerNorm with bias; RMSNorm, weight only */
+enum { FG_POS_LEARNED = 0, FG_POS_ROPE = 1 };          /* a position table (OPT's offset 2); rotary */
+enum { FG_ROPE_NONE = 0, FG_ROPE_LINEAR = 1, FG_ROPE_LLAMA3 = 2 };   /* rope_scaling */
+#define FG_MAX_EOS 8
+
 typedef struct {
     char name[64];
-    int vocab_size;          /* V: rows of the token embedding = LM head */
+    int family;              /* FG_FAMILY_* */
+    int vocab_size;          /* V: rows of the token embedding (and of the LM head) */
     int hidden;              /* H */
-    int n_heads;             /* A; head_dim = H / A */
+    int n_heads;             /* A: query heads */
+    int n_kv_heads;          /* key/value heads; A is a multiple (GQA; OPT: A) */
+    int head_dim;            /* d: q is A*d wide, k and v n_kv_heads*d (OPT: H / A) */
     int n_layers;            /* decoder layers (embedding and head not counted) */
     int ffn_dim;             /* F */
-    int max_pos;             /* max_position_embeddings; the table has max_pos+2 rows */
-    int word_embed_proj_dim; /* D: embedding width; != H means project_in/out exist */
-    int pre_ln;              /* do_layer_norm_before: 1 for all but 350m */
-    int pad_id, bos_id, eos_id;
+    int max_pos;             /* max_position_embeddings; a learned table has max_pos+2 rows */
+    int word_embed_proj_dim; /* D: embedding width; != H means project_in/out exist (OPT-350m) */
+    int pre_ln;              /* norm before each block (OPT's do_layer_norm_before; 0 for 350m) */
+    int ffn_kind;            /* FG_FFN_* */
+    int norm_kind;           /* FG_NORM_* */
+    float norm_eps;          /* the RMSNorm's epsilon (a LayerNorm's is FG_LN_EPS) */
+    int pos_kind;            /* FG_POS_* */
+    float rope_theta;        /* rotary base */
+    int rope_scaling;        /* FG_ROPE_* */
+    float rope_factor;       /* linear and llama3: the factor */
+    float rope_low, rope_high;   /* llama3: low_freq_factor, high_freq_factor */
+    int rope_orig_max;       /* llama3: original_max_position_embeddings */
+    int sliding_window;      /* 0 = none; else key slot j is seen from query slot i iff i - W < j <= i */
+    int qkv_bias, o_bias, mlp_bias;   /* which projections have a bias */
+    int tied;                /* the LM head is the token embedding (no lm_head tensor) */
+    int pad_id, bos_id;
+    int n_eos, eos_ids[FG_MAX_EOS];   /* generation stops at any of them */
     /* How the tiers hold it (a run's choice, not the checkpoint's): FlexGen's
-     * 4-bit group-wise compression (common/fg_q4.h) of the six attention and
-     * MLP weight matrices (--compress-weight), of the KV cache
-     * (--compress-cache). Carried to the workers in the description. */
+     * 4-bit group-wise compression (common/fg_q4.h) of each layer's weight
+     * matrices (--compress-weight), of the KV cache (--compress-cache).
+     * Carried to the workers in the description. */
     int compress_weight, compress_cache;
 } fg_opt_config;
 
-/* Fill *cfg for a FlexGen model name ("opt-125m" ... "opt-175b", "opt-350m";
- * an optional "facebook/" prefix is accepted). FG_EINPUT if unknown. */
+/* Fill *cfg for a model name of any family ("opt-125m" ... "opt-175b",
+ * "opt-350m", "llama-3.1-8b", ...; an optional "facebook/" prefix is
+ * accepted). FG_EINPUT listing the known names if unknown. */
 fg_status fg_config_by_name(const char *name, fg_opt_config *cfg);
 /* The OPT size whose shapes are closest to c's: its own name if it is one,
  * else the one nearest in hidden size (what a hardware profile is measured
  * with for c). */
 const char *fg_config_nearest_size(const fg_opt_config *c);
 
-/* Parse a Hugging Face config.json. Errors name the file and the field. */
+/* Parse a Hugging Face config.json (model_type picks the family; a
+ * generation_config.json beside it gives the EOS list). Errors name the
+ * file and the field; an unknown model_type or an unsupported feature
+ * (rope_scaling yarn, ...) is refused (FG_EINPUT). */
 fg_status fg_config_load_json(const char *path, fg_opt_config *cfg);
 
 /* Load a JSON file; the message names the file and the line on a syntax
@@ -48,25 +80,37 @@ fg_status fg_json_load_file(const char *path, struct json_t **root);
 #define FG_CONFIG_DIM_MAX (1 << 20)
 #define FG_CONFIG_MAX_LAYERS 4096
 
-/* Semantic checks shared by both constructors (H % A == 0, sizes > 0 and
- * within the bounds above, ...). */
+/* Semantic checks shared by every constructor (A % n_kv_heads == 0, sizes
+ * > 0 and within the bounds above, the kinds the family's kernels run, ...). */
 fg_status fg_config_validate(const fg_opt_config *cfg, const char *origin);
+
+/* 1 if tok ends generation (one of the EOS ids). */
+int fg_config_is_eos(const fg_opt_config *c, int tok);
+/* "opt", "llama": the family's name, for messages. */
+const char *fg_config_family_name(const fg_opt_config *c);
 
 /* ---- the shape as a general description ---- */
 
-/* What the workers are told of a model (the ops' params carry it): a family
- * and that family's numbers in its own order. The struct knows no family,
- * so another family (its own op kernels and tensor roles) can be added
- * without a new wire format. OPT: vocab_size, hidden, n_heads, ffn_dim,
- * max_pos, word_embed_proj_dim, pre_ln, compress_weight, compress_cache. */
-enum { FG_FAMILY_OPT = 1 };
-#define FG_MODEL_DESC_MAX 13
+/* What the workers are told of a model (the ops' params carry it): the
+ * family and the config's numbers in one layout for every family (floats
+ * as their IEEE bit patterns), so a worker reads any model without knowing
+ * its config file. Order: vocab_size, hidden, n_heads, n_kv_heads,
+ * head_dim, ffn_dim, max_pos, word_embed_proj_dim, kinds (ffn_kind |
+ * norm_kind << 4 | pos_kind << 8 | rope_scaling << 12), flags (FG_DESC_F_*),
+ * norm_eps, rope_theta, rope_factor, rope_low, rope_high, rope_orig_max,
+ * sliding_window. */
+enum {
+    FG_DESC_F_PRE_LN = 1, FG_DESC_F_QKV_BIAS = 2, FG_DESC_F_O_BIAS = 4, FG_DESC_F_MLP_BIAS = 8,
+    FG_DESC_F_TIED = 16, FG_DESC_F_COMPRESS_WEIGHT = 32, FG_DESC_F_COMPRESS_CACHE = 64,
+};
+#define FG_MODEL_DESC_N 17
+#define FG_MODEL_DESC_MAX 19
 typedef struct {
     uint32_t family;                  /* FG_FAMILY_* */
-    uint32_t n;                       /* values used, <= FG_MODEL_DESC_MAX */
-    uint32_t v[FG_MODEL_DESC_MAX];    /* the family's numbers; the rest 0 */
+    uint32_t n;                       /* values used: FG_MODEL_DESC_N */
+    uint32_t v[FG_MODEL_DESC_MAX];    /* the numbers; the rest 0 */
 } fg_model_desc;
-_Static_assert(sizeof(fg_model_desc) == 60, "fg_model_desc: 15 x u32, no padding");
+_Static_assert(sizeof(fg_model_desc) == 84, "fg_model_desc: 21 x u32, no padding");
 
 /* cfg -> its description. */
 fg_model_desc fg_config_desc(const fg_opt_config *cfg);
@@ -74,22 +118,38 @@ fg_model_desc fg_config_desc(const fg_opt_config *cfg);
  * `who` for an unknown family, a wrong count or an out-of-range number. */
 fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_opt_config *cfg);
 
-static inline int fg_config_head_dim(const fg_opt_config *c) { return c->hidden / c->n_heads; }
+static inline int fg_config_head_dim(const fg_opt_config *c) { return c->head_dim; }
 static inline int fg_config_has_proj(const fg_opt_config *c) { return c->word_embed_proj_dim != c->hidden; }
+/* Widths of q (and the attention context) and of k and v (and the cache). */
+static inline int fg_config_q_dim(const fg_opt_config *c) { return c->n_heads * c->head_dim; }
+static inline int fg_config_kv_dim(const fg_opt_config *c) { return c->n_kv_heads * c->head_dim; }
+/* Weight matrices of the MLP: 2 (fc1, fc2) or 3 (gate, up, down). */
+static inline int fg_config_ffn_mats(const fg_opt_config *c) { return c->ffn_kind == FG_FFN_SWIGLU ? 3 : 2; }
+/* FLOPs of a decoder layer's Linear layers per row: 2 x (q, k, v, o, MLP). */
+static inline double fg_config_layer_flops(const fg_opt_config *c) {
+    double H = c->hidden, Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c);
+    return 2 * (H * Q + 2 * H * KV + Q * H + fg_config_ffn_mats(c) * H * (double)c->ffn_dim);
+}
 
 /* ---- tensor specs ---- */
 
-/* Per-layer tensors in a fixed order; the index of a tensor inside a layer. */
+/* Per-layer tensors in a fixed order; the index of a tensor inside a layer.
+ * Roles, by family: LN1 the norm before attention (OPT self_attn_layer_norm,
+ * Llama input_layernorm), LN2 before the MLP (final_layer_norm,
+ * post_attention_layernorm), FC1 the MLP's first matrix (fc1, gate_proj),
+ * FC2 its last (fc2, down_proj), UP the gated MLP's up_proj. */
 enum {
     FG_LW_Q_W, FG_LW_Q_B, FG_LW_K_W, FG_LW_K_B, FG_LW_V_W, FG_LW_V_B,
     FG_LW_O_W, FG_LW_O_B, FG_LW_LN1_W, FG_LW_LN1_B,
     FG_LW_FC1_W, FG_LW_FC1_B, FG_LW_FC2_W, FG_LW_FC2_B, FG_LW_LN2_W, FG_LW_LN2_B,
+    FG_LW_UP_W, FG_LW_UP_B,
     FG_LW_COUNT
 };
-/* Model-level tensors (some only exist for some configs: see fg_spec.present). */
+/* Model-level tensors (some only exist for some configs: see fg_spec.present).
+ * LM_HEAD: an untied head (a tied one is EMBED_TOKENS). */
 enum {
     FG_GW_EMBED_TOKENS, FG_GW_EMBED_POS, FG_GW_PROJ_IN, FG_GW_PROJ_OUT,
-    FG_GW_FINAL_LN_W, FG_GW_FINAL_LN_B, FG_GW_COUNT
+    FG_GW_FINAL_LN_W, FG_GW_FINAL_LN_B, FG_GW_LM_HEAD, FG_GW_COUNT
 };
 
 typedef struct {
@@ -109,21 +169,22 @@ static inline int fg_spec_layer(int layer, int which) { return FG_GW_COUNT + lay
 static inline int64_t fg_spec_numel(const fg_spec *s) { return s->ndim == 1 ? s->dims[0] : s->dims[0] * s->dims[1]; }
 
 /* Map a checkpoint's tensor name to a spec index: strips "model.", accepts
- * FlexGen's "decoder.layer_norm" for the final LayerNorm. Returns -1 for an
- * unknown name, -2 for names to ignore (lm_head.weight: the head is tied). */
+ * FlexGen's "decoder.layer_norm" for OPT's final LayerNorm. Returns -1 for
+ * an unknown name (or one this config has no tensor for), -2 for names to
+ * ignore (lm_head.weight of a tied model). */
 int fg_spec_lookup(const fg_opt_config *cfg, const fg_spec *specs, const char *name);
 
 /* ---- bytes as the tiers hold them ---- */
 
 /* 1 if spec index idx is held 4-bit compressed (compress_weight and one of
- * a layer's q, k, v, out_proj, fc1, fc2 weights; embeddings, biases and
- * LayerNorms stay fp16). */
+ * a layer's weight matrices: q, k, v, o, fc1/gate, fc2/down, up; embeddings,
+ * the LM head, biases and norms stay fp16). */
 int fg_spec_is_q4(const fg_opt_config *c, int idx);
 /* Bytes spec index idx occupies in every tier: fp16, or fg_q4 compressed. */
 uint64_t fg_spec_stored_bytes(const fg_opt_config *c, const fg_spec *sp, int idx);
-/* KV cache bytes of one position of one sequence (H values): 2H fp16, or
- * n_heads compressed head_dim slices. A (Tmax, B, H) cache block is Tmax*B
- * of these, time-major. */
+/* KV cache bytes of one position of one sequence (n_kv_heads * head_dim
+ * values): fp16, or n_kv_heads compressed head_dim slices. A (Tmax, B, KV)
+ * cache block is Tmax*B of these, time-major. */
 uint64_t fg_cache_row_bytes(const fg_opt_config *c);
 
 #endif

@@ -2,53 +2,25 @@
  * numpy directories and dummy weights, all validated against the config's
  * tensor specs before any tensor is read, and each source's identity (what
  * the tier store keys its files on). */
-#include "fg_weights.h"
+#include "fg_wsrc_int.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
-typedef enum { DT_F16, DT_BF16, DT_F32 } dtype;
-static const int dt_size[] = {2, 2, 4};
-
-typedef struct {
-    char path[PATH_MAX];
-    const uint8_t *map; /* whole file, read-only */
-    size_t size;
-    int64_t mtime_ns;   /* at open: with size and head, the file's identity */
-    size_t head;        /* bytes of format header at the start (safetensors
-                           length + JSON, .npy preamble + dict) */
-} mapped_file;
-
-typedef enum { WS_SAFETENSORS = 1, WS_NPY = 2, WS_DUMMY = 3 } wsrc_kind;
-
-typedef struct {
-    int file;            /* index into ws->files; -1 = not mapped yet */
-    size_t offset;       /* absolute offset of the first byte in the file */
-    dtype dt;
-} tensor_loc;
-
-struct fg_wsrc {
-    fg_opt_config cfg;
-    fg_spec *specs;
-    tensor_loc *locs;      /* one per spec */
-    mapped_file *files;
-    int n_files;
-    wsrc_kind kind;
-    uint64_t seed;
-    char desc[PATH_MAX + 64];
-};
+static const int dt_size[] = {2, 2, 4};   /* bytes of a value of each dtype */
 
 /* ---- helpers ---- */
 
-static fg_status map_file(fg_wsrc *ws, const char *path, int *idx) {
+fg_status fg_wsrc__map_file(fg_wsrc *ws, const char *path, int *idx) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) return fg_err_set(FG_EINPUT, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
@@ -95,9 +67,10 @@ static fg_status bind_tensor(fg_wsrc *ws, const char *file, const char *name, dt
     int idx = fg_spec_lookup(&ws->cfg, ws->specs, name);
     char a[64], b[64];
     if (idx == -1)
-        return fg_err_set(FG_EINPUT, "%s: tensor '%s' is not part of an OPT model with this config "
-                                     "(%d layers, word_embed_proj_dim %d)",
-                          file, name, ws->cfg.n_layers, ws->cfg.word_embed_proj_dim);
+        return fg_err_set(FG_EINPUT, "%s: tensor '%s' is not part of a %s model with this config "
+                                     "(%d layers, word_embed_proj_dim %d%s)",
+                          file, name, fg_config_family_name(&ws->cfg), ws->cfg.n_layers,
+                          ws->cfg.word_embed_proj_dim, ws->cfg.qkv_bias ? "" : ", no q/k/v biases");
     if (idx == -2) { /* tied LM head: only its shape must fit */
         if (ndim != 2 || dims[0] != ws->cfg.vocab_size || dims[1] != ws->cfg.word_embed_proj_dim)
             return fg_err_set(FG_EINPUT, "%s: tensor '%s' has shape %s, expected [%d, %d]", file, name,
@@ -115,7 +88,7 @@ static fg_status bind_tensor(fg_wsrc *ws, const char *file, const char *name, dt
     return FG_OK;
 }
 
-static fg_status check_complete(fg_wsrc *ws, const char *where) {
+fg_status fg_wsrc__check_complete(fg_wsrc *ws, const char *where) {
     for (int i = 0; i < fg_spec_count(&ws->cfg); i++)
         if (ws->specs[i].present && ws->locs[i].file < 0)
             return fg_err_set(FG_EINPUT, "%s: missing tensor '%s' (shape [%lld%s%lld])", where, ws->specs[i].name,
@@ -135,7 +108,7 @@ static int span_cmp(const void *x, const void *y) {
 
 static fg_status parse_safetensors(fg_wsrc *ws, const char *path) {
     int fi;
-    fg_status st = map_file(ws, path, &fi);
+    fg_status st = fg_wsrc__map_file(ws, path, &fi);
     if (st) return st;
     const mapped_file *f = &ws->files[fi];
     if (f->size < 8) return fg_err_set(FG_EINPUT, "%s: truncated: %zu bytes, no safetensors header", path, f->size);
@@ -284,7 +257,7 @@ out:
 
 static fg_status parse_npy(fg_wsrc *ws, const char *path, const char *name) {
     int fi;
-    fg_status st = map_file(ws, path, &fi);
+    fg_status st = fg_wsrc__map_file(ws, path, &fi);
     if (st) return st;
     const mapped_file *f = &ws->files[fi];
     const uint8_t *m = f->map;
@@ -357,7 +330,7 @@ static fg_status open_npy_dir(fg_wsrc *ws, const char *dir) {
 
 /* ---- open / read / destroy ---- */
 
-static fg_wsrc *wsrc_alloc(const fg_opt_config *cfg) {
+fg_wsrc *fg_wsrc__alloc(const fg_opt_config *cfg) {
     fg_wsrc *ws = fg_xcalloc(1, sizeof *ws);
     ws->cfg = *cfg;
     ws->specs = fg_specs_new(cfg);
@@ -371,8 +344,9 @@ fg_status fg_wsrc_open_dir(const char *dir, const char *name_hint, fg_wsrc **out
     *out = NULL;
     char p[PATH_MAX];
     struct stat st_dir;
+    if (stat(dir, &st_dir) == 0 && S_ISREG(st_dir.st_mode)) return fg_wsrc__open_gguf(dir, out);
     if (stat(dir, &st_dir) != 0 || !S_ISDIR(st_dir.st_mode))
-        return fg_err_set(FG_EINPUT, "%s: not a model directory", dir);
+        return fg_err_set(FG_EINPUT, "%s: not a model directory (or a GGUF file)", dir);
     fg_opt_config cfg;
     fg_status st;
     snprintf(p, sizeof p, "%s/config.json", dir);
@@ -396,7 +370,7 @@ fg_status fg_wsrc_open_dir(const char *dir, const char *name_hint, fg_wsrc **out
             return fg_err_set(FG_EINPUT, "%s: no config.json, and the directory name does not name an OPT size "
                                          "(e.g. opt-30b-np)", dir);
     }
-    fg_wsrc *ws = wsrc_alloc(&cfg);
+    fg_wsrc *ws = fg_wsrc__alloc(&cfg);
     char idx_path[PATH_MAX];
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
     snprintf(idx_path, sizeof idx_path, "%s/model.safetensors.index.json", dir);
@@ -404,15 +378,15 @@ fg_status fg_wsrc_open_dir(const char *dir, const char *name_hint, fg_wsrc **out
         ws->kind = WS_SAFETENSORS;
         st = parse_safetensors(ws, p);
         snprintf(ws->desc, sizeof ws->desc, "safetensors %s", p);
-        if (!st) st = check_complete(ws, p);
+        if (!st) st = fg_wsrc__check_complete(ws, p);
     } else if (path_exists(idx_path)) {
         ws->kind = WS_SAFETENSORS;
         st = open_sharded(ws, dir, idx_path);
-        if (!st) st = check_complete(ws, idx_path);
+        if (!st) st = fg_wsrc__check_complete(ws, idx_path);
     } else {
         ws->kind = WS_NPY;
         st = open_npy_dir(ws, dir);
-        if (!st) st = check_complete(ws, dir);
+        if (!st) st = fg_wsrc__check_complete(ws, dir);
     }
     if (st) {
         fg_wsrc_destroy(&ws);
@@ -436,7 +410,7 @@ fg_status fg_wsrc_open_dummy(const char *name, uint64_t seed, fg_wsrc **out) {
         snprintf(flag, sizeof flag, "--dummy %s: LAYERS after ':' (%s has %d)", name, base, full);
         if ((st = fg_parse_int(flag, colon + 1, 1, full, &cfg.n_layers))) return st;
     }
-    fg_wsrc *ws = wsrc_alloc(&cfg);
+    fg_wsrc *ws = fg_wsrc__alloc(&cfg);
     ws->kind = WS_DUMMY;
     ws->seed = seed;
     if (cfg.n_layers < full)
@@ -486,6 +460,12 @@ uint64_t fg_wsrc_identity(const fg_wsrc *ws) {
     const int shape[] = {c->vocab_size, c->hidden, c->n_heads, c->n_layers, c->ffn_dim, c->max_pos,
                          c->word_embed_proj_dim, c->pre_ln};
     for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++) id_u64(h, (uint64_t)(int64_t)shape[i]);
+    if (c->family != FG_FAMILY_OPT) {   /* (OPT's identity as it always was: its stores stay valid) */
+        fg_model_desc d = fg_config_desc(c);
+        d.v[9] &= ~(uint32_t)(FG_DESC_F_COMPRESS_WEIGHT | FG_DESC_F_COMPRESS_CACHE);   /* the run's, not the source's */
+        id_u64(h, d.family);
+        for (int i = 0; i < FG_MODEL_DESC_N; i++) id_u64(h, d.v[i]);
+    }
     if (ws->kind == WS_DUMMY) id_u64(h, ws->seed);
     /* name order: readdir's order (npy) and the index's (shards) are not
      * properties of the checkpoint */
@@ -517,7 +497,7 @@ static inline uint64_t mix64(uint64_t z) {
 static void fill_dummy(const fg_wsrc *ws, int idx, fg_half *dst) {
     const fg_spec *s = &ws->specs[idx];
     int64_t n = fg_spec_numel(s);
-    int is_ln_w = strstr(s->name, "layer_norm.weight") != NULL;
+    int is_ln_w = strstr(s->name, "norm.weight") != NULL;   /* OPT's *_layer_norm, Llama's *layernorm, norm */
     int is_bias = s->ndim == 1 && !is_ln_w;
     /* uniform on [-a, a] has std a/sqrt(3) */
     float std = is_bias ? 0.01f : 0.02f, a = std * 1.7320508f, center = is_ln_w ? 1.0f : 0.0f;
@@ -534,6 +514,18 @@ static void fill_dummy(const fg_wsrc *ws, int idx, fg_half *dst) {
     }
 }
 
+/* m floats to fp16, counting the values fp16 cannot hold: finite ones past
+ * its range (written as inf) and nonzero ones below its smallest subnormal
+ * (written as 0). */
+static void narrow_counted(const float *buf, fg_half *dst, size_t m, uint64_t *over, uint64_t *flushed) {
+    fg_float_to_half_n(buf, dst, m);
+    for (size_t i = 0; i < m; i++) {
+        uint16_t e = dst[i] & 0x7fff;
+        if (e == 0x7c00 && isfinite(buf[i])) (*over)++;
+        else if (e == 0 && buf[i] != 0) (*flushed)++;
+    }
+}
+
 fg_status fg_wsrc_read(fg_wsrc *ws, int idx, fg_half *dst) {
     FG_ASSERT(idx >= 0 && idx < fg_spec_count(&ws->cfg) && ws->specs[idx].present);
     if (ws->kind == WS_DUMMY) {
@@ -544,39 +536,35 @@ fg_status fg_wsrc_read(fg_wsrc *ws, int idx, fg_half *dst) {
     const mapped_file *f = &ws->files[l->file];
     size_t n = (size_t)fg_spec_numel(&ws->specs[idx]);
     const uint8_t *src = f->map + l->offset;
-    switch (l->dt) {
-    case DT_F16:
+    uint64_t over = 0, flushed = 0;
+    if (ws->kind == WS_GGUF) return fg_wsrc__read_gguf(ws, idx, dst, n);
+    if (l->dt == DT_F16) {
         memcpy(dst, src, n * 2);
-        break;
-    case DT_BF16: {
-        float buf[1024];
-        for (size_t i0 = 0; i0 < n; i0 += 1024) {
-            size_t m = n - i0 < 1024 ? n - i0 : 1024;
+        return FG_OK;
+    }
+    float buf[1024];
+    for (size_t i0 = 0; i0 < n; i0 += 1024) {
+        size_t m = n - i0 < 1024 ? n - i0 : 1024;
+        if (l->dt == DT_F32) memcpy(buf, src + 4 * i0, m * 4);
+        else
             for (size_t i = 0; i < m; i++) {
                 uint16_t b;
                 memcpy(&b, src + 2 * (i0 + i), 2);
                 buf[i] = fg_bf16_to_float(b);
             }
-            fg_float_to_half_n(buf, dst + i0, m);
-        }
-        break;
+        narrow_counted(buf, dst + i0, m, &over, &flushed);
     }
-    case DT_F32: {
-        float buf[1024];
-        for (size_t i0 = 0; i0 < n; i0 += 1024) {
-            size_t m = n - i0 < 1024 ? n - i0 : 1024;
-            memcpy(buf, src + 4 * i0, m * 4);
-            fg_float_to_half_n(buf, dst + i0, m);
-        }
-        break;
-    }
-    }
+    if (over || flushed)   /* reported, never hidden: the engine computes on the fp16 values */
+        fg_warn("%s: tensor '%s' (%s): %llu of %zu values overflow fp16 (stored as inf), %llu underflow it "
+                "(stored as 0)", f->path, ws->specs[idx].name, l->dt == DT_BF16 ? "BF16" : "F32",
+                (unsigned long long)over, n, (unsigned long long)flushed);
     return FG_OK;
 }
 
 void fg_wsrc_destroy(fg_wsrc **p) {
     fg_wsrc *ws = *p;
     if (!ws) return;
+    fg_gguf_close(&ws->gguf);
     for (int i = 0; i < ws->n_files; i++)
         if (ws->files[i].map) munmap((void *)ws->files[i].map, ws->files[i].size);
     free(ws->files);

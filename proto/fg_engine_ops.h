@@ -19,16 +19,19 @@
  * Tensors: hidden states, q, k, v, ctx and the KV cache are fp16; weights
  * are fp16 in the shapes fg_specs_new() gives; ids int32; masks uint8 (1 =
  * real token); logits fp32; generator states u64. B = sequences, S = new
- * tokens per sequence, H hidden, V vocabulary, Tmax cache positions.
+ * tokens per sequence, H hidden, V vocabulary, Tmax cache positions, A query
+ * heads, KV kv heads, d head_dim (the model description's).
  *
  *   DEVICE_INIT  gpu  params fg_op_init. Allocates the arena and the compute
  *                     workspace, both within budget, or refuses. Again with
  *                     the same params: no-op. Other params: a fresh arena
  *                     (contents lost). No handles.
- *   EMBED        gpu  ids -> h: token and position embeddings (+ project_in)
+ *   EMBED        gpu  ids -> h: token embeddings (+ learned positions,
+ *                     project_in where the model has them)
  *   ATTN         gpu  the attention block of h, in place allowed; writes the
- *                     step's k, v into kc, vc (Tmax, B, H) at [past, past+S)
- *   ATTN_QKV     gpu  h -> q (scaled), k, v
+ *                     step's k, v into kc, vc (Tmax, B, KV*d) at [past, past+S)
+ *   ATTN_QKV     gpu  h -> q (scaled), k, v (rotary on q and k where the
+ *                     model has it, positions from the mask)
  *   ATTN_OUT     gpu  h, ctx -> h: out_proj and the residual
  *   MLP          gpu  the MLP block of h
  *   LM_HEAD      gpu  h -> logits (B, V) of each sequence's last new token
@@ -75,18 +78,23 @@
     X(SAMPLE, GPU, SAMPLE)
 
 /* Each op's handle slots in message order: I(name, kind, which) the inputs,
- * O(name, kind, which) the outputs. Kinds (fg_slot_kind): ACT an fp16 (B*S,
- * H) activation, `which` an FG_ACT_*; IDS (B*S) int32; MASK (B,
- * mask_stride) uint8; CACHE (Tmax, B, H) fp16, which 0 = k, 1 = v; LOGITS
+ * O(name, kind, which) the outputs. Kinds (fg_slot_kind): ACT an fp16
+ * activation, `which` an FG_ACT_*: H (B*S, H), Q and CTX (B*S, A*d), K and V
+ * (B*S, KV*d) (A query heads, KV kv heads of d values: the description's);
+ * IDS (B*S) int32; MASK (B, mask_stride) uint8; CACHE (Tmax, B, KV*d) fp16
+ * (fg_cache_row_bytes per position and sequence), which 0 = k, 1 = v; LOGITS
  * (B, V) fp32; RNG (B) u64; LW a decoder-layer weight FG_LW_<which>; GW a
- * model weight FG_GW_<which> (0 bytes where the model has none). */
+ * model weight FG_GW_<which> (0 bytes where the model has none: a family's
+ * ops share the slot lists, each reading the slots its model has). ATTN_QKV
+ * reads the mask for rotary positions. */
 #define FG_SLOTS_QKV_W(I) \
     I(q_w, LW, Q_W) I(q_b, LW, Q_B) I(k_w, LW, K_W) I(k_b, LW, K_B) I(v_w, LW, V_W) I(v_b, LW, V_B)
 #define FG_SLOTS_O_W(I) I(o_w, LW, O_W) I(o_b, LW, O_B)
 #define FG_SLOTS_LN1_W(I) I(ln1_w, LW, LN1_W) I(ln1_b, LW, LN1_B)
 #define FG_SLOTS_ATTN_W(I) FG_SLOTS_QKV_W(I) FG_SLOTS_O_W(I) FG_SLOTS_LN1_W(I)
-#define FG_SLOTS_MLP_W(I) \
-    I(fc1_w, LW, FC1_W) I(fc1_b, LW, FC1_B) I(fc2_w, LW, FC2_W) I(fc2_b, LW, FC2_B) I(ln2_w, LW, LN2_W) I(ln2_b, LW, LN2_B)
+#define FG_SLOTS_MLP_W(I)                                                                                   \
+    I(fc1_w, LW, FC1_W) I(fc1_b, LW, FC1_B) I(fc2_w, LW, FC2_W) I(fc2_b, LW, FC2_B) I(ln2_w, LW, LN2_W) \
+    I(ln2_b, LW, LN2_B) I(up_w, LW, UP_W) I(up_b, LW, UP_B)
 #define FG_SLOTS_CACHE(I) I(kc, CACHE, 0) I(vc, CACHE, 1)
 
 #define FG_SLOTS_DEVICE_INIT(I, O)
@@ -94,12 +102,13 @@
     I(ids, IDS, 0) I(mask, MASK, 0) I(embed_tokens, GW, EMBED_TOKENS) I(embed_pos, GW, EMBED_POS) \
     I(project_in, GW, PROJ_IN) O(h, ACT, H)
 #define FG_SLOTS_ATTN(I, O) I(h, ACT, H) I(mask, MASK, 0) FG_SLOTS_CACHE(I) FG_SLOTS_ATTN_W(I) O(h, ACT, H)
-#define FG_SLOTS_ATTN_QKV(I, O) I(h, ACT, H) FG_SLOTS_QKV_W(I) FG_SLOTS_LN1_W(I) O(q, ACT, Q) O(k, ACT, K) O(v, ACT, V)
+#define FG_SLOTS_ATTN_QKV(I, O) \
+    I(h, ACT, H) FG_SLOTS_QKV_W(I) FG_SLOTS_LN1_W(I) I(mask, MASK, 0) O(q, ACT, Q) O(k, ACT, K) O(v, ACT, V)
 #define FG_SLOTS_ATTN_OUT(I, O) I(h, ACT, H) I(ctx, ACT, CTX) FG_SLOTS_O_W(I) FG_SLOTS_LN1_W(I) O(h, ACT, H)
 #define FG_SLOTS_MLP(I, O) I(h, ACT, H) FG_SLOTS_MLP_W(I) O(h, ACT, H)
 #define FG_SLOTS_LM_HEAD(I, O)                                                                  \
     I(h, ACT, H) I(final_ln_w, GW, FINAL_LN_W) I(final_ln_b, GW, FINAL_LN_B)                   \
-    I(project_out, GW, PROJ_OUT) I(embed_tokens, GW, EMBED_TOKENS) O(logits, LOGITS, 0)
+    I(project_out, GW, PROJ_OUT) I(embed_tokens, GW, EMBED_TOKENS) I(lm_head, GW, LM_HEAD) O(logits, LOGITS, 0)
 #define FG_SLOTS_ATTN_CORE(I, O) \
     I(q, ACT, Q) I(k, ACT, K) I(v, ACT, V) FG_SLOTS_CACHE(I) I(mask, MASK, 0) O(ctx, ACT, CTX)
 #define FG_SLOTS_LAYER(I, O) \
@@ -164,9 +173,9 @@ typedef struct {
     float top_p;         /* 1 = off */
 } fg_op_sample;
 
-_Static_assert(sizeof(fg_op_init) == 80, "fg_op_init: no hidden padding");
-_Static_assert(sizeof(fg_op_step) == 80, "fg_op_step: no hidden padding");
-_Static_assert(sizeof(fg_op_sample) == 88, "fg_op_sample: no hidden padding");
+_Static_assert(sizeof(fg_op_init) == 104, "fg_op_init: no hidden padding");
+_Static_assert(sizeof(fg_op_step) == 104, "fg_op_step: no hidden padding");
+_Static_assert(sizeof(fg_op_sample) == 112, "fg_op_sample: no hidden padding");
 
 /* ---- building an op's message from the table ------------------------------ */
 

@@ -73,7 +73,7 @@
 #include "fg_shm.h"
 
 #define FG_PROTO_MAGIC 0x4d474c46u
-#define FG_PROTO_VERSION 4u
+#define FG_PROTO_VERSION 5u
 
 #define FG_MSG_HEADER_BYTES 40
 #define FG_MSG_MAX_AFTER 2

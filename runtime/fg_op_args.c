@@ -16,11 +16,21 @@
 static uint64_t slot_bytes(const fg_op_slot *s, const fg_op_args *a, const fg_spec *sp, char *why, size_t cap) {
     uint64_t B = a->p.B, S = a->p.S, H = (uint64_t)a->cfg.hidden, V = (uint64_t)a->cfg.vocab_size;
     switch (s->kind) {
-    case FG_SLOT_ACT: snprintf(why, cap, "B*S*H fp16"); return B * S * H * sizeof(fg_half);
+    case FG_SLOT_ACT:   /* the hidden state H wide; q and ctx A*d; k and v KV*d */
+        if (s->which == FG_ACT_K || s->which == FG_ACT_V) {
+            snprintf(why, cap, "B*S*n_kv_heads*head_dim fp16");
+            return B * S * (uint64_t)fg_config_kv_dim(&a->cfg) * sizeof(fg_half);
+        }
+        if (s->which != FG_ACT_H) {
+            snprintf(why, cap, "B*S*n_heads*head_dim fp16");
+            return B * S * (uint64_t)fg_config_q_dim(&a->cfg) * sizeof(fg_half);
+        }
+        snprintf(why, cap, "B*S*H fp16");
+        return B * S * H * sizeof(fg_half);
     case FG_SLOT_IDS: snprintf(why, cap, "B*S int32"); return B * S * sizeof(int32_t);
     case FG_SLOT_MASK: snprintf(why, cap, "B*mask_stride uint8"); return B * a->p.mask_stride;
     case FG_SLOT_CACHE:
-        snprintf(why, cap, a->cfg.compress_cache ? "Tmax*B*n_heads 4-bit head slices" : "Tmax*B*H fp16");
+        snprintf(why, cap, a->cfg.compress_cache ? "Tmax*B*n_kv_heads 4-bit head slices" : "Tmax*B*KV*d fp16");
         return (uint64_t)a->p.Tmax * B * fg_cache_row_bytes(&a->cfg);
     case FG_SLOT_LOGITS: snprintf(why, cap, "B*V fp32"); return B * V * sizeof(float);
     case FG_SLOT_RNG: snprintf(why, cap, "B u64"); return B * sizeof(uint64_t);

@@ -12,7 +12,7 @@
 #define FG_OP_ARGS_H
 
 #include "fg_engine_ops.h"
-#include "fg_opt.h"
+#include "fg_fwd.h"
 #include "fg_worker.h"
 
 /* A checked op. Pointers index fg_worker_ptr's view of the handles: host

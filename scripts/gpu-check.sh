@@ -5,8 +5,9 @@
 # when a later step fails or runs out of time. Usage: scripts/gpu-check.sh OUT_DIR
 #   gpu.txt            nvidia-smi's view of the device
 #   build.log          the CUDA build (sm_75, sm_80, sm_90, -Werror)
-#   ctest-gpu.log      cuda_backend_ops (every op, host vs
-#                      cuda), cuda_e2e_tokens (flexgen run, cuda vs host tokens)
+#   ctest-gpu.log      cuda_backend_ops (every op, host vs cuda, OPT and
+#                      Llama-family shapes), cuda_e2e_tokens and
+#                      cuda_e2e_tokens_llama (flexgen run, cuda vs host tokens)
 #   profile.json/.txt  flexgen-gpu-worker --profile --device cuda --model
 #                      opt-6.7b: the LAYER op's TFLOP/s by rows beside bare
 #                      cuBLAS of the same shapes (mm vs mm_bare), copies from

@@ -1,7 +1,8 @@
 // cuda_kernels.cu - the cuda backend's own kernels (see cuda_kernels.h):
-// LayerNorm, bias rows and the residual for cuBLAS's C, ReLU, rounding,
-// the embedding with positions, the cache store, the causal masked softmax,
-// decode attention over the cache, argmax. Each mirrors a CPU function of
+// LayerNorm, RMSNorm, bias rows and the residual for cuBLAS's C, ReLU,
+// SwiGLU, rounding, the embedding with positions, rotary embeddings, the
+// cache store, the causal masked softmax (with a sliding window), decode
+// attention over the cache (grouped kv heads), argmax. Each mirrors a CPU function of
 // kernels/ (named in its comment) so the two backends agree to fp16
 // rounding; sums that the CPU keeps in double stay double here.
 #include "cuda_kernels.h"
@@ -78,7 +79,35 @@ __global__ void k_layernorm(uint16_t *y, const T *x, const uint16_t *w, const ui
     for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = to16((ldx(xr, i) - m) * rstd * f16(w, i) + f16(b, i));
 }
 
+// ---- RMSNorm (fg_rmsnorm: the mean square in double) ------------------------------
+
+template <typename T>
+__global__ void k_rmsnorm(uint16_t *y, const T *x, const uint16_t *w, float eps, int dim, int row_mul, int row_add) {
+    const T *xr = x + ((size_t)blockIdx.x * row_mul + row_add) * dim;
+    uint16_t *yr = y + (size_t)blockIdx.x * dim;
+    double s = 0;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        double v = ldx(xr, i);
+        s += v * v;
+    }
+    float rstd = (float)(1.0 / sqrt(block_reduce<double, false>(s) / dim + (double)eps));
+    // each thread reads then writes its own elements: y may be x
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = to16(ldx(xr, i) * rstd * f16(w, i));
+}
+
 // ---- elementwise -----------------------------------------------------------------
+
+__global__ void k_bias_rows32(float *dst, const uint16_t *bias, int64_t n, int cols) {
+    GRID_STRIDE(i, n) dst[i] = bias ? f16(bias, i % cols) : 0.0f;
+}
+
+// fg_swiglu: g / (1 + exp(-g)) * u, fp32 from the fp16 GEMM outputs
+__global__ void k_swiglu16(uint16_t *g, const uint16_t *u, int64_t n) {
+    GRID_STRIDE(i, n) {
+        float x = f16(g, i);
+        g[i] = to16(x / (1.0f + expf(-x)) * f16(u, i));
+    }
+}
 
 __global__ void k_bias_rows16(uint16_t *dst, const uint16_t *bias, int64_t n, int cols) {
     GRID_STRIDE(i, n) dst[i] = bias[i % cols];
@@ -136,7 +165,30 @@ __global__ void k_embed_pos(uint16_t *h, const float *e32, const int32_t *ids, c
     }
 }
 
-// ---- attention (fg_opt_attn_core, fg_attention) -----------------------------------
+// ---- rotary (fg_rope_positions, fg_rope_apply) ----------------------------------------
+
+// One block per row r = b*S + i: its position from the mask (a real
+// token's: the real tokens before it; a pad's: 1), then each (head, pair)
+// of x32 (rows, nh*d) rotated in fp32, scaled, rounded once into y16.
+__global__ void k_rope16(uint16_t *y, const float *x, const uint8_t *mask, int mask_stride, int S, int past, int nh,
+                         int d, fg_cuk_rope f, float scale) {
+    int r = blockIdx.x, b = r / S, i = r % S, half = d / 2;
+    const uint8_t *m = mask + (size_t)b * mask_stride;
+    float c = 0;
+    for (int t = threadIdx.x; t <= past + i; t += blockDim.x) c += m[t] != 0;
+    int count = (int)block_reduce<float, false>(c), pos = m[past + i] ? count - 1 : 1;
+    const float *xr = x + (size_t)r * nh * d;
+    uint16_t *yr = y + (size_t)r * nh * d;
+    for (int j = threadIdx.x; j < nh * half; j += blockDim.x) {
+        int h = j / half, k = j % half;
+        float ang = (float)pos * f.inv_freq[k], cs = cosf(ang), sn = sinf(ang);
+        float a = xr[h * d + k], bb = xr[h * d + k + half];
+        yr[h * d + k] = to16((a * cs - bb * sn) * scale);
+        yr[h * d + k + half] = to16((bb * cs + a * sn) * scale);
+    }
+}
+
+// ---- attention (fg_opt_attn_core, fg_attention_gqa) -------------------------------
 
 __global__ void k_cache_store(uint16_t *cache, const uint16_t *x, int64_t n, int B, int S, int past, int H) {
     GRID_STRIDE(e, n) {
@@ -146,12 +198,15 @@ __global__ void k_cache_store(uint16_t *cache, const uint16_t *x, int64_t n, int
     }
 }
 
-// fg_ops.c's masked_softmax on one row of T scores, by one block: into p16
-// (fp16) where given, else in place in sc.
-__device__ void softmax_row(float *sc, uint16_t *p16, const uint8_t *mb, int T, int pos) {
+// The first key slot a query at pos sees under a sliding window (0: none).
+__device__ __forceinline__ int window_lo(int pos, int window) { return window && pos - window + 1 > 0 ? pos - window + 1 : 0; }
+
+// fg_ops.c's masked_softmax on one row of T scores over keys [lo, pos], by
+// one block: into p16 (fp16) where given, else in place in sc.
+__device__ void softmax_row(float *sc, uint16_t *p16, const uint8_t *mb, int T, int pos, int lo) {
     int lim = pos + 1 < T ? pos + 1 : T;
     float mx = -FLT_MAX, any = 0;
-    for (int t = threadIdx.x; t < lim; t += blockDim.x)
+    for (int t = lo + threadIdx.x; t < lim; t += blockDim.x)
         if (mb[t]) mx = fmaxf(mx, sc[t]), any = 1;
     mx = block_reduce<float, true>(mx);
     if (block_reduce<float, false>(any) == 0) {
@@ -163,35 +218,40 @@ __device__ void softmax_row(float *sc, uint16_t *p16, const uint8_t *mb, int T, 
     }
     double s = 0;
     for (int t = threadIdx.x; t < T; t += blockDim.x) {
-        float e = t < lim && mb[t] ? expf(sc[t] - mx) : 0.0f;
+        float e = t >= lo && t < lim && mb[t] ? expf(sc[t] - mx) : 0.0f;
         if (!p16) sc[t] = e;
         s += e;
     }
     float inv = (float)(1.0 / block_reduce<double, false>(s));
     // each thread revisits its own t: sc[t] holds e where p16 is NULL
     for (int t = threadIdx.x; t < T; t += blockDim.x) {
-        if (p16) p16[t] = to16((t < lim && mb[t] ? expf(sc[t] - mx) : 0.0f) * inv);
+        if (p16) p16[t] = to16((t >= lo && t < lim && mb[t] ? expf(sc[t] - mx) : 0.0f) * inv);
         else sc[t] *= inv;
     }
 }
 
-__global__ void k_softmax(uint16_t *p16, const float *scores, const uint8_t *mb, int sr, int T, int past, int i0) {
-    int r = blockIdx.x;
+__global__ void k_softmax(uint16_t *p16, const float *scores, const uint8_t *mb, int sr, int T, int past, int i0,
+                          int window) {
+    int r = blockIdx.x, pos = past + i0 + r % sr;
     // scores are read only: softmax_row writes p16 alone when given one
-    softmax_row(const_cast<float *>(scores) + (size_t)r * T, p16 + (size_t)r * T, mb, T, past + i0 + r % sr);
+    softmax_row(const_cast<float *>(scores) + (size_t)r * T, p16 + (size_t)r * T, mb, T, pos, window_lo(pos, window));
 }
 
 constexpr int kDecodeThreads = 128, kDecodeMaxT = 8192;
 
+// One block per (row, query head h); h reads kv head h / (nh / nkv). q and
+// ctx rows are nh*d wide, the cache's nkv*d.
 __global__ void k_attn_decode(uint16_t *ctx, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
-                              const uint8_t *mask, int mask_stride, int B, int S, int past, int H, int nh) {
+                              const uint8_t *mask, int mask_stride, int B, int S, int past, int nh, int nkv, int d,
+                              int window) {
     extern __shared__ float sm[];   // q (d), then scores (T)
-    int h = blockIdx.x % nh, r = blockIdx.x / nh, b = r / S, i = r % S, d = H / nh, T = past + S;
+    int h = blockIdx.x % nh, r = blockIdx.x / nh, b = r / S, i = r % S, T = past + S, g = h / (nh / nkv);
+    int QD = nh * d, KD = nkv * d;
     float *qs = sm, *sc = sm + d;
-    for (int j = threadIdx.x; j < d; j += blockDim.x) qs[j] = f16(q, (size_t)r * H + h * d + j);
+    for (int j = threadIdx.x; j < d; j += blockDim.x) qs[j] = f16(q, (size_t)r * QD + h * d + j);
     __syncthreads();
-    size_t row = (size_t)B * H;   // time-major cache: position t of sequence b at row t*B + b
-    const uint16_t *kb = kc + (size_t)b * H + (size_t)h * d, *vb = vc + (size_t)b * H + (size_t)h * d;
+    size_t row = (size_t)B * KD;   // time-major cache: position t of sequence b at row t*B + b
+    const uint16_t *kb = kc + (size_t)b * KD + (size_t)g * d, *vb = vc + (size_t)b * KD + (size_t)g * d;
     int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, nw = blockDim.x / kWarp;
     for (int t = warp; t < T; t += nw) {
         float acc = 0;
@@ -200,12 +260,12 @@ __global__ void k_attn_decode(uint16_t *ctx, const uint16_t *q, const uint16_t *
         if (lane == 0) sc[t] = acc;
     }
     __syncthreads();
-    softmax_row(sc, nullptr, mask + (size_t)b * mask_stride, T, past + i);
+    softmax_row(sc, nullptr, mask + (size_t)b * mask_stride, T, past + i, window_lo(past + i, window));
     __syncthreads();
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
         float acc = 0;
         for (int t = 0; t < T; t++) acc += sc[t] * f16(vb, t * row + j);
-        ctx[(size_t)r * H + h * d + j] = to16(acc);
+        ctx[(size_t)r * QD + h * d + j] = to16(acc);
     }
 }
 
@@ -242,6 +302,31 @@ extern "C" int fg_cuk_layernorm(uint16_t *y16, const uint16_t *x16, const float 
                                 const uint16_t *b, int rows, int dim, int row_mul, int row_add, cudaStream_t s) {
     if (x16) k_layernorm<uint16_t><<<rows, kThreads, 0, s>>>(y16, x16, w, b, dim, row_mul, row_add);
     else k_layernorm<float><<<rows, kThreads, 0, s>>>(y16, x32, w, b, dim, row_mul, row_add);
+    return done();
+}
+
+extern "C" int fg_cuk_rmsnorm(uint16_t *y16, const uint16_t *x16, const float *x32, const uint16_t *w, float eps,
+                              int rows, int dim, int row_mul, int row_add, cudaStream_t s) {
+    if (x16) k_rmsnorm<uint16_t><<<rows, kThreads, 0, s>>>(y16, x16, w, eps, dim, row_mul, row_add);
+    else k_rmsnorm<float><<<rows, kThreads, 0, s>>>(y16, x32, w, eps, dim, row_mul, row_add);
+    return done();
+}
+
+extern "C" int fg_cuk_bias_rows32(float *dst32, const uint16_t *bias, int rows, int n, cudaStream_t s) {
+    int64_t m = (int64_t)rows * n;
+    k_bias_rows32<<<grid_for(m), kThreads, 0, s>>>(dst32, bias, m, n);
+    return done();
+}
+
+extern "C" int fg_cuk_swiglu16(uint16_t *g16, const uint16_t *u16, int64_t n, cudaStream_t s) {
+    k_swiglu16<<<grid_for(n), kThreads, 0, s>>>(g16, u16, n);
+    return done();
+}
+
+extern "C" int fg_cuk_rope16(uint16_t *y16, const float *x32, const uint8_t *mask, int mask_stride, int B, int S,
+                             int past, int n_heads, int head_dim, const fg_cuk_rope *f, float scale, cudaStream_t s) {
+    if (head_dim / 2 > FG_CUK_ROPE_MAX_HALF) return (int)cudaErrorInvalidValue;
+    k_rope16<<<B * S, kThreads, 0, s>>>(y16, x32, mask, mask_stride, S, past, n_heads, head_dim, *f, scale);
     return done();
 }
 
@@ -290,19 +375,20 @@ extern "C" int fg_cuk_cache_store(uint16_t *cache, const uint16_t *x16, int B, i
 }
 
 extern "C" int fg_cuk_softmax(uint16_t *p16, const float *scores, const uint8_t *mask_b, int rows, int sr, int T,
-                              int past, int i0, cudaStream_t s) {
-    k_softmax<<<rows, kThreads, 0, s>>>(p16, scores, mask_b, sr, T, past, i0);
+                              int past, int i0, int window, cudaStream_t s) {
+    k_softmax<<<rows, kThreads, 0, s>>>(p16, scores, mask_b, sr, T, past, i0, window);
     return done();
 }
 
 extern "C" int fg_cuk_decode_max_T(void) { return kDecodeMaxT; }
 
 extern "C" int fg_cuk_attn_decode(uint16_t *ctx16, const uint16_t *q16, const uint16_t *kc, const uint16_t *vc,
-                                  const uint8_t *mask, int mask_stride, int B, int S, int past, int H, int n_heads,
-                                  cudaStream_t s) {
-    size_t smem = sizeof(float) * ((size_t)(H / n_heads) + (size_t)(past + S));
-    k_attn_decode<<<B * S * n_heads, kDecodeThreads, smem, s>>>(ctx16, q16, kc, vc, mask, mask_stride, B, S, past, H,
-                                                                n_heads);
+                                  const uint8_t *mask, int mask_stride, int B, int S, int past,
+                                  const fg_cuk_attn_shape *sh, cudaStream_t s) {
+    size_t smem = sizeof(float) * ((size_t)sh->head_dim + (size_t)(past + S));
+    k_attn_decode<<<B * S * sh->n_heads, kDecodeThreads, smem, s>>>(ctx16, q16, kc, vc, mask, mask_stride, B, S, past,
+                                                                    sh->n_heads, sh->n_kv_heads, sh->head_dim,
+                                                                    sh->window);
     return done();
 }
 

@@ -28,6 +28,31 @@ extern "C" {
 int fg_cuk_layernorm(uint16_t *y16, const uint16_t *x16, const float *x32, const uint16_t *w, const uint16_t *b,
                      int rows, int dim, int row_mul, int row_add, cudaStream_t s);
 
+/* y16 (rows, dim) = round16(x[src_row(r)] / sqrt(mean(x^2) + eps) * w)
+ * (fg_rmsnorm: the mean square in double); x, src_row and aliasing as
+ * fg_cuk_layernorm. */
+int fg_cuk_rmsnorm(uint16_t *y16, const uint16_t *x16, const float *x32, const uint16_t *w, float eps, int rows,
+                   int dim, int row_mul, int row_add, cudaStream_t s);
+
+/* dst32 (rows, n) = bias (n) in every row, 0 without one: the C of a GEMM
+ * whose fp32 output rotary reads before it rounds. */
+int fg_cuk_bias_rows32(float *dst32, const uint16_t *bias, int rows, int n, cudaStream_t s);
+/* g16 (n) = round16(silu(g) * u), fp32 between (fg_swiglu). */
+int fg_cuk_swiglu16(uint16_t *g16, const uint16_t *u16, int64_t n, cudaStream_t s);
+
+/* Rotary embeddings (fg_rope_positions, fg_rope_apply): y16 (B*S, n_heads *
+ * head_dim) = round16(scale * rotate(x32)), rotate-half pairs (i, i + d/2),
+ * angle pos * inv_freq[i] in fp32, the position of row b*S + i from the mask
+ * (a real token: the real tokens before it; a pad: 1). inv_freq is the
+ * host's (fg_rope_inv_freq), passed by value: head_dim / 2 <=
+ * FG_CUK_ROPE_MAX_HALF, else cudaErrorInvalidValue. */
+#define FG_CUK_ROPE_MAX_HALF 128
+typedef struct {
+    float inv_freq[FG_CUK_ROPE_MAX_HALF];
+} fg_cuk_rope;
+int fg_cuk_rope16(uint16_t *y16, const float *x32, const uint8_t *mask, int mask_stride, int B, int S, int past,
+                  int n_heads, int head_dim, const fg_cuk_rope *f, float scale, cudaStream_t s);
+
 /* dst16 (rows, n) = bias (n) in every row (the C of a GEMM with beta 1:
  * cuBLAS then rounds x W^T + b once). */
 int fg_cuk_bias_rows16(uint16_t *dst16, const uint16_t *bias, int rows, int n, cudaStream_t s);
@@ -55,27 +80,35 @@ int fg_cuk_embed_pos(uint16_t *h16, const float *e32, const int32_t *ids, const 
                      cudaStream_t s);
 
 /* The step's k or v (B*S, H) fp16 into the cache (Tmax, B, H) at positions
- * [past, past+S). */
+ * [past, past+S); H is the cache's width (n_kv_heads * head_dim). */
 int fg_cuk_cache_store(uint16_t *cache, const uint16_t *x16, int B, int S, int past, int H, cudaStream_t s);
 
 /* Causal masked softmax of nh*sr score rows (T) of sequence b: row r is
  * query i0 + r % sr (position past + i0 + r % sr), which sees keys t <= its
- * position with mask[t] = 1; the others get weight 0, and a row with no
- * visible key is uniform over all T (fg_ops.c's masked_softmax). p16 (nh*sr,
- * T) = round16(weights), the fp16 input of the ctx GEMM. */
+ * position with mask[t] = 1 (and, window > 0, t > position - window); the
+ * others get weight 0, and a row with no visible key is uniform over all T
+ * (fg_ops.c's masked_softmax). p16 (nh*sr, T) = round16(weights), the fp16
+ * input of the ctx GEMM. */
 int fg_cuk_softmax(uint16_t *p16, const float *scores, const uint8_t *mask_b, int rows, int sr, int T, int past,
-                   int i0, cudaStream_t s);
+                   int i0, int window, cudaStream_t s);
 
-/* Decode attention straight over the cache, one block per (sequence, head,
- * query): ctx16 (B*S, H) = round16(softmax(q k^T) v) with the same mask
- * rule; q (B*S, H) fp16 already scaled; kc, vc (Tmax, B, H). Needs
+/* The attention's shape, fg_attn_shape's: query head h reads kv head
+ * h / (n_heads / n_kv_heads); window 0 or a sliding window of key slots. */
+typedef struct {
+    int n_heads, n_kv_heads, head_dim, window;
+} fg_cuk_attn_shape;
+
+/* Decode attention straight over the cache, one block per (sequence, query
+ * head, query): ctx16 (B*S, A*d) = round16(softmax(q k^T) v) with the same
+ * mask and window rule; q (B*S, A*d) fp16 already scaled; kc, vc (Tmax, B,
+ * KV*d). Needs
  * T = past + S <= fg_cuk_decode_max_T() and head_dim <=
  * FG_CUK_DECODE_MAX_HEAD_DIM: q and the scores then fit the block's default
  * 48 KiB of shared memory. */
 #define FG_CUK_DECODE_MAX_HEAD_DIM 256
 int fg_cuk_decode_max_T(void);
 int fg_cuk_attn_decode(uint16_t *ctx16, const uint16_t *q16, const uint16_t *kc, const uint16_t *vc,
-                       const uint8_t *mask, int mask_stride, int B, int S, int past, int H, int n_heads,
+                       const uint8_t *mask, int mask_stride, int B, int S, int past, const fg_cuk_attn_shape *sh,
                        cudaStream_t s);
 
 /* ids (B) = argmax of each logits row (B, V); the lowest index on ties

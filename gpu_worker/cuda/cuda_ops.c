@@ -1,16 +1,24 @@
 /* cuda_ops.c - the cuda backend's ops: each engine op of fg_engine_ops.h as
  * cuBLAS GEMMs and the kernels of cuda_kernels.cu, all on the compute
- * stream, in the order backend_host.c's fg_opt calls compute them (see
- * backend_cuda.c for the numerics). Every pointer here is device memory
- * (a->in / a->out resolved through the backend's dev_ptr) but the pinned
- * buffers named so. Shapes as fg_backend.h: B sequences, S new tokens, H
- * hidden, F ffn, D embedding width, V vocabulary, R = B*S rows. */
+ * stream, in the order backend_host.c's fg_fwd calls compute them (see
+ * backend_cuda.c for the numerics), for every family: each op reads the
+ * description's kinds (norm, MLP, positions) and widths. Every pointer here
+ * is device memory (a->in / a->out resolved through the backend's dev_ptr)
+ * but the pinned buffers named so. Shapes as fg_backend.h: B sequences, S
+ * new tokens, H hidden, F ffn, D embedding width, V vocabulary, R = B*S rows,
+ * Q = n_heads * head_dim (q, ctx), KV = n_kv_heads * head_dim (k, v, cache).
+ *
+ * The Llama family's kernels here (RMSNorm, rotary, SwiGLU, grouped-query
+ * and sliding-window attention) compile with -Werror but have not run on a
+ * GPU: no GPU was at hand when they were written. tests/gpu's checks (host
+ * against cuda, op by op and end to end) are what would first run them. */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
 #include "cuda_kernels.h"
 #include "cuda_ops.h"
+#include "fg_llama.h"
 #include "fg_sample.h"
 
 #define DECODE_MAX_S 4        /* up to this many new tokens: the decode kernel, else GEMMs */
@@ -24,10 +32,10 @@ typedef struct {
     cudaStream_t s;
     cublasHandle_t blas;
     const fg_cuda_ws *ws;
-    uint16_t *x16, *q16, *k16, *v16, *ff16;   /* (R, max(H, D)), (R, H) x 3, (R, max(F, D)) */
-    float *y32;                               /* (R, H), or the attention's tiles */
+    uint16_t *x16, *q16, *k16, *v16, *ff16;   /* (R, max(H, D, Q)), (R, Q), (R, KV) x 2, (R, max(FF, D)) */
+    float *y32;                               /* (R, max(H, Q)), or the attention's tiles */
     int32_t *flag;
-    int R, H;
+    int R, H, Q, KV;
 } op_env;
 
 static op_env env_of(void *ctx, const fg_op_args *a) {
@@ -42,6 +50,8 @@ static op_env env_of(void *ctx, const fg_op_args *a) {
     e.flag = (int32_t *)(w + e.ws->flags);
     e.R = a->st.B * a->st.S;
     e.H = a->cfg.hidden;
+    e.Q = fg_config_q_dim(&a->cfg);
+    e.KV = fg_config_kv_dim(&a->cfg);
     return e;
 }
 
@@ -87,6 +97,20 @@ static fg_status linear_resid(const op_env *e, const uint16_t *h, const uint16_t
     return gemm(e, e->y32, CUDA_R_32F, x, W, e->R, in, e->H, 1.0f, 1.0f, what);
 }
 
+/* *x = the block's input: the norm of h (a LayerNorm, or an RMSNorm:
+ * weight only) into x16 for pre-norm models, else h. */
+static fg_status norm_in(const op_env *e, const uint16_t *h, int ln_w, int ln_b, const uint16_t **x) {
+    const fg_op_args *a = e->a;
+    cw w = a->lw.w[ln_w];
+    *x = h;
+    if (!a->cfg.pre_ln) return FG_OK;
+    if (a->cfg.norm_kind == FG_NORM_RMS)
+        K(fg_cuk_rmsnorm(e->x16, h, NULL, w, a->cfg.norm_eps, e->R, e->H, 1, 0, e->s), "RMSNorm");
+    else K(fg_cuk_layernorm(e->x16, h, NULL, w, a->lw.w[ln_b], e->R, e->H, 1, 0, e->s), "LayerNorm");
+    *x = e->x16;
+    return FG_OK;
+}
+
 /* h_out = round16(y32), or for post-LayerNorm models round16(LN(y32)). */
 static fg_status finish_block(const op_env *e, uint16_t *h_out, cw ln_w, cw ln_b) {
     if (e->a->cfg.pre_ln) K(fg_cuk_round16(h_out, e->y32, (int64_t)e->R * e->H, e->s), "round");
@@ -105,15 +129,18 @@ fg_status fg_cu_embed(void *ctx, const fg_op_args *a) {
     fg_status st = FG_OK;
     K(cudaMemsetAsync(e->flag, FG_CUK_BAD_FILL, sizeof(int32_t), e->s), "flag");
     const float *e32 = NULL;
-    if (fg_config_has_proj(&a->cfg)) {
+    if (a->cfg.pos_kind == FG_POS_ROPE) {   /* the table's rows alone: positions are rotary, in ATTN */
+        K(fg_cuk_embed_gather(h, ids, E, e->R, e->H, V, e->flag, e->s), "gather");
+    } else if (fg_config_has_proj(&a->cfg)) {
         /* the gathered rows are fp16 already: project_in's GEMM loses nothing to storage */
         K(fg_cuk_embed_gather(e->x16, ids, E, e->R, D, V, e->flag, e->s), "gather");
         if ((st = gemm(e, e->y32, CUDA_R_32F, e->x16, a->gw.w[FG_GW_PROJ_IN], e->R, D, e->H, 1, 0, "project_in")))
             return st;
         e32 = e->y32;
     }
-    K(fg_cuk_embed_pos(h, e32, ids, E, P, a->st.mask, a->st.mask_stride, a->st.B, a->st.S, a->st.past, e->H, V,
-                       e->flag, e->s), "positions");
+    if (a->cfg.pos_kind != FG_POS_ROPE)
+        K(fg_cuk_embed_pos(h, e32, ids, E, P, a->st.mask, a->st.mask_stride, a->st.B, a->st.S, a->st.past, e->H, V,
+                           e->flag, e->s), "positions");
     /* ids are device data: the check the host backend makes before it
      * computes comes back here after the fact, before the DONE */
     int32_t *bad = fg_cu_bad_host(ctx);
@@ -131,16 +158,40 @@ fg_status fg_cu_embed(void *ctx, const fg_op_args *a) {
 
 /* ---- attention --------------------------------------------------------------- */
 
-/* q, k, v (R, H) = round16(LN1?(h) W + b), q scaled after its bias. */
+/* q (R, Q), k (R, KV) = round16(scale rotary(x W + b)) (fg_llama_attn_qkv):
+ * each projection in fp32 (the bias as C) so that rotary and the scale act
+ * on the unrounded sum, then one rounding; v as the other projections. */
+static fg_status qkv_rotary(const op_env *e, const uint16_t *x, uint16_t *q, uint16_t *k, uint16_t *v) {
+    const fg_op_args *a = e->a;
+    const fg_layer_w *w = &a->lw;
+    const fg_step *t = &a->st;
+    int d = fg_config_head_dim(&a->cfg);
+    if (d / 2 > FG_CUK_ROPE_MAX_HALF)
+        return fg_err_set(FG_EINPUT, "%s on cuda: head_dim %d exceeds the rotary kernel's %d", a->name, d,
+                          2 * FG_CUK_ROPE_MAX_HALF);
+    fg_cuk_rope f = {{0}};
+    fg_rope_inv_freq(f.inv_freq, &a->cfg);   /* the host's frequencies, bit for bit */
+    fg_status st;
+    K(fg_cuk_bias_rows32(e->y32, w->w[FG_LW_Q_B], e->R, e->Q, e->s), "bias");
+    if ((st = gemm(e, e->y32, CUDA_R_32F, x, w->w[FG_LW_Q_W], e->R, e->H, e->Q, 1, 1, "q_proj"))) return st;
+    K(fg_cuk_rope16(q, e->y32, t->mask, t->mask_stride, t->B, t->S, t->past, a->cfg.n_heads, d, &f,
+                    1.0f / sqrtf((float)d), e->s), "rotary");
+    K(fg_cuk_bias_rows32(e->y32, w->w[FG_LW_K_B], e->R, e->KV, e->s), "bias");
+    if ((st = gemm(e, e->y32, CUDA_R_32F, x, w->w[FG_LW_K_W], e->R, e->H, e->KV, 1, 1, "k_proj"))) return st;
+    K(fg_cuk_rope16(k, e->y32, t->mask, t->mask_stride, t->B, t->S, t->past, a->cfg.n_kv_heads, d, &f, 1.0f, e->s),
+      "rotary");
+    return linear16(e, v, x, w->w[FG_LW_V_W], w->w[FG_LW_V_B], e->R, e->H, e->KV, 1, "v_proj");
+}
+
+/* q (R, Q), k, v (R, KV) = round16(norm1?(h) W + b), q scaled after its bias
+ * (and after rotary where the model has it). */
 static fg_status qkv(const op_env *e, const uint16_t *h, uint16_t *q, uint16_t *k, uint16_t *v) {
     const fg_op_args *a = e->a;
     const fg_layer_w *w = &a->lw;
-    const uint16_t *x = h;
-    fg_status st;
-    if (a->cfg.pre_ln) {
-        K(fg_cuk_layernorm(e->x16, h, NULL, w->w[FG_LW_LN1_W], w->w[FG_LW_LN1_B], e->R, e->H, 1, 0, e->s), "LayerNorm");
-        x = e->x16;
-    }
+    const uint16_t *x;
+    fg_status st = norm_in(e, h, FG_LW_LN1_W, FG_LW_LN1_B, &x);
+    if (st) return st;
+    if (a->cfg.pos_kind == FG_POS_ROPE) return qkv_rotary(e, x, q, k, v);
     float scale = 1.0f / sqrtf((float)fg_config_head_dim(&a->cfg));
     if ((st = linear16(e, q, x, w->w[FG_LW_Q_W], w->w[FG_LW_Q_B], e->R, e->H, e->H, scale, "q_proj")) ||
         (st = linear16(e, k, x, w->w[FG_LW_K_W], w->w[FG_LW_K_B], e->R, e->H, e->H, 1, "k_proj")))
@@ -148,60 +199,76 @@ static fg_status qkv(const op_env *e, const uint16_t *h, uint16_t *q, uint16_t *
     return linear16(e, v, x, w->w[FG_LW_V_W], w->w[FG_LW_V_B], e->R, e->H, e->H, 1, "v_proj");
 }
 
+/* One tile of prefill attention of sequence b: hn query heads from h0 (all
+ * reading kv head kvh when grouped: the K and V batch stride is then 0, else
+ * d, one kv head per query head) and sn queries from i0. scores (hn, sn, T)
+ * fp32 = q k^T, weights (hn, sn, T) fp16 = softmax, ctx = w v. */
+static fg_status attn_tile(const op_env *e, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
+                           uint16_t *ctx, int b, int h0, int hn, int kvh, int i0, int sn) {
+    const fg_op_args *a = e->a;
+    int B = a->st.B, S = a->st.S, past = a->st.past, T = past + S, d = fg_config_head_dim(&a->cfg);
+    long long kstride = a->cfg.n_kv_heads == a->cfg.n_heads ? d : 0;
+    const float one = 1, zero = 0;
+    long long ldc = (long long)B * e->KV;   /* the cache's row: position t of sequence b at t*B + b */
+    float *scores = e->y32;
+    uint16_t *p16 = (uint16_t *)(scores + (size_t)hn * sn * T);
+    const uint16_t *kb = kc + (size_t)b * e->KV + (size_t)kvh * d, *vb = vc + (size_t)b * e->KV + (size_t)kvh * d;
+    const uint16_t *qb = q + ((size_t)b * S + i0) * e->Q + (size_t)h0 * d;
+    uint16_t *cb = ctx + ((size_t)b * S + i0) * e->Q + (size_t)h0 * d;
+    /* scores^T (T x sn) = K (T x d) q^T (d x sn), per head */
+    fg_status st = blas_ok(
+        cublasGemmStridedBatchedEx(e->blas, CUBLAS_OP_T, CUBLAS_OP_N, T, sn, d, &one, kb, CUDA_R_16F, (int)ldc,
+                                   kstride, qb, CUDA_R_16F, e->Q, d, &zero, scores, CUDA_R_32F, T, (long long)sn * T,
+                                   hn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        e, "q k^T");
+    if (st) return st;
+    K(fg_cuk_softmax(p16, scores, a->st.mask + (size_t)b * a->st.mask_stride, hn * sn, sn, T, past, i0,
+                     a->cfg.sliding_window, e->s),
+      "softmax");
+    /* ctx^T (d x sn) = V^T (d x T) w^T (T x sn), per head, rounded by cuBLAS's fp16 output */
+    return blas_ok(cublasGemmStridedBatchedEx(e->blas, CUBLAS_OP_N, CUBLAS_OP_N, d, sn, T, &one, vb, CUDA_R_16F,
+                                              (int)ldc, kstride, p16, CUDA_R_16F, T, (long long)sn * T, &zero, cb,
+                                              CUDA_R_16F, e->Q, d, hn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   e, "w v");
+}
+
 /* Prefill attention of sequence b by strided-batched GEMMs over heads,
- * tiled to fit the workspace: per tile of hn heads and sn queries, scores
- * (hn, sn, T) fp32 = q k^T, weights (hn, sn, T) fp16 = softmax, ctx = w v. */
+ * tiled to fit the workspace: tiles of query heads (within one kv head's
+ * group where heads share kv heads) by queries. */
 static fg_status attn_gemm(const op_env *e, const uint16_t *q, const uint16_t *kc, const uint16_t *vc, uint16_t *ctx,
                            int b) {
     const fg_op_args *a = e->a;
-    int B = a->st.B, S = a->st.S, past = a->st.past, T = past + S, nh = a->cfg.n_heads, d = e->H / nh;
+    int S = a->st.S, T = a->st.past + S, nh = a->cfg.n_heads, grp = nh / a->cfg.n_kv_heads;
+    int span = grp == 1 ? nh : grp;   /* heads one batched GEMM may cover */
     uint64_t per = FG_CUDA_SCORE_BYTES * (uint64_t)T, cap = e->ws->y32_bytes / per;   /* (head, query) rows a tile holds */
     if (cap < 1)
         return fg_err_set(FG_EINPUT, "%s: a context of %d positions needs %" PRIu64 " bytes of attention workspace, "
                           "more than the %" PRIu64 " DEVICE_INIT gave", a->name, T, per, e->ws->y32_bytes);
-    int hc = cap >= (uint64_t)nh * S ? nh : cap >= (uint64_t)S ? (int)(cap / S) : 1;
+    int hc = cap >= (uint64_t)span * S ? span : cap >= (uint64_t)S ? (int)(cap / S) : 1;
     int sc = cap >= (uint64_t)S ? S : (int)cap;
-    const float one = 1, zero = 0;
-    long long ldc = (long long)B * e->H;   /* the cache's row: position t of sequence b at t*B + b */
-    for (int h0 = 0; h0 < nh; h0 += hc) {
-        int hn = nh - h0 < hc ? nh - h0 : hc;
-        for (int i0 = 0; i0 < S; i0 += sc) {
-            int sn = S - i0 < sc ? S - i0 : sc;
-            float *scores = e->y32;
-            uint16_t *p16 = (uint16_t *)(scores + (size_t)hn * sn * T);
-            const uint16_t *kb = kc + (size_t)b * e->H + (size_t)h0 * d, *vb = vc + (size_t)b * e->H + (size_t)h0 * d;
-            const uint16_t *qb = q + ((size_t)b * S + i0) * e->H + (size_t)h0 * d;
-            uint16_t *cb = ctx + ((size_t)b * S + i0) * e->H + (size_t)h0 * d;
-            /* scores^T (T x sn) = K (T x d) q^T (d x sn), per head */
-            fg_status st = blas_ok(
-                cublasGemmStridedBatchedEx(e->blas, CUBLAS_OP_T, CUBLAS_OP_N, T, sn, d, &one, kb, CUDA_R_16F, (int)ldc,
-                                           d, qb, CUDA_R_16F, e->H, d, &zero, scores, CUDA_R_32F, T,
-                                           (long long)sn * T, hn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                e, "q k^T");
-            if (st) return st;
-            K(fg_cuk_softmax(p16, scores, a->st.mask + (size_t)b * a->st.mask_stride, hn * sn, sn, T, past, i0, e->s),
-              "softmax");
-            /* ctx^T (d x sn) = V^T (d x T) w^T (T x sn), per head, rounded by cuBLAS's fp16 output */
-            st = blas_ok(cublasGemmStridedBatchedEx(e->blas, CUBLAS_OP_N, CUBLAS_OP_N, d, sn, T, &one, vb, CUDA_R_16F,
-                                                    (int)ldc, d, p16, CUDA_R_16F, T, (long long)sn * T, &zero, cb,
-                                                    CUDA_R_16F, e->H, d, hn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                         e, "w v");
-            if (st) return st;
+    for (int g0 = 0; g0 < nh; g0 += span)
+        for (int h0 = g0; h0 < g0 + span; h0 += hc) {
+            int hn = g0 + span - h0 < hc ? g0 + span - h0 : hc;
+            for (int i0 = 0; i0 < S; i0 += sc) {
+                fg_status st = attn_tile(e, q, kc, vc, ctx, b, h0, hn, h0 / grp, i0, S - i0 < sc ? S - i0 : sc);
+                if (st) return st;
+            }
         }
-    }
     return FG_OK;
 }
 
-/* fg_opt_attn_core: k, v into the cache at [past, past+S), then ctx (R, H)
- * = round16(attention of q over the cache). */
+/* fg_opt_attn_core: k, v into the cache at [past, past+S), then ctx (R, Q)
+ * = round16(attention of q over the cache), query heads grouped on the kv
+ * heads, keys within the sliding window where the model has one. */
 static fg_status core(const op_env *e, const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *kc,
                       uint16_t *vc, uint16_t *ctx) {
     const fg_op_args *a = e->a;
-    int B = a->st.B, S = a->st.S, past = a->st.past, nh = a->cfg.n_heads;
-    K(fg_cuk_cache_store(kc, k, B, S, past, e->H, e->s), "cache store");
-    K(fg_cuk_cache_store(vc, v, B, S, past, e->H, e->s), "cache store");
-    if (S <= DECODE_MAX_S && past + S <= fg_cuk_decode_max_T() && e->H / nh <= FG_CUK_DECODE_MAX_HEAD_DIM) {
-        K(fg_cuk_attn_decode(ctx, q, kc, vc, a->st.mask, a->st.mask_stride, B, S, past, e->H, nh, e->s), "attention");
+    int B = a->st.B, S = a->st.S, past = a->st.past;
+    fg_cuk_attn_shape sh = {a->cfg.n_heads, a->cfg.n_kv_heads, fg_config_head_dim(&a->cfg), a->cfg.sliding_window};
+    K(fg_cuk_cache_store(kc, k, B, S, past, e->KV, e->s), "cache store");
+    K(fg_cuk_cache_store(vc, v, B, S, past, e->KV, e->s), "cache store");
+    if (S <= DECODE_MAX_S && past + S <= fg_cuk_decode_max_T() && sh.head_dim <= FG_CUK_DECODE_MAX_HEAD_DIM) {
+        K(fg_cuk_attn_decode(ctx, q, kc, vc, a->st.mask, a->st.mask_stride, B, S, past, &sh, e->s), "attention");
         return FG_OK;
     }
     for (int b = 0; b < B; b++) {
@@ -214,7 +281,7 @@ static fg_status core(const op_env *e, const uint16_t *q, const uint16_t *k, con
 /* fg_opt_attn_out: h_out = round16(LN1?(h + ctx Wo + bo)). */
 static fg_status attn_out(const op_env *e, const uint16_t *h, const uint16_t *ctx, uint16_t *h_out) {
     const fg_layer_w *w = &e->a->lw;
-    fg_status st = linear_resid(e, h, ctx, w->w[FG_LW_O_W], w->w[FG_LW_O_B], e->H, "out_proj");
+    fg_status st = linear_resid(e, h, ctx, w->w[FG_LW_O_W], w->w[FG_LW_O_B], e->Q, "out_proj");
     return st ? st : finish_block(e, h_out, w->w[FG_LW_LN1_W], w->w[FG_LW_LN1_B]);
 }
 
@@ -243,19 +310,25 @@ fg_status fg_cu_attn_out(void *ctx, const fg_op_args *a) {
 
 /* ---- MLP ------------------------------------------------------------------- */
 
-/* fg_opt_mlp_block: h_out = round16(LN2?(h + relu(LN2?(h) W1 + b1) W2 + b2)). */
+/* fg_opt_mlp_block: h_out = round16(LN2?(h + relu(LN2?(h) W1 + b1) W2 + b2));
+ * fg_llama_mlp_block: h_out = round16(h + down(silu(gate x) * up x)), x =
+ * RMSNorm(h), gate and up rounded (they are the next GEMM's fp16 inputs), the
+ * product rounded once. */
 static fg_status mlp_block(const op_env *e, const uint16_t *h, uint16_t *h_out) {
     const fg_op_args *a = e->a;
     const fg_layer_w *w = &a->lw;
     int F = a->cfg.ffn_dim;
-    const uint16_t *x = h;
-    fg_status st;
-    if (a->cfg.pre_ln) {
-        K(fg_cuk_layernorm(e->x16, h, NULL, w->w[FG_LW_LN2_W], w->w[FG_LW_LN2_B], e->R, e->H, 1, 0, e->s), "LayerNorm");
-        x = e->x16;
+    const uint16_t *x;
+    fg_status st = norm_in(e, h, FG_LW_LN2_W, FG_LW_LN2_B, &x);
+    if (st || (st = linear16(e, e->ff16, x, w->w[FG_LW_FC1_W], w->w[FG_LW_FC1_B], e->R, e->H, F, 1, "fc1")))
+        return st;
+    if (a->cfg.ffn_kind == FG_FFN_SWIGLU) {
+        uint16_t *up = e->ff16 + (size_t)e->R * F;
+        if ((st = linear16(e, up, x, w->w[FG_LW_UP_W], w->w[FG_LW_UP_B], e->R, e->H, F, 1, "up_proj"))) return st;
+        K(fg_cuk_swiglu16(e->ff16, up, (int64_t)e->R * F, e->s), "SwiGLU");
+    } else {
+        K(fg_cuk_relu16(e->ff16, (int64_t)e->R * F, e->s), "ReLU");
     }
-    if ((st = linear16(e, e->ff16, x, w->w[FG_LW_FC1_W], w->w[FG_LW_FC1_B], e->R, e->H, F, 1, "fc1"))) return st;
-    K(fg_cuk_relu16(e->ff16, (int64_t)e->R * F, e->s), "ReLU");
     if ((st = linear_resid(e, h, e->ff16, w->w[FG_LW_FC2_W], w->w[FG_LW_FC2_B], F, "fc2"))) return st;
     return finish_block(e, h_out, w->w[FG_LW_LN2_W], w->w[FG_LW_LN2_B]);
 }
@@ -273,15 +346,18 @@ fg_status fg_cu_layer(void *ctx, const fg_op_args *a) {
 
 /* ---- LM head and sampling -------------------------------------------------------- */
 
-/* fg_opt_lm_head: logits (B, V) fp32 = (project_out(LN_f?(h of each
- * sequence's last token))) E^T. */
+/* fg_opt_lm_head, fg_llama_lm_head: logits (B, V) fp32 = (project_out(norm_f?(h
+ * of each sequence's last token))) W^T, W the untied head or the embedding. */
 fg_status fg_cu_lm_head(void *ctx, const fg_op_args *a) {
     op_env env = env_of(ctx, a), *e = &env;
     const uint16_t *h = a->in[0];
     float *logits = a->out[0];
     int B = a->st.B, S = a->st.S, D = a->cfg.word_embed_proj_dim;
     fg_status st;
-    if (a->cfg.pre_ln)
+    if (a->cfg.pre_ln && a->cfg.norm_kind == FG_NORM_RMS)
+        K(fg_cuk_rmsnorm(e->x16, h, NULL, a->gw.w[FG_GW_FINAL_LN_W], a->cfg.norm_eps, B, e->H, S, S - 1, e->s),
+          "final RMSNorm");
+    else if (a->cfg.pre_ln)
         K(fg_cuk_layernorm(e->x16, h, NULL, a->gw.w[FG_GW_FINAL_LN_W], a->gw.w[FG_GW_FINAL_LN_B], B, e->H, S, S - 1,
                            e->s), "final LayerNorm");
     else
@@ -294,7 +370,8 @@ fg_status fg_cu_lm_head(void *ctx, const fg_op_args *a) {
             return st;
         x = e->ff16;
     }
-    return gemm(e, logits, CUDA_R_32F, x, a->gw.w[FG_GW_EMBED_TOKENS], B, D, a->cfg.vocab_size, 1, 0, "lm_head");
+    cw head = a->cfg.tied ? a->gw.w[FG_GW_EMBED_TOKENS] : a->gw.w[FG_GW_LM_HEAD];
+    return gemm(e, logits, CUDA_R_32F, x, head, B, D, a->cfg.vocab_size, 1, 0, "lm_head");
 }
 
 /* Greedy: argmax on the device. With a temperature: the logits and the

@@ -8,14 +8,19 @@
 # engine's: every process rounds at the same points (docs/ARCHITECTURE.md, "Numerics"), and the
 # reference engine is itself checked against the numpy oracle (tests/model).
 # Usage: placement.sh FLEXGEN WORKDIR [MAKE_CHECKPOINT ARGS]
+# FG_PLACEMENT_FAMILY=llama: the checkpoint is make_llama_checkpoint.py's
+# (the same policies over a Llama-family model: a cache of kv heads only,
+# rotary, a gated MLP).
 set -uo pipefail
 flexgen=$1 work=$2
 ckpt=${3:-"--layers 3 --hidden 64 --heads 4 --ffn 160 --vocab 500 --max-pos 96 --seed 21"}
 ref=$(cd "$(dirname "$0")/../ref" && pwd)
 py=${FG_PYTHON:-/usr/bin/python3}
+maker=make_checkpoint.py
+[ "${FG_PLACEMENT_FAMILY:-opt}" = llama ] && maker=make_llama_checkpoint.py
 rm -rf "$work" && mkdir -p "$work"
 # shellcheck disable=SC2086
-"$py" "$ref/make_checkpoint.py" --out "$work/m" $ckpt >/dev/null || exit 1
+"$py" "$ref/$maker" --out "$work/m" $ckpt >/dev/null || exit 1
 # 11 prompts of lengths 2..12: partial last block, every batch left-padded
 "$py" -c 'import json, random; r = random.Random(3)
 print(json.dumps([[2] + [r.randrange(4, 500) for _ in range(1 + (7 * i) % 11)] for i in range(11)]))' >"$work/p.json"

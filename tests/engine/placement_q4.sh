@@ -10,15 +10,22 @@
 # compressed logits must differ from the uncompressed ones (compression is
 # really on). Also: the compressed tier store is its own variant beside the
 # fp16 one, and the run moves the compressed bytes (--report).
-# Usage: placement_q4.sh FLEXGEN WORKDIR
+# Usage: placement_q4.sh FLEXGEN WORKDIR [MAKE_LLAMA_CHECKPOINT ARGS]
+# With checkpoint arguments the model is make_llama_checkpoint.py's (a Llama-
+# family model: its matrices include up_proj, its cache holds kv heads only).
 set -uo pipefail
-flexgen=$1 work=$2
+flexgen=$1 work=$2 llama=${3:-}
 ref=$(cd "$(dirname "$0")/../ref" && pwd)
 py=${FG_PYTHON:-/usr/bin/python3}
 rm -rf "$work" && mkdir -p "$work"
-# head_dim 32: each cache head slice is one padded group
-"$py" "$ref/make_checkpoint.py" --out "$work/m" --layers 3 --hidden 128 --heads 4 --ffn 256 --vocab 500 \
-  --max-pos 96 --seed 22 >/dev/null || exit 1
+if [ -n "$llama" ]; then
+  # shellcheck disable=SC2086
+  "$py" "$ref/make_llama_checkpoint.py" --out "$work/m" $llama >/dev/null || exit 1
+else
+  # head_dim 32: each cache head slice is one padded group
+  "$py" "$ref/make_checkpoint.py" --out "$work/m" --layers 3 --hidden 128 --heads 4 --ffn 256 --vocab 500 \
+    --max-pos 96 --seed 22 >/dev/null || exit 1
+fi
 "$py" -c 'import json, random; r = random.Random(5)
 print(json.dumps([[2] + [r.randrange(4, 500) for _ in range(1 + (5 * i) % 9)] for i in range(7)]))' >"$work/p.json"
 common=(--model "$work/m" --prompt-ids "$work/p.json" --gen-len 4 --ignore-eos --gpu-batch-size 2
@@ -84,13 +91,13 @@ for i in range(n):
     seen[name] = (dtype, d0, d1, nb)
 bad = []
 for name, (dtype, d0, d1, nb) in seen.items():
-    mat = name.endswith(("proj.weight", "fc1.weight", "fc2.weight"))
+    mat = name.endswith(("proj.weight", "fc1.weight", "fc2.weight"))   # OPT's six; Llama's seven (gate, up, down)
     want = 36 * ((d0 + 63) // 64) * d1 if mat else 2 * d0 * d1
     if (dtype == 2) != mat or nb != want:
         bad.append("%s dtype %d %d bytes (want %d)" % (name, dtype, nb, want))
 if comp != 1 or bad:
     sys.exit("FAIL store: compression %d; %s" % (comp, "; ".join(bad)))
-print("ok   store: %s holds the six matrices 4-bit (dtype 2, 36 bytes per 64 values), the rest fp16" % q4[0])
+print("ok   store: %s holds the layer matrices 4-bit (dtype 2, 36 bytes per 64 values), the rest fp16" % q4[0])
 PY
 # bytes moved: the same all-on-disk policy uncompressed; each flag must
 # shrink what crosses to the device (--report h2d_bytes)

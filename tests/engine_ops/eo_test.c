@@ -1,14 +1,16 @@
 /* eo_test.c - the engine ops through real workers, against the reference
  * engine's path. This program is a coordinator of its own (fg_super): it
- * spawns the gpu and cpu workers, puts random fp16 weights of a small OPT in
- * shm, copies them into the gpu worker's device arena, and runs a prefill and
+ * spawns the gpu and cpu workers, puts random fp16 weights of a small model
+ * (OPT, and the Llama family: grouped kv heads, rotary, biases, sliding
+ * window) in shm, copies them into the gpu worker's device arena, and runs a prefill and
  * two decode steps of a left-padded batch as the offloading engine will:
  *
  *   EMBED -> per layer (ATTN | ATTN_QKV, q k v to shm, ATTN_CORE on the cpu
  *            worker, ctx back, ATTN_OUT) -> MLP -> LM_HEAD
  *
- * Beside it, in this process, the same step through the fg_opt functions on
- * fp32 buffers, as coordinator/fg_engine_ref.c calls them. Hidden states
+ * Beside it, in this process, the same step through the fg_fwd functions on
+ * fp32 buffers, as coordinator/fg_engine_ref.c calls them. The commands are
+ * built from the op table (fg_op_build), each slot resolved by its kind. Hidden states
  * after every layer, both KV caches and the logits must match BITWISE: every
  * op only widens fp16 inputs, calls the same function and narrows outputs
  * that function already rounded, so no tolerance is owed (docs/ARCHITECTURE.md, "Numerics").
@@ -30,7 +32,7 @@
 #include <string.h>
 
 #include "fg_engine_ops.h"
-#include "fg_opt.h"
+#include "fg_fwd.h"
 #include "fg_sample.h"
 #include "fg_super.h"
 
@@ -58,7 +60,7 @@ typedef struct {
 typedef struct {
     const variant *v;
     fg_super *sup;
-    int B, S, Tmax, H, V;
+    int B, S, Tmax, H, V, QD, KD;   /* q and ctx width A*d; k, v and the cache's KV*d */
     fg_spec *sp;
     int nsp;
     /* weights: shm (w_shm) and device (w_dev), by spec index; nbytes 0 if absent */
@@ -95,7 +97,7 @@ static fg_op_model op_model(const fg_opt_config *c) { return fg_config_desc(c); 
  * near 1, so activations stay in a range where every bit still matters. */
 static void fill_weight(fg_half *w, const fg_spec *s) {
     int64_t n = fg_spec_numel(s);
-    int ln = strstr(s->name, "layer_norm") != NULL, bias = strstr(s->name, "bias") != NULL;
+    int ln = strstr(s->name, "norm") != NULL, bias = strstr(s->name, "bias") != NULL;
     for (int64_t i = 0; i < n; i++) {
         float x = rng_uniform();
         float val = ln && !bias ? 1.0f + 0.2f * x : bias ? 0.1f * x : 0.15f * x;
@@ -112,6 +114,8 @@ static void bench_setup(bench *b, fg_super *sup, const variant *v, int seg_tag) 
     b->Tmax = v->S + STEPS;   /* one position more than used: unwritten cache must stay as it was */
     b->H = v->c.hidden;
     b->V = v->c.vocab_size;
+    b->QD = fg_config_q_dim(&v->c);
+    b->KD = fg_config_kv_dim(&v->c);
     b->sp = fg_specs_new(&v->c);
     b->nsp = fg_spec_count(&v->c);
     b->w_shm = fg_xcalloc((size_t)b->nsp, sizeof *b->w_shm);
@@ -122,13 +126,13 @@ static void bench_setup(bench *b, fg_super *sup, const variant *v, int seg_tag) 
     fg_shm_region *wr = fg_xcalloc((size_t)b->nsp, sizeof *wr);
     for (int i = 0; i < b->nsp; i++)
         if (b->sp[i].present) wr[nw++] = (fg_shm_region){b->sp[i].name, (uint64_t)fg_spec_numel(&b->sp[i]) * 2, 0};
-    uint64_t B = (uint64_t)b->B, S = (uint64_t)b->S, H = (uint64_t)b->H;
+    uint64_t B = (uint64_t)b->B, S = (uint64_t)b->S, H = (uint64_t)b->H, QD = (uint64_t)b->QD, KD = (uint64_t)b->KD;
     static char names[A_KC0 + 2 * L][16] = {"ids", "mask", "h", "q", "k", "v", "ctx", "logits", "zero"};
     int na = A_KC0 + 2 * L;
     fg_shm_region ar[A_KC0 + 2 * L];
-    uint64_t cache = (uint64_t)b->Tmax * B * H * 2;
-    uint64_t sizes[A_KC0] = {B * S * 4, B * (uint64_t)b->Tmax, B * S * H * 2, B * S * H * 2, B * S * H * 2,
-                             B * S * H * 2, B * S * H * 2, B * (uint64_t)b->V * 4, cache};
+    uint64_t cache = (uint64_t)b->Tmax * B * KD * 2;
+    uint64_t sizes[A_KC0] = {B * S * 4, B * (uint64_t)b->Tmax, B * S * H * 2, B * S * QD * 2, B * S * KD * 2,
+                             B * S * KD * 2, B * S * QD * 2, B * (uint64_t)b->V * 4, cache};
     for (int i = 0; i < na; i++) {
         if (i >= A_KC0) snprintf(names[i], sizeof names[i], "%s%d", (i - A_KC0) % 2 ? "vc" : "kc", (i - A_KC0) / 2);
         ar[i] = (fg_shm_region){names[i], i < A_KC0 ? sizes[i] : cache, 0};
@@ -243,14 +247,14 @@ static void upload_weights(bench *b) {
 typedef struct {
     fg_opt_ws ws;
     float *h;              /* (B*S, H) */
-    fg_half *kc[L], *vc[L];/* (Tmax, B, H) */
+    fg_half *kc[L], *vc[L];/* (Tmax, B, KV*d) */
     float *logits;         /* (B, V) */
     fg_global_w g;
     fg_layer_w lw[L];
 } reference;
 
 static void ref_init(reference *r, bench *b) {
-    size_t rows = (size_t)b->B * b->S, cache = (size_t)b->Tmax * b->B * b->H;
+    size_t rows = (size_t)b->B * b->S, cache = (size_t)b->Tmax * b->B * b->KD;
     fg_opt_ws_init(&r->ws, &b->v->c, (int)rows);
     r->h = fg_alloc_tensor(sizeof(float) * rows * b->H);
     r->logits = fg_alloc_tensor(sizeof(float) * (size_t)b->B * b->V);
@@ -297,12 +301,161 @@ static int same_bytes(const void *got, const void *want, size_t n, const char *w
     return 0;
 }
 
+/* The handles of one unit, by slot kind: the commands are built from the op
+ * table, so a slot list lives only there. cpu: the cpu worker's op, which
+ * takes the shm copies of the mask and the cache. */
+typedef struct {
+    bench *b;
+    int layer, cpu;
+    fg_shm_handle h, ids, sids, q, k, v, ctx, kc, vc, rng;
+} unit_slots;
+
+static fg_shm_handle resolve_slot(void *ctx, const fg_op_info *oi, const fg_op_slot *s) {
+    unit_slots *x = ctx;
+    bench *b = x->b;
+    int out = s >= oi->out && s < oi->out + oi->n_out;
+    switch (s->kind) {
+    case FG_SLOT_ACT: {
+        const fg_shm_handle a[] = {[FG_ACT_H] = x->h, [FG_ACT_Q] = x->q, [FG_ACT_K] = x->k, [FG_ACT_V] = x->v,
+                                   [FG_ACT_CTX] = x->ctx};
+        return a[s->which];
+    }
+    case FG_SLOT_IDS: return out ? x->sids : x->ids;
+    case FG_SLOT_MASK: return x->cpu ? b->a_shm[A_MASK] : b->a_dev[A_MASK];
+    case FG_SLOT_CACHE: return s->which ? x->vc : x->kc;
+    case FG_SLOT_LOGITS: return b->a_dev[A_LOGITS];
+    case FG_SLOT_RNG: return x->rng;
+    case FG_SLOT_LW: return b->w_dev[fg_spec_layer(x->layer, s->which)];
+    case FG_SLOT_GW: return b->w_dev[fg_spec_global(s->which)];
+    }
+    return (fg_shm_handle){0};
+}
+
+static fg_msg unit_msg(uint32_t op, unit_slots *x, const void *params, uint32_t len) {
+    fg_msg m;
+    fg_op_build(&m, op, (uint32_t)x->layer, 0, params, len, resolve_slot, x);
+    return m;
+}
+
+/* One step of generate(), both sides: what its pieces share. */
+typedef struct {
+    bench *b;
+    reference *r;
+    int split, step, Sn;
+    fg_step st;
+    fg_op_step p;
+    unit_slots x;
+    fg_shm_handle h_shm;
+} gen_step;
+
+/* "<variant> <path> step <i>" + more, into what. */
+static void label(const gen_step *g, char *what, size_t n, const char *more) {
+    snprintf(what, n, "%s %s step %d%s", g->b->v->label, g->split ? "split" : "fused", g->step, more);
+}
+
+/* Layer l's attention and MLP on the workers and in this process, the
+ * hidden state after each and both caches compared. */
+static void layer_step(gen_step *g, int l) {
+    bench *b = g->b;
+    reference *r = g->r;
+    const fg_opt_config *c = &b->v->c;
+    uint64_t rows = (uint64_t)b->B * g->Sn, qb = rows * b->QD * 2, kb = rows * b->KD * 2;
+    size_t cache = (size_t)b->Tmax * b->B * b->KD, n = (size_t)rows * b->H;
+    fg_shm_handle kc_shm = b->a_shm[A_KC0 + 2 * l], vc_shm = b->a_shm[A_KC0 + 2 * l + 1];
+    unit_slots *x = &g->x;
+    char what[160], more[64];
+    x->layer = l, x->cpu = 0, x->kc = b->a_dev[A_KC0 + 2 * l], x->vc = b->a_dev[A_KC0 + 2 * l + 1];
+    fg_fwd_attn_block(r->h, r->kc[l], r->vc[l], b->Tmax, &g->st, c, &r->lw[l], &r->ws);
+    fg_msg m;
+    if (!g->split) {
+        m = unit_msg(FG_OP_ATTN, x, &g->p, sizeof g->p);
+        run_ok(b->sup, FG_ROLE_GPU, &m, "ATTN");
+    } else {
+        fg_shm_handle q_shm = sized(b->a_shm[A_Q], qb), k_shm = sized(b->a_shm[A_K], kb),
+                      v_shm = sized(b->a_shm[A_V], kb), ctx_shm = sized(b->a_shm[A_CTX], qb);
+        x->q = sized(b->a_dev[A_Q], qb), x->k = sized(b->a_dev[A_K], kb), x->v = sized(b->a_dev[A_V], kb);
+        x->ctx = sized(b->a_dev[A_CTX], qb);
+        m = unit_msg(FG_OP_ATTN_QKV, x, &g->p, sizeof g->p);
+        run_ok(b->sup, FG_ROLE_GPU, &m, "ATTN_QKV");
+        fg_msg_init(&m, FG_MSG_COPY);
+        fg_msg_copy_add(&m, x->q, q_shm);
+        fg_msg_copy_add(&m, x->k, k_shm);
+        fg_msg_copy_add(&m, x->v, v_shm);
+        run_ok(b->sup, FG_ROLE_GPU, &m, "q, k, v to shm");
+        unit_slots xc = {.b = b, .layer = l, .cpu = 1, .q = q_shm, .k = k_shm, .v = v_shm, .ctx = ctx_shm,
+                         .kc = kc_shm, .vc = vc_shm};
+        m = unit_msg(FG_OP_ATTN_CORE, &xc, &g->p, sizeof g->p);
+        run_ok(b->sup, FG_ROLE_CPU, &m, "ATTN_CORE");
+        copy1(b, FG_ROLE_GPU, ctx_shm, x->ctx, "ctx to device");
+        m = unit_msg(FG_OP_ATTN_OUT, x, &g->p, sizeof g->p);
+        run_ok(b->sup, FG_ROLE_GPU, &m, "ATTN_OUT");
+    }
+    copy1(b, FG_ROLE_GPU, x->h, g->h_shm, "h to shm");
+    snprintf(more, sizeof more, " layer %d: attention", l);
+    label(g, what, sizeof what, more);
+    same_h(P(b, g->h_shm), r->h, n, what);
+
+    fg_fwd_mlp_block(r->h, &g->st, c, &r->lw[l], &r->ws);
+    m = unit_msg(FG_OP_MLP, x, &g->p, sizeof g->p);
+    run_ok(b->sup, FG_ROLE_GPU, &m, "MLP");
+    copy1(b, FG_ROLE_GPU, x->h, g->h_shm, "h to shm");
+    snprintf(more, sizeof more, " layer %d: MLP", l);
+    label(g, what, sizeof what, more);
+    same_h(P(b, g->h_shm), r->h, n, what);
+
+    /* the cache: where it lives (device for fused, shm for split) */
+    if (!g->split) {
+        copy1(b, FG_ROLE_GPU, x->kc, kc_shm, "kc to shm");
+        copy1(b, FG_ROLE_GPU, x->vc, vc_shm, "vc to shm");
+    }
+    snprintf(more, sizeof more, " layer %d: k cache", l);
+    label(g, what, sizeof what, more);
+    same_bytes(P(b, kc_shm), r->kc[l], cache * 2, what);
+    what[strlen(what) - 7] = 'v';
+    same_bytes(P(b, vc_shm), r->vc[l], cache * 2, what);
+}
+
+/* SAMPLE where the logits are, with temperature and top-p: the same ids
+ * and generator states as fg_sample here, which is what the reference
+ * engine calls. */
+static void sample_step(gen_step *g) {
+    bench *b = g->b;
+    int B = b->B, V = b->V;
+    char what[160];
+    fg_shm_handle rng_dev = sized(b->a_dev[A_Q], 8ull * B), rng_shm = sized(b->a_shm[A_Q], 8ull * B);
+    fg_shm_handle sids_dev = sized(b->a_dev[A_IDS], 4ull * B), sids_shm = sized(b->a_shm[A_CTX], 4ull * B);
+    uint64_t *rs = P(b, rng_shm), want_rng[64];
+    int32_t want_ids[64];
+    float *scratch = fg_xmalloc(sizeof(float) * 2 * (size_t)V);
+    fg_sampler_cfg cfg = {.temperature = 0.8f, .top_p = 0.9f};
+    for (int i = 0; i < B && i < 64; i++) {
+        fg_rng r;
+        fg_rng_init(&r, 1234, (uint64_t)(g->step * B + i));
+        rs[i] = r.state;
+        want_ids[i] = fg_sample(g->r->logits + (size_t)i * V, V, &cfg, &r, scratch);
+        want_rng[i] = r.state;
+    }
+    free(scratch);
+    copy1(b, FG_ROLE_GPU, rng_shm, rng_dev, "rng to device");
+    fg_op_sample sp = {.step = g->p, .temperature = 0.8f, .top_p = 0.9f};
+    sp.step.S = 1;
+    g->x.rng = rng_dev, g->x.sids = sids_dev;
+    fg_msg m = unit_msg(FG_OP_SAMPLE, &g->x, &sp, sizeof sp);
+    run_ok(b->sup, FG_ROLE_GPU, &m, "SAMPLE");
+    copy1(b, FG_ROLE_GPU, sids_dev, sids_shm, "sampled ids to shm");
+    copy1(b, FG_ROLE_GPU, rng_dev, rng_shm, "rng to shm");
+    label(g, what, sizeof what, ": SAMPLE ids");
+    same_bytes(P(b, sids_shm), want_ids, 4ull * B, what);
+    label(g, what, sizeof what, ": SAMPLE generator states");
+    same_bytes(P(b, rng_shm), want_rng, 8ull * B, what);
+}
+
 /* Run the variant's generation on the workers with one attention path
  * (split: cpu_cache_compute) and compare with the reference at every layer. */
 static void generate(bench *b, int split) {
     const fg_opt_config *c = &b->v->c;
     int B = b->B, S = b->S, Tmax = b->Tmax, H = b->H, V = b->V;
-    size_t cache = (size_t)Tmax * B * H;
+    size_t cache = (size_t)Tmax * B * b->KD;
     char what[160];
     reference r;
     ref_init(&r, b);
@@ -324,132 +477,33 @@ static void generate(bench *b, int split) {
 
     for (int step = 0; step < STEPS; step++) {
         int Sn = step == 0 ? S : 1, past = step == 0 ? 0 : S + step - 1;
-        uint64_t hb = (uint64_t)B * Sn * H * 2;
-        fg_step st = {.B = B, .S = Sn, .past = past, .mask = mask, .mask_stride = Tmax};
-        fg_op_step p = {.model = op_model(c), .B = (uint32_t)B, .S = (uint32_t)Sn, .past = (uint32_t)past,
-                        .Tmax = (uint32_t)Tmax, .mask_stride = (uint32_t)Tmax};
-        fg_shm_handle h_dev = sized(b->a_dev[A_H], hb), h_shm = sized(b->a_shm[A_H], hb);
-        fg_shm_handle mask_dev = b->a_dev[A_MASK];
-        fg_shm_handle ids_dev = sized(b->a_dev[A_IDS], (uint64_t)B * Sn * 4);
+        uint64_t rows = (uint64_t)B * Sn, hb = rows * H * 2;
+        gen_step g = {.b = b, .r = &r, .split = split, .step = step, .Sn = Sn,
+                      .st = {.B = B, .S = Sn, .past = past, .mask = mask, .mask_stride = Tmax},
+                      .p = {.model = op_model(c), .B = (uint32_t)B, .S = (uint32_t)Sn, .past = (uint32_t)past,
+                            .Tmax = (uint32_t)Tmax, .mask_stride = (uint32_t)Tmax},
+                      .x = {.b = b, .h = sized(b->a_dev[A_H], hb), .ids = sized(b->a_dev[A_IDS], rows * 4)},
+                      .h_shm = sized(b->a_shm[A_H], hb)};
 
         /* embedding */
-        copy1(b, FG_ROLE_GPU, sized(b->a_shm[A_IDS], (uint64_t)B * Sn * 4), ids_dev, "ids to device");
-        fg_opt_embed(r.h, ids, &st, c, &r.g, &r.ws);
-        {
-            fg_shm_handle in[] = {ids_dev, mask_dev, b->w_dev[FG_GW_EMBED_TOKENS], b->w_dev[FG_GW_EMBED_POS],
-                                  b->w_dev[FG_GW_PROJ_IN]};
-            fg_msg m = op_msg(FG_MSG_COMPUTE, FG_OP_EMBED, in, 5, &h_dev, 1, &p, sizeof p);
-            run_ok(b->sup, FG_ROLE_GPU, &m, "EMBED");
-        }
-        copy1(b, FG_ROLE_GPU, h_dev, h_shm, "h to shm");
-        snprintf(what, sizeof what, "%s %s step %d: embedding", b->v->label, split ? "split" : "fused", step);
-        same_h(P(b, h_shm), r.h, (size_t)B * Sn * H, what);
+        copy1(b, FG_ROLE_GPU, sized(b->a_shm[A_IDS], rows * 4), g.x.ids, "ids to device");
+        fg_fwd_embed(r.h, ids, &g.st, c, &r.g, &r.ws);
+        fg_msg m = unit_msg(FG_OP_EMBED, &g.x, &g.p, sizeof g.p);
+        run_ok(b->sup, FG_ROLE_GPU, &m, "EMBED");
+        copy1(b, FG_ROLE_GPU, g.x.h, g.h_shm, "h to shm");
+        label(&g, what, sizeof what, ": embedding");
+        same_h(P(b, g.h_shm), r.h, (size_t)rows * H, what);
 
-        for (int l = 0; l < L; l++) {
-            const fg_shm_handle *W = &b->w_dev[fg_spec_layer(l, 0)];  /* the layer's weights by FG_LW_* */
-            fg_shm_handle kc_dev = b->a_dev[A_KC0 + 2 * l], vc_dev = b->a_dev[A_KC0 + 2 * l + 1];
-            fg_shm_handle kc_shm = b->a_shm[A_KC0 + 2 * l], vc_shm = b->a_shm[A_KC0 + 2 * l + 1];
-            fg_opt_attn_block(r.h, r.kc[l], r.vc[l], Tmax, &st, c, &r.lw[l], &r.ws);
-            if (!split) {
-                fg_shm_handle in[14] = {h_dev, mask_dev, kc_dev, vc_dev};
-                for (int w = FG_LW_Q_W; w <= FG_LW_LN1_B; w++) in[4 + w] = W[w];
-                fg_msg m = op_msg(FG_MSG_COMPUTE, FG_OP_ATTN, in, 14, &h_dev, 1, &p, sizeof p);
-                run_ok(b->sup, FG_ROLE_GPU, &m, "ATTN");
-            } else {
-                fg_shm_handle q_dev = sized(b->a_dev[A_Q], hb), k_dev = sized(b->a_dev[A_K], hb),
-                              v_dev = sized(b->a_dev[A_V], hb), ctx_dev = sized(b->a_dev[A_CTX], hb);
-                fg_shm_handle q_shm = sized(b->a_shm[A_Q], hb), k_shm = sized(b->a_shm[A_K], hb),
-                              v_shm = sized(b->a_shm[A_V], hb), ctx_shm = sized(b->a_shm[A_CTX], hb);
-                fg_shm_handle in_qkv[] = {h_dev, W[FG_LW_Q_W], W[FG_LW_Q_B], W[FG_LW_K_W], W[FG_LW_K_B],
-                                          W[FG_LW_V_W], W[FG_LW_V_B], W[FG_LW_LN1_W], W[FG_LW_LN1_B]};
-                fg_shm_handle out_qkv[] = {q_dev, k_dev, v_dev};
-                fg_msg m = op_msg(FG_MSG_COMPUTE, FG_OP_ATTN_QKV, in_qkv, 9, out_qkv, 3, &p, sizeof p);
-                run_ok(b->sup, FG_ROLE_GPU, &m, "ATTN_QKV");
-                fg_msg_init(&m, FG_MSG_COPY);
-                fg_msg_copy_add(&m, q_dev, q_shm);
-                fg_msg_copy_add(&m, k_dev, k_shm);
-                fg_msg_copy_add(&m, v_dev, v_shm);
-                run_ok(b->sup, FG_ROLE_GPU, &m, "q, k, v to shm");
-                fg_shm_handle in_core[] = {q_shm, k_shm, v_shm, kc_shm, vc_shm, b->a_shm[A_MASK]};
-                m = op_msg(FG_MSG_CPU_ATTN, FG_OP_ATTN_CORE, in_core, 6, &ctx_shm, 1, &p, sizeof p);
-                run_ok(b->sup, FG_ROLE_CPU, &m, "ATTN_CORE");
-                copy1(b, FG_ROLE_GPU, ctx_shm, ctx_dev, "ctx to device");
-                fg_shm_handle in_out[] = {h_dev, ctx_dev, W[FG_LW_O_W], W[FG_LW_O_B], W[FG_LW_LN1_W], W[FG_LW_LN1_B]};
-                m = op_msg(FG_MSG_COMPUTE, FG_OP_ATTN_OUT, in_out, 6, &h_dev, 1, &p, sizeof p);
-                run_ok(b->sup, FG_ROLE_GPU, &m, "ATTN_OUT");
-            }
-            copy1(b, FG_ROLE_GPU, h_dev, h_shm, "h to shm");
-            snprintf(what, sizeof what, "%s %s step %d layer %d: attention", b->v->label, split ? "split" : "fused",
-                     step, l);
-            same_h(P(b, h_shm), r.h, (size_t)B * Sn * H, what);
+        for (int l = 0; l < L; l++) layer_step(&g, l);
 
-            fg_opt_mlp_block(r.h, &st, c, &r.lw[l], &r.ws);
-            {
-                fg_shm_handle in[7] = {h_dev};
-                for (int w = FG_LW_FC1_W; w <= FG_LW_LN2_B; w++) in[1 + w - FG_LW_FC1_W] = W[w];
-                fg_msg m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, in, 7, &h_dev, 1, &p, sizeof p);
-                run_ok(b->sup, FG_ROLE_GPU, &m, "MLP");
-            }
-            copy1(b, FG_ROLE_GPU, h_dev, h_shm, "h to shm");
-            snprintf(what, sizeof what, "%s %s step %d layer %d: MLP", b->v->label, split ? "split" : "fused", step,
-                     l);
-            same_h(P(b, h_shm), r.h, (size_t)B * Sn * H, what);
-
-            /* the cache: where it lives (device for fused, shm for split) */
-            if (!split) {
-                copy1(b, FG_ROLE_GPU, kc_dev, kc_shm, "kc to shm");
-                copy1(b, FG_ROLE_GPU, vc_dev, vc_shm, "vc to shm");
-            }
-            snprintf(what, sizeof what, "%s %s step %d layer %d: k cache", b->v->label, split ? "split" : "fused",
-                     step, l);
-            same_bytes(P(b, kc_shm), r.kc[l], cache * 2, what);
-            what[strlen(what) - 7] = 'v';
-            same_bytes(P(b, vc_shm), r.vc[l], cache * 2, what);
-        }
-
-        fg_opt_lm_head(r.logits, r.h, &st, c, &r.g, &r.ws);
-        {
-            fg_shm_handle in[] = {h_dev, b->w_dev[FG_GW_FINAL_LN_W], b->w_dev[FG_GW_FINAL_LN_B],
-                                  b->w_dev[FG_GW_PROJ_OUT], b->w_dev[FG_GW_EMBED_TOKENS]};
-            fg_msg m = op_msg(FG_MSG_COMPUTE, FG_OP_LM_HEAD, in, 5, &b->a_dev[A_LOGITS], 1, &p, sizeof p);
-            run_ok(b->sup, FG_ROLE_GPU, &m, "LM_HEAD");
-        }
+        fg_fwd_lm_head(r.logits, r.h, &g.st, c, &r.g, &r.ws);
+        g.x.layer = 0;
+        m = unit_msg(FG_OP_LM_HEAD, &g.x, &g.p, sizeof g.p);
+        run_ok(b->sup, FG_ROLE_GPU, &m, "LM_HEAD");
         copy1(b, FG_ROLE_GPU, b->a_dev[A_LOGITS], b->a_shm[A_LOGITS], "logits to shm");
-        snprintf(what, sizeof what, "%s %s step %d: logits", b->v->label, split ? "split" : "fused", step);
+        label(&g, what, sizeof what, ": logits");
         same_bytes(P(b, b->a_shm[A_LOGITS]), r.logits, sizeof(float) * (size_t)B * V, what);
-
-        /* SAMPLE where the logits are, with temperature and top-p: the
-         * same ids and generator states as fg_sample here, which is what
-         * the reference engine calls */
-        {
-            fg_shm_handle rng_dev = sized(b->a_dev[A_Q], 8ull * B), rng_shm = sized(b->a_shm[A_Q], 8ull * B);
-            fg_shm_handle sids_dev = sized(b->a_dev[A_IDS], 4ull * B), sids_shm = sized(b->a_shm[A_CTX], 4ull * B);
-            uint64_t *rs = P(b, rng_shm), want_rng[64];
-            int32_t want_ids[64];
-            float *scratch = fg_xmalloc(sizeof(float) * 2 * (size_t)V);
-            fg_sampler_cfg cfg = {.temperature = 0.8f, .top_p = 0.9f};
-            for (int i = 0; i < B && i < 64; i++) {
-                fg_rng g;
-                fg_rng_init(&g, 1234, (uint64_t)(step * B + i));
-                rs[i] = g.state;
-                want_ids[i] = fg_sample(r.logits + (size_t)i * V, V, &cfg, &g, scratch);
-                want_rng[i] = g.state;
-            }
-            free(scratch);
-            copy1(b, FG_ROLE_GPU, rng_shm, rng_dev, "rng to device");
-            fg_op_sample sp = {.step = p, .temperature = 0.8f, .top_p = 0.9f};
-            sp.step.S = 1;
-            fg_shm_handle in[] = {b->a_dev[A_LOGITS], rng_dev};
-            fg_msg m = op_msg(FG_MSG_COMPUTE, FG_OP_SAMPLE, in, 2, &sids_dev, 1, &sp, sizeof sp);
-            run_ok(b->sup, FG_ROLE_GPU, &m, "SAMPLE");
-            copy1(b, FG_ROLE_GPU, sids_dev, sids_shm, "sampled ids to shm");
-            copy1(b, FG_ROLE_GPU, rng_dev, rng_shm, "rng to shm");
-            snprintf(what, sizeof what, "%s %s step %d: SAMPLE ids", b->v->label, split ? "split" : "fused", step);
-            same_bytes(P(b, sids_shm), want_ids, 4ull * B, what);
-            snprintf(what, sizeof what, "%s %s step %d: SAMPLE generator states", b->v->label,
-                     split ? "split" : "fused", step);
-            same_bytes(P(b, rng_shm), want_rng, 8ull * B, what);
-        }
+        sample_step(&g);
 
         /* greedy next tokens from the reference (the same bits if the above held) */
         for (int i = 0; i < B; i++) {
@@ -468,9 +522,26 @@ static void generate(bench *b, int split) {
 /* ---- the tests ------------------------------------------------------------- */
 
 static fg_opt_config small_config(int V, int H, int A, int F, int D, int pre_ln) {
-    fg_opt_config c = {.vocab_size = V, .hidden = H, .n_heads = A, .n_layers = L, .ffn_dim = F, .max_pos = 64,
-                       .word_embed_proj_dim = D, .pre_ln = pre_ln, .pad_id = 1, .bos_id = 2, .eos_id = 2};
+    fg_opt_config c = {.family = FG_FAMILY_OPT, .vocab_size = V, .hidden = H, .n_heads = A, .n_kv_heads = A,
+                       .head_dim = H / A, .n_layers = L, .ffn_dim = F, .max_pos = 64, .word_embed_proj_dim = D,
+                       .pre_ln = pre_ln, .norm_eps = 1e-5f, .qkv_bias = 1, .o_bias = 1, .mlp_bias = 1, .tied = 1,
+                       .pad_id = 1, .bos_id = 2, .n_eos = 1, .eos_ids = {2}};
     snprintf(c.name, sizeof c.name, "test-%d-%d", H, D);
+    MUST(fg_config_validate(&c, c.name));
+    return c;
+}
+
+/* A small Llama-family model: A query heads over KV kv heads of d values,
+ * optional q/k/v biases (Qwen2), tied head, sliding window, rope scaling. */
+static fg_opt_config llama_config(int V, int H, int A, int KV, int d, int F, int qkv_bias, int tied, int window,
+                                  int scaling) {
+    fg_opt_config c = {.family = FG_FAMILY_LLAMA, .vocab_size = V, .hidden = H, .n_heads = A, .n_kv_heads = KV,
+                       .head_dim = d, .n_layers = L, .ffn_dim = F, .max_pos = 64, .word_embed_proj_dim = H,
+                       .pre_ln = 1, .ffn_kind = FG_FFN_SWIGLU, .norm_kind = FG_NORM_RMS, .norm_eps = 1e-5f,
+                       .pos_kind = FG_POS_ROPE, .rope_theta = 500000.0f, .rope_scaling = scaling, .rope_factor = 8,
+                       .rope_low = 1, .rope_high = 4, .rope_orig_max = 16, .sliding_window = window,
+                       .qkv_bias = qkv_bias, .tied = tied, .pad_id = 0, .bos_id = 1, .n_eos = 1, .eos_ids = {2}};
+    snprintf(c.name, sizeof c.name, "llama-test-%d-%d-%d", A, KV, d);
     MUST(fg_config_validate(&c, c.name));
     return c;
 }
@@ -498,6 +569,12 @@ static int test_bitwise(fg_super *sup) {
         {"post-LN + project_in/out h64 d32", small_config(300, 64, 4, 128, 32, 0), 3, 7},
         /* odd sizes; 44 prompt rows take the Linear layers' sgemm path */
         {"odd h90 heads5", small_config(301, 90, 5, 150, 90, 1), 4, 11},
+        /* the Llama family: q 256 wide over a 64-wide hidden state, 8 query heads per kv head, llama3 rope */
+        {"llama GQA 16:2 d16 llama3", llama_config(300, 64, 16, 2, 16, 96, 0, 0, 0, FG_ROPE_LLAMA3), 3, 7},
+        /* one kv head, q/k/v biases, tied head; 44 prompt rows: sgemm */
+        {"qwen2-style MQA biases tied", llama_config(301, 64, 4, 1, 16, 80, 1, 1, 0, FG_ROPE_NONE), 4, 11},
+        /* a window of 4 cache slots, shorter than the prompt */
+        {"mistral-style window 4", llama_config(300, 64, 4, 2, 16, 96, 0, 0, 4, FG_ROPE_LINEAR), 3, 7},
     };
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
         bench b;
@@ -521,11 +598,11 @@ static int test_errors(fg_super *sup) {
     uint64_t hb = 3ull * 7 * 64 * 2;
     fg_shm_handle h_dev = sized(b.a_dev[A_H], hb);
     const fg_shm_handle *W = &b.w_dev[fg_spec_layer(0, 0)];
-    fg_shm_handle mlp_in[7] = {h_dev};
-    for (int w = FG_LW_FC1_W; w <= FG_LW_LN2_B; w++) mlp_in[1 + w - FG_LW_FC1_W] = W[w];
+    fg_shm_handle mlp_in[9] = {h_dev};   /* fc1 .. ln2, then up (absent in OPT) */
+    for (int w = FG_LW_FC1_W; w <= FG_LW_UP_B; w++) mlp_in[1 + w - FG_LW_FC1_W] = W[w];
     fg_msg m;
 
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p, sizeof p);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p, sizeof p);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP before DEVICE_INIT", "before DEVICE_INIT", NULL);
 
     /* the host backend's workspace: fg_opt's scratch and fp32 h for max_rows
@@ -557,34 +634,34 @@ static int test_errors(fg_super *sup) {
     /* sizes and counts */
     fg_shm_handle bad_h = sized(b.a_dev[A_H], hb - 2);
     mlp_in[0] = bad_h;
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p, sizeof p);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p, sizeof p);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP with a short h", "MLP: in[0] h", "B*S*H");
     mlp_in[0] = h_dev;
     mlp_in[1].nbytes += 2;
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p, sizeof p);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p, sizeof p);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP with a long fc1_w", "MLP: in[1] fc1_w", "[128, 64]");
     mlp_in[1].nbytes -= 2;
     m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 6, &h_dev, 1, &p, sizeof p);
-    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP with 6 inputs", "MLP takes 7 inputs", NULL);
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p, sizeof p - 4);
+    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP with 6 inputs", "MLP takes 9 inputs", NULL);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p, sizeof p - 4);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP with short params", "params", NULL);
     fg_op_step p2 = p;
-    p2.model.v[3] = 256;   /* OPT's ffn_dim */
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p2, sizeof p2);
+    p2.model.v[5] = 256;   /* ffn_dim */
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p2, sizeof p2);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP of another model", "DEVICE_INIT", NULL);
     p2 = p;
     p2.S = 8;
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p2, sizeof p2);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p2, sizeof p2);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP of more rows than max_rows", "max_rows", NULL);
     fg_shm_handle outside = h_dev;
     outside.offset = b.init.arena_bytes - hb / 2;
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &outside, 1, &p, sizeof p);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &outside, 1, &p, sizeof p);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP writing past the arena", "out[0] h", "arena");
 
     /* the model has no project_out: that slot must be empty */
     fg_shm_handle lm_in[] = {h_dev, b.w_dev[FG_GW_FINAL_LN_W], b.w_dev[FG_GW_FINAL_LN_B], b.w_dev[FG_GW_FINAL_LN_B],
-                             b.w_dev[FG_GW_EMBED_TOKENS]};
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_LM_HEAD, lm_in, 5, &b.a_dev[A_LOGITS], 1, &p, sizeof p);
+                             b.w_dev[FG_GW_EMBED_TOKENS], b.w_dev[FG_GW_LM_HEAD]};
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_LM_HEAD, lm_in, 6, &b.a_dev[A_LOGITS], 1, &p, sizeof p);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "LM_HEAD with a project_out the model lacks", "project_out",
             "absent");
 
@@ -608,23 +685,23 @@ static int test_errors(fg_super *sup) {
                                b.a_shm[A_MASK]};
     fg_shm_handle ctx = sized(b.a_shm[A_CTX], hb);
     m = op_msg(FG_MSG_CPU_ATTN, FG_OP_ATTN_CORE, core_in, 6, &ctx, 1, &p, sizeof p);
-    run_err(sup, FG_ROLE_CPU, &m, FG_MSG_EBADCMD, "ATTN_CORE with a short kc", "ATTN_CORE: in[3] kc", "Tmax*B*H");
+    run_err(sup, FG_ROLE_CPU, &m, FG_MSG_EBADCMD, "ATTN_CORE with a short kc", "ATTN_CORE: in[3] kc", "Tmax*B*KV*d");
     core_in[3] = b.a_shm[A_KC0];
     p2 = p;
-    p2.model.v[1] = 65;    /* OPT's hidden */
+    p2.model.v[1] = 65;    /* hidden */
     m = op_msg(FG_MSG_CPU_ATTN, FG_OP_ATTN_CORE, core_in, 6, &ctx, 1, &p2, sizeof p2);
     run_err(sup, FG_ROLE_CPU, &m, FG_MSG_EBADCMD, "ATTN_CORE with hidden 65, 4 heads", "multiple", NULL);
     p2 = p;
     p2.Tmax = 6;
     m = op_msg(FG_MSG_CPU_ATTN, FG_OP_ATTN_CORE, core_in, 6, &ctx, 1, &p2, sizeof p2);
     run_err(sup, FG_ROLE_CPU, &m, FG_MSG_EBADCMD, "ATTN_CORE with Tmax < past+S", "Tmax", NULL);
-    m = op_msg(FG_MSG_CPU_ATTN, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p, sizeof p);
+    m = op_msg(FG_MSG_CPU_ATTN, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p, sizeof p);
     run_err(sup, FG_ROLE_CPU, &m, FG_MSG_EUNSUPPORTED, "MLP on the cpu worker", "unknown op", NULL);
 
     /* both workers still serve: a good ATTN_CORE and a good MLP */
     m = op_msg(FG_MSG_CPU_ATTN, FG_OP_ATTN_CORE, core_in, 6, &ctx, 1, &p, sizeof p);
     run_ok(sup, FG_ROLE_CPU, &m, "ATTN_CORE after the errors");
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 7, &h_dev, 1, &p, sizeof p);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p, sizeof p);
     run_ok(sup, FG_ROLE_GPU, &m, "MLP after the errors");
     check_no_deaths(sup);
     bench_free(&b);

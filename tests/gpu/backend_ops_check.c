@@ -13,14 +13,22 @@
  * strided-batched GEMM attention), decode (B 4, S 1, past 20: the decode
  * kernel), a short multi-token step (B 2, S 3, past 5), and long prefills
  * whose score tiles do not fit the workspace at once (B 1, S 130: tiles of
- * heads; S 600: tiles of query rows).
+ * heads; S 600: tiles of query rows). The Llama family's shapes, one layer
+ * each: TinyLlama (grouped kv heads 32:4), Llama 3.2 1B (32:8, llama3
+ * rope, tied head), Qwen2.5 7B (q/k/v biases, 28:4) and Mistral 7B with
+ * its window cut to 64 slots (so S 130 reaches past it): RMSNorm, rotary,
+ * SwiGLU, grouped and windowed attention, an untied head. These kernels
+ * compile here without a GPU; this program is what first runs them.
  *
  * Tolerances, and why. Bitwise: EMBED without project_in (both add the
  * same two fp16 values in fp32 and round once), and SAMPLE (the same fp32
  * logits in; argmax with the same tie rule, or the host's own sampler and
  * generator). Everything else: the cuda backend stores what the host keeps
  * in fp32 between GEMMs as fp16 (a LayerNorm's output, fc1's, the softmax
- * weights of prefill attention, project_out's), so each such tensor
+ * weights of prefill attention, project_out's; for the Llama family an
+ * RMSNorm's output and the gate and up projections, before SwiGLU's
+ * product, itself rounded for the down projection; q and k round once,
+ * after rotary, on both sides), so each such tensor
  * carries one more rounding, a relative error of at most 2^-11 = 4.9e-4
  * per element (RMS about 2.8e-4), and both sum in different orders (fp32,
  * ~1e-6 relative). An output rounds to fp16 once more on each side, so it
@@ -233,7 +241,11 @@ int main(int argc, char **argv) {
     fg_exit_on(host.be->open(&host.ctx, info, sizeof info));
     fg_exit_on(cuda.be->open(&cuda.ctx, info, sizeof info));
     printf("backend_ops_check: host vs %s\n", info);
-    const char *models[] = {"opt-125m", "opt-350m"};
+    /* the Llama family too: GQA 32:4 (TinyLlama), GQA 32:8 with llama3 rope
+     * and a tied head (Llama 3.2 1B), Qwen2.5's q/k/v biases at GQA 7:1,
+     * and Mistral 7B's shape with its window cut to 64 slots, so that the
+     * prefill steps below reach past it */
+    const char *models[] = {"opt-125m", "opt-350m", "tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-7b", "mistral-7b"};
     struct {
         uint32_t B, S, past;
         const char *label;
@@ -246,11 +258,12 @@ int main(int argc, char **argv) {
     };
     const uint32_t ops[] = {FG_OP_EMBED, FG_OP_ATTN, FG_OP_ATTN_QKV, FG_OP_ATTN_OUT, FG_OP_MLP, FG_OP_LAYER, FG_OP_LM_HEAD};
     int ok = 1;
-    for (size_t mi = 0; mi < 2; mi++) {
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
         fg_opt_config c;
         fg_exit_on(fg_config_by_name(models[mi], &c));
         model_name = models[mi];
         c.n_layers = 1;
+        if (c.sliding_window) c.sliding_window = 64;
         fg_model_desc md = fg_config_desc(&c);
         for (size_t si = 0; si < sizeof steps / sizeof steps[0]; si++)
             for (size_t oi = 0; oi < sizeof ops / sizeof ops[0]; oi++) {

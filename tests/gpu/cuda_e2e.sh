@@ -9,7 +9,10 @@
 # give the same bits whatever the placement (cuBLAS is deterministic for a
 # shape on one GPU, the kernels use no atomics in their sums).
 # Exits 77 where no CUDA device can be opened.
-# Usage: cuda_e2e.sh FLEXGEN PROBE WORKDIR   (PROBE: backend_ops_check --probe)
+# Usage: cuda_e2e.sh FLEXGEN PROBE WORKDIR [MAKE_LLAMA_CHECKPOINT ARGS]
+#   (PROBE: backend_ops_check --probe; with checkpoint arguments the model is
+#   a Llama-family one of make_llama_checkpoint.py, same tolerances: its
+#   kernels add roundings of the same size, an RMSNorm's and SwiGLU's inputs)
 #
 # Tolerance: the cuda backend rounds to fp16 where the host keeps fp32
 # between GEMMs (docs/ARCHITECTURE.md, "The cuda backend"), about 3e-4 RMS
@@ -18,13 +21,18 @@
 # with margin, and a token may differ only where the host's own top-2 gap
 # is under tie-tol 4e-2 (compare.py stops comparing that prompt there).
 set -uo pipefail
-flexgen=$1 probe=$2 work=$3
+flexgen=$1 probe=$2 work=$3 llama=${4:-}
 "$probe" --probe || exit 77
 ref=$(cd "$(dirname "$0")/../ref" && pwd)
 py=${FG_PYTHON:-/usr/bin/python3}
 rm -rf "$work" && mkdir -p "$work"
-"$py" "$ref/make_checkpoint.py" --out "$work/m" --layers 3 --hidden 64 --heads 4 --ffn 160 --vocab 500 --max-pos 96 \
-  --seed 21 >/dev/null || exit 1
+if [ -n "$llama" ]; then
+  # shellcheck disable=SC2086
+  "$py" "$ref/make_llama_checkpoint.py" --out "$work/m" $llama >/dev/null || exit 1
+else
+  "$py" "$ref/make_checkpoint.py" --out "$work/m" --layers 3 --hidden 64 --heads 4 --ffn 160 --vocab 500 --max-pos 96 \
+    --seed 21 >/dev/null || exit 1
+fi
 "$py" -c 'import json, random; r = random.Random(5)
 print(json.dumps([[2] + [r.randrange(4, 500) for _ in range(1 + (5 * i) % 11)] for i in range(8)]))' >"$work/p.json"
 common=(--model "$work/m" --prompt-ids "$work/p.json" --gen-len 8 --ignore-eos --gpu-batch-size 4

@@ -3,7 +3,13 @@
 # checkpoint: dumped logits and greedy tokens.
 # Usage: oracle.sh FLEXGEN WORKDIR "<make_checkpoint args>" GEN_LEN [prompt-ids json]
 # FG_ORACLE_FLAGS (e.g. "--compress-weight --compress-cache") go to both sides;
-# FG_ORACLE_ATOL replaces the tolerance.
+# FG_ORACLE_ATOL replaces the tolerance. FG_ORACLE_FAMILY=llama makes the
+# checkpoint with make_llama_checkpoint.py (its --case names) and compares
+# with llama_ref.py, the Llama family's oracle; the tolerance reasoning below
+# holds for it as for OPT (the same fp32 math between the same kind of fp16
+# rounding points, in another summation order; measured up to 2e-3 on its
+# cases: MHA, GQA 8:1, MQA, llama3 rope scaling, tied head, q/k/v biases,
+# sharded BF16, Mistral's sliding window).
 #
 # With a 4-bit KV cache (--compress-cache) the tolerance is 3e-2: a k or v
 # entry one fp16 ulp apart (the summation order above) can quantize into the
@@ -25,16 +31,18 @@ prompts=${5:-}
 ref=$(cd "$(dirname "$0")/../ref" && pwd)
 py=${FG_PYTHON:-/usr/bin/python3}
 rm -rf "$work" && mkdir -p "$work"
+maker=make_checkpoint.py oracle=opt_ref.py bos=2
+if [ "${FG_ORACLE_FAMILY:-opt}" = llama ]; then maker=make_llama_checkpoint.py oracle=llama_ref.py bos=1; fi
 # shellcheck disable=SC2086
-"$py" "$ref/make_checkpoint.py" --out "$work/model" $ckpt_args >/dev/null
+"$py" "$ref/$maker" --out "$work/model" $ckpt_args >/dev/null
 if [ -z "$prompts" ]; then
   # different lengths: the batch is left-padded
-  prompts='[[2, 10, 20, 30, 40, 50, 60], [2, 7], [2, 99, 98, 97, 96, 95, 94, 93, 92, 91, 90, 89], [2, 5, 6, 7]]'
+  prompts="[[$bos, 10, 20, 30, 40, 50, 60], [$bos, 7], [$bos, 99, 98, 97, 96, 95, 94, 93, 92, 91, 90, 89], [$bos, 5, 6, 7]]"
 fi
 echo "$prompts" > "$work/prompts.json"
 "$flexgen" run --engine reference --model "$work/model" --prompt-ids "$work/prompts.json" --gen-len "$gen" \
   --ignore-eos --out "$work/c.jsonl" --dump-logits "$work/c.npy" ${FG_ORACLE_FLAGS:-}
-"$py" "$ref/opt_ref.py" --model "$work/model" --prompt-ids "$work/prompts.json" --gen-len "$gen" \
+"$py" "$ref/$oracle" --model "$work/model" --prompt-ids "$work/prompts.json" --gen-len "$gen" \
   --out-logits "$work/r.npy" --out-tokens "$work/r.json" ${FG_ORACLE_FLAGS:-}
 "$py" "$ref/compare.py" --ref-logits "$work/r.npy" --ref-tokens "$work/r.json" --jsonl "$work/c.jsonl" \
   --logits "$work/c.npy" --atol "${FG_ORACLE_ATOL:-1e-2}"

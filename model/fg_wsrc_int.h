@@ -1,0 +1,54 @@
+/* fg_wsrc_int.h - private to model/'s weight sources: the source's state,
+ * which fg_weights.c (safetensors, .npy, dummy) and fg_wsrc_gguf.c (GGUF)
+ * both fill. Not for other callers: use fg_weights.h. */
+#ifndef FG_WSRC_INT_H
+#define FG_WSRC_INT_H
+
+#include <limits.h>
+
+#include "fg_gguf.h"
+#include "fg_weights.h"
+
+typedef enum { DT_F16, DT_BF16, DT_F32 } dtype;
+
+typedef struct {
+    char path[PATH_MAX];
+    const uint8_t *map; /* whole file, read-only */
+    size_t size;
+    int64_t mtime_ns;   /* at open: with size and head, the file's identity */
+    size_t head;        /* bytes of format header at the start (safetensors
+                           length + JSON, .npy preamble + dict) */
+} mapped_file;
+
+typedef enum { WS_SAFETENSORS = 1, WS_NPY = 2, WS_DUMMY = 3, WS_GGUF = 4 } wsrc_kind;
+
+typedef struct {
+    int file;            /* index into ws->files; -1 = not mapped yet */
+    size_t offset;       /* absolute offset of the first byte in the file (GGUF: the tensor's index) */
+    dtype dt;
+    int unpermute;       /* GGUF: heads whose llama.cpp Q/K row permutation to undo, or 0 */
+} tensor_loc;
+
+struct fg_wsrc {
+    fg_opt_config cfg;
+    fg_spec *specs;
+    tensor_loc *locs;      /* one per spec */
+    mapped_file *files;
+    int n_files;
+    wsrc_kind kind;
+    uint64_t seed;
+    fg_gguf *gguf;         /* WS_GGUF: the reader (fg_gguf.h), which converts the tensors */
+    char desc[PATH_MAX + 64];
+};
+
+/* Map path read-only into ws->files (*idx its index). */
+fg_status fg_wsrc__map_file(fg_wsrc *ws, const char *path, int *idx);
+/* FG_EINPUT naming the first present spec with no tensor bound. */
+fg_status fg_wsrc__check_complete(fg_wsrc *ws, const char *where);
+/* A source of config cfg, no tensor bound yet. */
+fg_wsrc *fg_wsrc__alloc(const fg_opt_config *cfg);
+/* fg_wsrc_gguf.c: a GGUF file as a source; tensor idx read into dst (n values). */
+fg_status fg_wsrc__open_gguf(const char *path, fg_wsrc **out);
+fg_status fg_wsrc__read_gguf(fg_wsrc *ws, int idx, fg_half *dst, size_t n);
+
+#endif
