@@ -13,45 +13,16 @@
 # Usage: bench/bench_tokenizer.sh [BUILD_DIR]   (default build/; env RUNS)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
-runs=${RUNS:-5}
-py=${FG_PYTHON:-/usr/bin/python3}
-bench="$build/bin/flexgen-tok-bench"
-if [ ! -x "$bench" ]; then
-  echo "bench_tokenizer: error: $bench not built (scripts/build.sh, or give the build dir)" >&2
-  exit 2
-fi
+. "$root/bench/tok_bench_setup.sh"
+tok_bench_setup bench_tokenizer "${1:-}"
 "$root/scripts/fetch-gpt2-vocab.sh"
 gpt2="${FLEXGEN_CACHE:-$HOME/.cache/flexgen}/gpt2"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 
 "$py" "$root/tests/tokenizer/gen_corpus.py" "$work/mixed.json" --mb 1.5 2>/dev/null
 "$py" "$root/tests/tokenizer/gen_corpus.py" "$work/prose.json" --mb 0.5 --kinds prose 2>/dev/null
-# One core for both sides: node's helper threads (GC, compiler) share it too.
-pin=()
-command -v taskset >/dev/null && pin=(taskset -c 0)
 for c in mixed prose; do
   "${pin[@]}" "$bench" --gpt2 --runs "$runs" "$work/$c.json" >"$work/$c.c.json"
   "${pin[@]}" node "$root/bench/tokenizer_js_bench.js" "$gpt2" "$work/$c.json" "$runs" >"$work/$c.js.json"
 done
 
-"$py" - "$work" <<'PY'
-import json, sys
-ok = True
-for name in ("mixed", "prose"):
-    c = json.load(open(f"{sys.argv[1]}/{name}.c.json"))
-    js = json.load(open(f"{sys.argv[1]}/{name}.js.json"))
-    assert c["tokens"] == js["tokens"], f"{name}: token counts differ: C {c['tokens']}, JS {js['tokens']}"
-    cm, nm, jm = c["cache_median_mbps"], c["nocache_median_mbps"], js["median_mbps"]
-    print(f"{name}: {c['docs']} documents, {c['bytes'] / 1e6:.2f} MB, {c['tokens']} tokens; "
-          f"{c['runs']} runs each on one core (PCRE2 JIT: {c['jit']}, node {js['node']})")
-    print(f"  C, word cache on    {cm:8.2f} MB/s  median of {c['cache_mbps']}")
-    print(f"  C, word cache off   {nm:8.2f} MB/s  median of {c['nocache_mbps']}")
-    print(f"  JavaScript encoder  {jm:8.2f} MB/s  median of {js['mbps']}")
-    print(f"  ratios: C cache / JS {cm / jm:.1f}x, C no cache / JS {nm / jm:.1f}x, "
-          f"cache / no cache {cm / nm:.2f}x")
-    ok = ok and min(cm, nm) >= 5 and min(cm, nm) > jm
-print(f"target (>= 5 MB/s and faster than JS, cache on and off): {'met' if ok else 'NOT met'}")
-sys.exit(0 if ok else 1)
-PY
+"$py" "$root/bench/tok_bench_report.py" "$work" mixed prose --gpt2

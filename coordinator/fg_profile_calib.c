@@ -291,6 +291,18 @@ static void calib_set(calib_state *s, int f, double lo, double hi) {
     set_fig(s->eng, fig_key[f], s->v[f], s->n[f], lo, hi, &s->fig[f]);
 }
 
+/* One more measured value x of figure f. */
+static void calib_add(calib_state *s, int f, double x) { s->v[f][s->n[f]++] = x; }
+
+/* calib_run of K batches of CALIB_B, G tokens, named NAME-I in the scratch
+ * directory. */
+static fg_status calib_named(calib_state *s, const char *name, int i, int K, int G, const char *const percent[6],
+                             int ca, calib_meas *m) {
+    char tag[32];
+    snprintf(tag, sizeof tag, "%s-%d", name, i);
+    return calib_run(&s->cb, s->path, tag, K, CALIB_B, G, percent, ca, m);
+}
+
 /* 1. the compute stream; 2. the copies, each phase: the time a run took
  * beyond its prediction, over the seconds it predicted for copies, where
  * they share the cores with the compute (the host backend); where copies
@@ -300,22 +312,20 @@ static fg_status calib_compute_copy(calib_state *s, int i) {
     static const char *const all_gpu[6] = {"100", "0", "100", "0", "100", "0"};
     static const char *const weights_cpu[6] = {"0", "100", "100", "0", "100", "0"};
     calib_meas m;
-    char tag[32];
     fg_status st;
-    snprintf(tag, sizeof tag, "gpu-%d", i);
     if ((st = write_for_run(s->prof, s->path, fig_key, F_DEC, F_PRE)) ||
-        (st = calib_run(&s->cb, s->path, tag, CALIB_K, CALIB_B, s->G, all_gpu, 0, &m)))
+        (st = calib_named(s, "gpu", i, CALIB_K, s->G, all_gpu, 0, &m)))
         return st;
-    s->v[F_DEC][s->n[F_DEC]++] = m.m[1] / m.p[1], s->v[F_PRE][s->n[F_PRE]++] = m.m[0] / m.p[0];
+    calib_add(s, F_DEC, m.m[1] / m.p[1]);
+    calib_add(s, F_PRE, m.m[0] / m.p[0]);
     for (int f = F_DEC; f <= F_PRE; f++) calib_set(s, f, 0.5, 4);
-    snprintf(tag, sizeof tag, "copy-%d", i);
     if ((st = write_for_run(s->prof, s->path, fig_key, F_COPY, F_PCOPY)) ||
-        (st = calib_run(&s->cb, s->path, tag, 1, CALIB_B, s->G, weights_cpu, 0, &m)))
+        (st = calib_named(s, "copy", i, 1, s->G, weights_cpu, 0, &m)))
         return st;
     for (int ph = 0; ph < 2; ph++) {
         int f = ph ? F_COPY : F_PCOPY;
-        if (m.copy_bound[ph]) s->v[f][s->n[f]++] = m.m[ph] / m.p[ph];
-        else if (s->shared && m.copy_p[ph] > 0) s->v[f][s->n[f]++] = 1 + (m.m[ph] - m.p[ph]) / m.copy_p[ph];
+        if (m.copy_bound[ph]) calib_add(s, f, m.m[ph] / m.p[ph]);
+        else if (s->shared && m.copy_p[ph] > 0) calib_add(s, f, 1 + (m.m[ph] - m.p[ph]) / m.copy_p[ph]);
     }
     for (int f = F_COPY; f <= F_PCOPY; f++) calib_set(s, f, 0.5, 4);
     return FG_OK;
@@ -329,18 +339,15 @@ static fg_status calib_compute_copy(calib_state *s, int i) {
 static fg_status calib_disk(calib_state *s, int i) {
     static const char *const weights_disk[6] = {"0", "0", "100", "0", "100", "0"};
     calib_meas m, md;
-    char tag[32];
     fg_status st;
-    snprintf(tag, sizeof tag, "disk-%d", i);
     if ((st = write_for_run(s->prof, s->path, fig_key, F_DISK, F_DC)) ||
-        (st = calib_run(&s->cb, s->path, tag, 1, CALIB_B, s->Gd, weights_disk, 0, &m)))
+        (st = calib_named(s, "disk", i, 1, s->Gd, weights_disk, 0, &m)))
         return st;
     if (m.disk_bound[1]) {
-        snprintf(tag, sizeof tag, "disk-compute-%d", i);
-        if ((st = calib_run(&s->cb, s->path, tag, CALIB_K, CALIB_B, s->Gd, weights_disk, 0, &md))) return st;
+        if ((st = calib_named(s, "disk-compute", i, CALIB_K, s->Gd, weights_disk, 0, &md))) return st;
         double f = 0, dc = fit_contention(&m, &md, &f);
-        if (dc >= 0) s->v[F_DISK][s->n[F_DISK]++] = f, s->v[F_DC][s->n[F_DC]++] = dc;
-        else s->v[F_DISK][s->n[F_DISK]++] = m.m[1] / m.p[1];
+        if (dc >= 0) calib_add(s, F_DISK, f), calib_add(s, F_DC, dc);
+        else calib_add(s, F_DISK, m.m[1] / m.p[1]);
     }
     calib_set(s, F_DISK, 0.25, 4);
     calib_set(s, F_DC, 0, 1);
@@ -352,16 +359,13 @@ static fg_status calib_disk(calib_state *s, int i) {
 static fg_status calib_cache(calib_state *s, int i) {
     static const char *const cache_cpu[6] = {"100", "0", "0", "100", "100", "0"};
     calib_meas m;
-    char tag[32];
     fg_status st;
-    snprintf(tag, sizeof tag, "cpu-attn-%d", i);
     if ((st = write_for_run(s->prof, s->path, fig_key, F_CA, F_CL)) ||
-        (st = calib_run(&s->cb, s->path, tag, CALIB_K, CALIB_B, s->G, cache_cpu, 1, &m)))
+        (st = calib_named(s, "cpu-attn", i, CALIB_K, s->G, cache_cpu, 1, &m)))
         return st;
-    s->v[F_CA][s->n[F_CA]++] = m.m[1] > m.p[1] ? (m.m[1] - m.p[1]) / s->units : 0;
-    snprintf(tag, sizeof tag, "cache-load-%d", i);
-    if ((st = calib_run(&s->cb, s->path, tag, CALIB_K, CALIB_B, s->G, cache_cpu, 0, &m))) return st;
-    s->v[F_CL][s->n[F_CL]++] = m.m[1] > m.p[1] ? (m.m[1] - m.p[1]) / s->units : 0;
+    calib_add(s, F_CA, m.m[1] > m.p[1] ? (m.m[1] - m.p[1]) / s->units : 0);
+    if ((st = calib_named(s, "cache-load", i, CALIB_K, s->G, cache_cpu, 0, &m))) return st;
+    calib_add(s, F_CL, m.m[1] > m.p[1] ? (m.m[1] - m.p[1]) / s->units : 0);
     for (int f = F_CA; f <= F_CL; f++) calib_set(s, f, 0, 0.999);
     return FG_OK;
 }

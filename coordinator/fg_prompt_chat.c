@@ -93,7 +93,7 @@ fg_status fg_prompt_chat_open(const fg_chat_src *src, const fg_tok *tok, fg_prom
     fg_status st = FG_OK;
     if (src->model_dir) {
         snprintf(cfg_path, sizeof cfg_path, "%s/tokenizer_config.json", src->model_dir);
-        if (access(cfg_path, F_OK) == 0) st = fg_json_load_file(cfg_path, &cfg);
+        if (access(cfg_path, F_OK) == 0) st = fg_json_load_file_ex(cfg_path, JSON_DECODE_INT_AS_REAL, &cfg);
         if (!st && cfg && !json_is_object(cfg)) st = fg_err_set(FG_EINPUT, "%s: expected a JSON object", cfg_path);
     }
     char *text = NULL;

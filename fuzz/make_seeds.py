@@ -21,6 +21,9 @@ import numpy as np
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 seeds = os.path.join(root, "fuzz", "seeds")
 mkck = os.path.join(root, "tests", "ref", "make_checkpoint.py")
+sys.path.insert(0, os.path.dirname(mkck))
+from make_checkpoint import bytes_to_unicode  # noqa: E402  (GPT-2's byte -> character table)
+
 TINY = ["--layers", "1", "--hidden", "4", "--heads", "1", "--ffn", "4", "--vocab", "8", "--max-pos", "4"]
 
 
@@ -76,17 +79,6 @@ def store_header(kind, layer, tensors):
     h += struct.pack("<QQQQQ", 0x0123456789ABCDEF, file_bytes, hb, file_bytes - hb, 0)
     h += b"opt-tiny".ljust(64, b"\0") + b"fuzz seed".ljust(176, b"\0") + table
     return h.rstrip(b"\0")
-
-
-def bytes_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
 
 
 def tokenizer_json_seeds():

@@ -155,9 +155,11 @@ fg_status fg_json_id_list(json_t *v, const char *path, const char *key, int *ids
     return FG_OK;
 }
 
-fg_status fg_json_load_file(const char *path, json_t **root) {
+fg_status fg_json_load_file(const char *path, json_t **root) { return fg_json_load_file_ex(path, 0, root); }
+
+fg_status fg_json_load_file_ex(const char *path, size_t flags, json_t **root) {
     json_error_t jerr;
-    *root = json_load_file(path, 0, &jerr);
+    *root = json_load_file(path, flags, &jerr);
     if (*root) return FG_OK;
     if (jerr.line < 0) return fg_err_set(FG_EINPUT, "%s: cannot read: %s", path, jerr.text);
     return fg_err_set(FG_EINPUT, "%s: line %d: not valid JSON: %s", path, jerr.line, jerr.text);

@@ -71,6 +71,10 @@ fg_status fg_config_load_json(const char *path, fg_model_config *cfg);
  * error (FG_EINPUT). Free with json_decref. */
 struct json_t;
 fg_status fg_json_load_file(const char *path, struct json_t **root);
+/* The same with jansson's decoding flags (JSON_DECODE_INT_AS_REAL for a
+ * file whose integers may exceed 64 bits, as tokenizer_config.json's
+ * model_max_length of 1e30 does). */
+fg_status fg_json_load_file_ex(const char *path, size_t flags, struct json_t **root);
 
 /* Bounds on a config, far above any real model: every size at most
  * FG_CONFIG_DIM_MAX (what the workers accept in a model description, and

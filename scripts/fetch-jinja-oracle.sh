@@ -11,7 +11,10 @@
 # quiet when everything is already there. Exit status: 0 ok, 3 the npm
 # registry could not be reached (tests turn that into a skip), 1 anything
 # else (wrong checksums, no npm and no way to install it).
+# The fetching and the cache's stamp are npm-cache.sh's.
 set -euo pipefail
+NPM_CACHE_WHO=fetch-jinja-oracle
+. "$(dirname "$0")/npm-cache.sh"
 
 dir="${FLEXGEN_CACHE:-$HOME/.cache/flexgen}/jinja"
 
@@ -23,51 +26,20 @@ pkgs=(
 )
 stamp="$dir/.complete-$(printf '%s\n' "${pkgs[@]}" | sha256sum | cut -c1-16)"
 
-# The stamp is written last and names the pins, so it means a complete copy of these versions.
+# The stamp names the pins, so it means a complete copy of these versions.
 [ -f "$stamp" ] && exit 0
-
-if ! command -v npm >/dev/null 2>&1; then
-  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "fetch-jinja-oracle: installing nodejs and npm" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
-  else
-    echo "fetch-jinja-oracle: error: npm is missing; install nodejs and npm" >&2
-    exit 1
-  fi
-fi
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-stage="$tmp/stage"
+npm_cache_need 1 npm
+npm_cache_tmp
+stage="$npm_tmp/stage"
 mkdir -p "$stage"
 for p in "${pkgs[@]}"; do
   read -r spec sum files <<<"$p"
-  mkdir -p "$tmp/pack"
-  if ! (cd "$tmp/pack" && npm pack --loglevel=error --fetch-retries=1 "$spec" >"$tmp/pack.log" 2>&1); then
-    echo "fetch-jinja-oracle: error: 'npm pack $spec' failed (is the npm registry reachable?):" >&2
-    tail -5 "$tmp/pack.log" >&2
-    exit 3
-  fi
-  tgz=$(ls "$tmp"/pack/*.tgz)
-  if [ "$(sha256sum "$tgz" | cut -d' ' -f1)" != "$sum" ]; then
-    echo "fetch-jinja-oracle: error: $spec's tarball does not have the pinned sha256 $sum" >&2
-    exit 1
-  fi
-  tar -xzf "$tgz" -C "$tmp/pack"
+  npm_cache_unpack "$spec" "$npm_tmp/pack" "$sum"
   for f in $files; do
     mkdir -p "$stage/$(dirname "${f#*:}")"
-    cp "$tmp/pack/package/${f%%:*}" "$stage/${f#*:}"
+    cp "$npm_tmp/pack/package/${f%%:*}" "$stage/${f#*:}"
   done
-  rm -rf "$tmp/pack"
+  rm -rf "$npm_tmp/pack"
 done
-
-# Copy into a sibling folder and rename, so a reader never sees half a cache.
-mkdir -p "$(dirname "$dir")"
-rm -rf "$dir.tmp.$$"
-cp -r "$stage" "$dir.tmp.$$"
-touch "$dir.tmp.$$/$(basename "$stamp")"
-rm -rf "$dir"
-mv "$dir.tmp.$$" "$dir"
+npm_cache_install "$stage" "$dir" "$(basename "$stamp")"
 echo "fetch-jinja-oracle: @huggingface/jinja and the Llama 3 and Qwen3 templates in $dir" >&2

@@ -18,7 +18,10 @@
 # be reached, or node/npm are missing and this user cannot apt-get them (tests
 # turn that into a skip); 1 anything else (wrong hashes, a failed install,
 # node older than 18, a machine with no CPU build).
+# The node/npm install and the cache's stamp are npm-cache.sh's.
 set -euo pipefail
+NPM_CACHE_WHO=fetch-llamacpp
+. "$(dirname "$0")/npm-cache.sh"
 
 ver=3.21.1
 dir="${FLEXGEN_CACHE:-$HOME/.cache/flexgen}/llamacpp"
@@ -45,17 +48,7 @@ verify() { # verify DIR: the lockfile names both packages with the pinned hashes
     }' "$1/package-lock.json" "$main_sri" "$plat_sri" "$plat"
 }
 
-if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
-  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "fetch-llamacpp: installing nodejs and npm" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
-  else
-    echo "fetch-llamacpp: error: node and npm are missing; install nodejs and npm" >&2
-    exit 3
-  fi
-fi
+npm_cache_need 3 node npm
 if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 18 ]; then
   echo "fetch-llamacpp: error: node-llama-cpp needs node >= 18, this is $(node --version)" >&2
   exit 1
@@ -87,8 +80,6 @@ if ! verify "$stage"; then
   exit 1
 fi
 rm -f "$stage/view.log" "$stage/install.log"
-touch "$stage/.complete"
-rm -rf "$dir"
-mv "$stage" "$dir"
+npm_cache_publish "$stage" "$dir" .complete
 trap - EXIT
 echo "$dir"

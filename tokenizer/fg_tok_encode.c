@@ -66,15 +66,27 @@ static inline void pair_rank(const fg_tok *t, const int32_t *sym, size_t i, int3
     mrg[i] = m ? m->merged : -1;
 }
 
+/* rank[i], mrg[i] of every adjacent pair (i, i + 1) of sym[0..n). */
+static inline void rank_pairs(const fg_tok *t, size_t n) {
+    for (size_t i = 0; i + 1 < n; i++) pair_rank(t, t->sym, i, t->rank, t->mrg);
+}
+
+/* The first of the lowest-ranked pairs of sym[0..n) (n > 1), or N where
+ * no pair merges. */
+static inline size_t lowest_pair(const int32_t *rank, size_t n) {
+    size_t best = 0;
+    for (size_t i = 1; i + 1 < n; i++)
+        if (rank[i] < rank[best]) best = i;
+    return rank[best] == INT32_MAX ? n : best;
+}
+
 /* GPT-2's loop on sym[0..n); returns the new length. */
 static size_t bpe_linear(fg_tok *t, size_t n) {
     int32_t *sym = t->sym, *rank = t->rank, *mrg = t->mrg;
-    for (size_t i = 0; i + 1 < n; i++) pair_rank(t, sym, i, rank, mrg);
+    rank_pairs(t, n);
     while (n > 1) {
-        size_t best = 0;
-        for (size_t i = 1; i + 1 < n; i++)
-            if (rank[i] < rank[best]) best = i;
-        if (rank[best] == INT32_MAX) break;
+        size_t best = lowest_pair(rank, n);
+        if (best == n) break;
         int32_t a = sym[best], b = sym[best + 1], c = mrg[best];
         /* No occurrence lies left of BEST: it is the first with this rank. */
         size_t w = best, r = best;
@@ -97,12 +109,10 @@ static size_t bpe_linear(fg_tok *t, size_t n) {
  * (quadratic), for short words. Returns the new length. */
 static size_t bpe_linear_one(fg_tok *t, size_t n) {
     int32_t *sym = t->sym, *rank = t->rank, *mrg = t->mrg;
-    for (size_t i = 0; i + 1 < n; i++) pair_rank(t, sym, i, rank, mrg);
+    rank_pairs(t, n);
     while (n > 1) {
-        size_t best = 0;
-        for (size_t i = 1; i + 1 < n; i++)
-            if (rank[i] < rank[best]) best = i;
-        if (rank[best] == INT32_MAX) break;
+        size_t best = lowest_pair(rank, n);
+        if (best == n) break;
         sym[best] = mrg[best];
         /* symbols after best+1 and pairs after best move one to the left */
         memmove(sym + best + 1, sym + best + 2, (n - best - 2) * sizeof *sym);

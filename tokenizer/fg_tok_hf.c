@@ -1,7 +1,9 @@
 /* fg_tok_hf.c - loads a Hugging Face tokenizer.json into the tokenizer: the
  * BPE model (vocab, merges in either format, unk_token, byte_fallback,
  * fuse_unk, ignore_merges), the added tokens, and through the other
- * fg_tok_*.c files the normalizer, pre-tokenizer, decoder and post-processor.
+ * fg_tok_*.c files the normalizer, pre-tokenizer, decoder and post-processor;
+ * with the JSON reading those files share (a file's object, a section that is
+ * one step or a Sequence of them).
  * Every field whose value would change the ids and is not implemented is
  * refused here with FG_EINPUT naming the file and the part, so a tokenizer
  * that loads encodes as its reference does. */
@@ -14,6 +16,41 @@
 
 const char *fg_tok_json_type(json_t *obj) {
     return json_is_object(obj) ? json_string_value(json_object_get(obj, "type")) : NULL;
+}
+
+fg_status fg_tok_json_load(const char *path, size_t flags, json_t **root) {
+    json_error_t jerr;
+    *root = json_load_file(path, flags, &jerr);
+    if (!*root) {
+        if (jerr.line < 0) return fg_err_set(FG_EINPUT, "%s: %s", path, jerr.text);
+        return fg_err_set(FG_EINPUT, "%s:%d:%d: malformed JSON: %s", path, jerr.line, jerr.column, jerr.text);
+    }
+    if (!json_is_object(*root)) return fg_err_set(FG_EINPUT, "%s: expected a JSON object", path);
+    return FG_OK;
+}
+
+static fg_status json_step(json_t *step, const char *path, const char *where, size_t i, fg_tok_step_fn fn,
+                           void *ctx) {
+    const char *type = fg_tok_json_type(step);
+    if (!type) return fg_err_set(FG_EINPUT, "%s: %s: expected an object with a \"type\"", path, where);
+    return fn(ctx, step, type, path, where, i);
+}
+
+fg_status fg_tok_json_steps(json_t *j, const char *path, const char *section, const char *list,
+                            fg_tok_step_fn fn, void *ctx) {
+    if (!j || json_is_null(j)) return FG_OK;
+    const char *type = fg_tok_json_type(j);
+    if (!type || strcmp(type, "Sequence")) return json_step(j, path, section, 0, fn, ctx);
+    json_t *steps = json_object_get(j, list);
+    if (!json_is_array(steps))
+        return fg_err_set(FG_EINPUT, "%s: %s: a Sequence needs a \"%s\" array", path, section, list);
+    for (size_t i = 0; i < json_array_size(steps); i++) {
+        char where[64];
+        snprintf(where, sizeof where, "%s.%s[%zu]", section, list, i);
+        fg_status st = json_step(json_array_get(steps, i), path, where, i, fn, ctx);
+        if (st) return st;
+    }
+    return FG_OK;
 }
 
 /* A boolean field: absent or null -> DEF. */
@@ -234,17 +271,6 @@ static fg_status load_vocab_and_added(fg_tok *t, json_t *root, const char *path)
 
 /* ---------------------------------------------------------------- lifetime */
 
-static fg_status load_root(const char *path, json_t **root) {
-    json_error_t jerr;
-    *root = json_load_file(path, 0, &jerr);
-    if (!*root) {
-        if (jerr.line < 0) return fg_err_set(FG_EINPUT, "%s: %s", path, jerr.text);
-        return fg_err_set(FG_EINPUT, "%s:%d:%d: malformed JSON: %s", path, jerr.line, jerr.column, jerr.text);
-    }
-    if (!json_is_object(*root)) return fg_err_set(FG_EINPUT, "%s: expected a JSON object", path);
-    return FG_OK;
-}
-
 static fg_status load_hf(fg_tok *t, json_t *root, const char *path) {
     fg_tok_hf *hf = t->hf;
     json_t *m = json_object_get(root, "model");
@@ -267,7 +293,7 @@ static fg_status load_hf(fg_tok *t, json_t *root, const char *path) {
 fg_status fg_tok_open_hf(const char *tokenizer_json, const char *tokenizer_config_json, fg_tok **out) {
     *out = NULL;
     json_t *root = NULL;
-    fg_status st = load_root(tokenizer_json, &root);
+    fg_status st = fg_tok_json_load(tokenizer_json, 0, &root);
     if (st) {
         json_decref(root);
         return st;

@@ -136,6 +136,19 @@ static inline const uint8_t *fg_tok_piece_form(const fg_tok *t, int32_t id, size
 
 /* fg_tok_hf.c */
 const char *fg_tok_json_type(json_t *obj);   /* obj's "type" string, or NULL */
+/* The JSON object in file PATH (FLAGS: jansson's decoding flags), or
+ * FG_EINPUT naming the file, line and column. */
+fg_status fg_tok_json_load(const char *path, size_t flags, json_t **root);
+/* One step of a section (normalizer, pre_tokenizer, post_processor): STEP
+ * has the string "type" TYPE; WHERE names it for messages; I is its index in
+ * a Sequence (0 for a lone step). */
+typedef fg_status (*fg_tok_step_fn)(void *ctx, json_t *step, const char *type, const char *path,
+                                    const char *where, size_t i);
+/* Section J of a tokenizer.json: null or absent (nothing), one step, or a
+ * "Sequence" whose array LIST holds the steps; FN(CTX, ...) on each step, in
+ * order, until one fails. A step without a "type" is refused here. */
+fg_status fg_tok_json_steps(json_t *j, const char *path, const char *section, const char *list,
+                            fg_tok_step_fn fn, void *ctx);
 void fg_tok_hf_free(fg_tok_hf *hf);
 
 /* fg_tok_split.c: pre_tokenizer (null, Split, ByteLevel, Metaspace or a

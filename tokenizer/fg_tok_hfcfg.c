@@ -77,49 +77,31 @@ static fg_status cls_sep(fg_tok *t, json_t *pp, const char *path, const char *wh
     return FG_OK;
 }
 
-static fg_status post_step(fg_tok *t, json_t *pp, const char *path, const char *where, int *templates) {
-    const char *type = fg_tok_json_type(pp);
-    if (!type) return fg_err_set(FG_EINPUT, "%s: %s: expected an object with a \"type\"", path, where);
+typedef struct {
+    fg_tok *t;
+    int templates;   /* template post-processors seen */
+} post_ctx;
+
+/* A post_processor step (fg_tok_step_fn; CTX is a post_ctx). */
+static fg_status post_step(void *ctx, json_t *pp, const char *type, const char *path, const char *where,
+                           size_t i) {
+    post_ctx *c = ctx;
+    (void)i;
     if (!strcmp(type, "ByteLevel")) return FG_OK;   /* offsets only */
     int tp = !strcmp(type, "TemplateProcessing");
     if (!tp && strcmp(type, "RobertaProcessing") && strcmp(type, "BertProcessing"))
         return fg_err_set(FG_EINPUT, "%s: %s type '%s' is not supported", path, where, type);
-    if ((*templates)++)
+    if (c->templates++)
         return fg_err_set(FG_EINPUT, "%s: %s: a second template post-processor is not supported", path, where);
-    return tp ? template(t, pp, path, where) : cls_sep(t, pp, path, where);
+    return tp ? template(c->t, pp, path, where) : cls_sep(c->t, pp, path, where);
 }
 
 fg_status fg_tok_parse_post(fg_tok *t, json_t *pp, const char *path) {
-    int templates = 0;
-    if (!pp || json_is_null(pp)) return FG_OK;
-    const char *type = fg_tok_json_type(pp);
-    if (!type || strcmp(type, "Sequence")) return post_step(t, pp, path, "post_processor", &templates);
-    json_t *steps = json_object_get(pp, "processors");
-    if (!json_is_array(steps))
-        return fg_err_set(FG_EINPUT, "%s: post_processor: a Sequence needs a \"processors\" array", path);
-    for (size_t i = 0; i < json_array_size(steps); i++) {
-        char where[64];
-        snprintf(where, sizeof where, "post_processor.processors[%zu]", i);
-        fg_status st = post_step(t, json_array_get(steps, i), path, where, &templates);
-        if (st) return st;
-    }
-    return FG_OK;
+    post_ctx c = {t, 0};
+    return fg_tok_json_steps(pp, path, "post_processor", "processors", post_step, &c);
 }
 
 /* ---------------------------------------------------------------- config files */
-
-/* FLAGS: JSON_DECODE_INT_AS_REAL for tokenizer_config.json, whose
- * model_max_length is often 1e30 written as an integer. */
-static fg_status load_object(const char *path, size_t flags, json_t **root) {
-    json_error_t jerr;
-    *root = json_load_file(path, flags, &jerr);
-    if (!*root) {
-        if (jerr.line < 0) return fg_err_set(FG_EINPUT, "%s: %s", path, jerr.text);
-        return fg_err_set(FG_EINPUT, "%s:%d:%d: malformed JSON: %s", path, jerr.line, jerr.column, jerr.text);
-    }
-    if (!json_is_object(*root)) return fg_err_set(FG_EINPUT, "%s: expected a JSON object", path);
-    return FG_OK;
-}
 
 /* bos_token / eos_token: a string, {"content": string, ...}, or null/absent (-1). */
 static fg_status config_token(const fg_tok *t, json_t *root, const char *key, const char *path, int32_t *id) {
@@ -151,7 +133,8 @@ fg_status fg_tok_load_config(fg_tok *t, const char *path) {
     fg_tok_hf *hf = t->hf;
     json_t *root;
     int32_t bos, eos;
-    fg_status st = load_object(path, JSON_DECODE_INT_AS_REAL, &root);
+    /* its model_max_length is often 1e30 written as an integer */
+    fg_status st = fg_tok_json_load(path, JSON_DECODE_INT_AS_REAL, &root);
     if (!st) st = config_token(t, root, "bos_token", path, &bos);
     if (!st) st = config_token(t, root, "eos_token", path, &eos);
     if (!st) st = config_add(root, "add_bos_token", "bos_token", bos, path, hf->pre, &hf->n_pre);
@@ -194,7 +177,7 @@ fg_status fg_tok_add_eos_ids(fg_tok *t, const int32_t *ids, size_t n) {
 
 fg_status fg_tok_load_generation_config(fg_tok *t, const char *path) {
     json_t *root;
-    fg_status st = load_object(path, 0, &root);
+    fg_status st = fg_tok_json_load(path, 0, &root);
     json_t *v = st ? NULL : json_object_get(root, "eos_token_id");
     if (v && !json_is_null(v)) {
         size_t n = json_is_array(v) ? json_array_size(v) : 1;

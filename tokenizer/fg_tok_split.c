@@ -211,9 +211,11 @@ static fg_status parse_metaspace(fg_tok_hf *hf, json_t *o, const char *path, con
     return FG_OK;
 }
 
-static fg_status parse_step(fg_tok_hf *hf, json_t *o, const char *path, const char *where, int first) {
-    const char *type = fg_tok_json_type(o);
-    if (!type) return fg_err_set(FG_EINPUT, "%s: %s: expected an object with a \"type\"", path, where);
+/* A pre_tokenizer step (fg_tok_step_fn; CTX is the fg_tok_hf). */
+static fg_status parse_step(void *ctx, json_t *o, const char *type, const char *path, const char *where,
+                            size_t i) {
+    fg_tok_hf *hf = ctx;
+    int first = i == 0;
     if (!strcmp(type, "Metaspace")) return parse_metaspace(hf, o, path, where, first);
     if (hf->byte_level)
         return fg_err_set(FG_EINPUT, "%s: %s: a pre-tokenizer after ByteLevel is not supported", path, where);
@@ -237,19 +239,7 @@ static fg_status parse_step(fg_tok_hf *hf, json_t *o, const char *path, const ch
 }
 
 fg_status fg_tok_parse_pretok(fg_tok_hf *hf, json_t *pt, const char *path) {
-    if (!pt || json_is_null(pt)) return FG_OK;
-    const char *type = fg_tok_json_type(pt);
-    if (!type || strcmp(type, "Sequence")) return parse_step(hf, pt, path, "pre_tokenizer", 1);
-    json_t *steps = json_object_get(pt, "pretokenizers");
-    if (!json_is_array(steps))
-        return fg_err_set(FG_EINPUT, "%s: pre_tokenizer: a Sequence needs a \"pretokenizers\" array", path);
-    for (size_t i = 0; i < json_array_size(steps); i++) {
-        char where[64];
-        snprintf(where, sizeof where, "pre_tokenizer.pretokenizers[%zu]", i);
-        fg_status st = parse_step(hf, json_array_get(steps, i), path, where, i == 0);
-        if (st) return st;
-    }
-    return FG_OK;
+    return fg_tok_json_steps(pt, path, "pre_tokenizer", "pretokenizers", parse_step, hf);
 }
 
 /* ---------------------------------------------------------------- running */

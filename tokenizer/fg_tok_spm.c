@@ -37,9 +37,11 @@ static char *dup_string(json_t *v, size_t *len) {
     return s;
 }
 
-static fg_status parse_norm_step(fg_tok_hf *hf, json_t *o, const char *path, const char *where) {
-    const char *type = fg_tok_json_type(o);
-    if (!type) return fg_err_set(FG_EINPUT, "%s: %s: expected an object with a \"type\"", path, where);
+/* A normalizer step (fg_tok_step_fn; CTX is the fg_tok_hf). */
+static fg_status parse_norm_step(void *ctx, json_t *o, const char *type, const char *path, const char *where,
+                                 size_t i) {
+    fg_tok_hf *hf = ctx;
+    (void)i;
     if (hf->n_norm == FG_TOK_MAX_STEPS)
         return fg_err_set(FG_EINPUT, "%s: %s: more than %d steps", path, where, FG_TOK_MAX_STEPS);
     fg_tok_norm *n = &hf->norm[hf->n_norm];
@@ -73,19 +75,7 @@ static fg_status parse_norm_step(fg_tok_hf *hf, json_t *o, const char *path, con
 }
 
 fg_status fg_tok_parse_normalizer(fg_tok_hf *hf, json_t *nz, const char *path) {
-    if (!nz || json_is_null(nz)) return FG_OK;
-    const char *type = fg_tok_json_type(nz);
-    if (!type || strcmp(type, "Sequence")) return parse_norm_step(hf, nz, path, "normalizer");
-    json_t *steps = json_object_get(nz, "normalizers");
-    if (!json_is_array(steps))
-        return fg_err_set(FG_EINPUT, "%s: normalizer: a Sequence needs a \"normalizers\" array", path);
-    for (size_t i = 0; i < json_array_size(steps); i++) {
-        char where[64];
-        snprintf(where, sizeof where, "normalizer.normalizers[%zu]", i);
-        fg_status st = parse_norm_step(hf, json_array_get(steps, i), path, where);
-        if (st) return st;
-    }
-    return FG_OK;
+    return fg_tok_json_steps(nz, path, "normalizer", "normalizers", parse_norm_step, hf);
 }
 
 static uint8_t *buf_at_least(fg_tok_hf *hf, int k, size_t n) {

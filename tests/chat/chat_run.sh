@@ -107,22 +107,21 @@ expect2() { # NAME WANT-IN-MESSAGE args...
   else ok "$name: $(grep error: "$work/err")"; fi
 }
 bad() { printf '{"prompt": "fine"}\n%s\n' "$2" >"$work/$1.jsonl"; }
-bad both '{"prompt": "a", "messages": [{"role": "user", "content": "b"}]}'
-expect2 "both prompt and messages" 'both.jsonl:2: both "prompt" and "messages": give one' --model "$m" --prompts "$work/both.jsonl"
-bad neither '{"id": 3}'
-expect2 "neither" 'neither.jsonl:2: missing "prompt" (or "messages")' --model "$m" --prompts "$work/neither.jsonl"
-bad str '{"messages": "hi"}'
-expect2 "messages not a list" 'str.jsonl:2: "messages" must be a non-empty list' --model "$m" --prompts "$work/str.jsonl"
-bad empty '{"messages": []}'
-expect2 "empty messages" 'empty.jsonl:2: "messages" must be a non-empty list of {"role": ..., "content": ...}, got an empty list' \
-  --model "$m" --prompts "$work/empty.jsonl"
-bad item '{"messages": [{"role": "user", "content": "a"}, ["user", "b"]]}'
-expect2 "a message not an object" 'item.jsonl:2: "messages"[1] must be an object, got an array' --model "$m" --prompts "$work/item.jsonl"
-bad role '{"messages": [{"content": "a"}]}'
-expect2 "no role" 'role.jsonl:2: "messages"[0]: "role" must be a string, got nothing' --model "$m" --prompts "$work/role.jsonl"
-bad content '{"messages": [{"role": "user", "content": 5}]}'
-expect2 "content not a string" 'content.jsonl:2: "messages"[0]: "content" must be a string, got a number' \
-  --model "$m" --prompts "$work/content.jsonl"
+refused() { # FILE LINE2 NAME WANT: a prompts file FILE.jsonl whose line 2 is LINE2 is refused, naming it
+  bad "$1" "$2"
+  expect2 "$3" "$1.jsonl:2: $4" --model "$m" --prompts "$work/$1.jsonl"
+}
+refused both '{"prompt": "a", "messages": [{"role": "user", "content": "b"}]}' "both prompt and messages" \
+  'both "prompt" and "messages": give one'
+refused neither '{"id": 3}' "neither" 'missing "prompt" (or "messages")'
+refused str '{"messages": "hi"}' "messages not a list" '"messages" must be a non-empty list'
+refused empty '{"messages": []}' "empty messages" \
+  '"messages" must be a non-empty list of {"role": ..., "content": ...}, got an empty list'
+refused item '{"messages": [{"role": "user", "content": "a"}, ["user", "b"]]}' "a message not an object" \
+  '"messages"[1] must be an object, got an array'
+refused role '{"messages": [{"content": "a"}]}' "no role" '"messages"[0]: "role" must be a string, got nothing'
+refused content '{"messages": [{"role": "user", "content": 5}]}' "content not a string" \
+  '"messages"[0]: "content" must be a string, got a number'
 bad ok '{"messages": [{"role": "user", "content": "a"}]}'
 printf '{%% if messages|length > 0 %%}{{ raise_exception("Only system messages here") }}{%% endif %%}' >"$work/raise.jinja"
 expect2 "the template raises" "ok.jsonl:2: rendering the chat template: $work/raise.jinja:1: raise_exception: Only system messages here" \

@@ -14,15 +14,8 @@ src=${FG_SRC:-$(cd "$here/../.." && pwd)}
 py=${FG_PYTHON:-/usr/bin/python3}
 tool=${FG_TEST_CHAT:?FG_TEST_CHAT: path of test_chat}
 
-"$src/scripts/fetch-jinja-oracle.sh"
-rc=$?
-if [ $rc -eq 3 ]; then
-  echo "SKIP: @huggingface/jinja not cached and the npm registry is unreachable"
-  exit 77
-elif [ $rc -ne 0 ]; then
-  echo "FAIL: scripts/fetch-jinja-oracle.sh exited $rc"
-  exit 1
-fi
+. "$src/tests/fetch_or_skip.sh"
+fetch_or_skip fetch-jinja-oracle.sh "@huggingface/jinja"
 cache="${FLEXGEN_CACHE:-$HOME/.cache/flexgen}/jinja"
 command -v node >/dev/null || { echo "FAIL: node is not installed (scripts/deps.sh installs it)"; exit 1; }
 

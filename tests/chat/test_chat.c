@@ -14,18 +14,9 @@
 #include <string.h>
 
 #include "fg_chat.h"
+#include "fg_test.h"
 
 static int failures;
-
-#define CHECK(cond, ...)                                  \
-    do {                                                  \
-        if (!(cond)) {                                    \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                 \
-            fprintf(stderr, "\n");                        \
-            failures++;                                   \
-        }                                                 \
-    } while (0)
 
 /* Render src with vars (JSON text); *err gets the message on failure. Returns the output or NULL. */
 static char *render(const char *src, const char *vars_json, fg_status *st_out, char *err, size_t errlen) {

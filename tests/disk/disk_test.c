@@ -28,18 +28,9 @@
 
 #include "fg_aio.h"
 #include "fg_store.h"
+#include "fg_test.h"
 
 static int failures;
-
-#define CHECK(cond, ...)                                                         \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);      \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fprintf(stderr, "\n");                                               \
-            failures++;                                                          \
-        }                                                                        \
-    } while (0)
 
 /* The status must be `want` and the message must mention each needle. */
 static void expect_err(fg_status st, fg_status want, const char *what, const char *n1, const char *n2) {

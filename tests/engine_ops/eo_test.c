@@ -36,25 +36,10 @@
 #include "fg_sample.h"
 #include "fg_super.h"
 
+#define FG_TEST_PREFIX "fg-engine-ops-test: "
+#include "fg_test.h"
+
 static int failures;
-
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "fg-engine-ops-test: FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, "\n");                                              \
-            failures++;                                                         \
-        }                                                                       \
-    } while (0)
-
-#define MUST(st)                                                                \
-    do {                                                                        \
-        if ((st) != FG_OK) {                                                    \
-            fprintf(stderr, "fg-engine-ops-test: FAIL %s:%d: %s\n", __FILE__, __LINE__, fg_err_msg()); \
-            exit(1);                                                            \
-        }                                                                       \
-    } while (0)
 
 #define WAIT_MS 60000
 

@@ -31,9 +31,13 @@ ref gap is <= 2*atol: tie-tol defaults to 2*atol.
 """
 import argparse
 import json
+import os
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ref_common import finish  # noqa: E402
 
 
 def load_jsonl(path):
@@ -106,11 +110,7 @@ def main():
     print("compare: %d prompts x %d steps, %d steps compared, max |logit diff| %s, %d near-tie divergence(s)%s"
           % (N, G, compared, "%.3g" % max_diff if cl is not None else "n/a", len(ties),
              "".join(" [prompt %d step %d gap %.2g]" % t for t in ties[:5])))
-    if fails:
-        for f in fails[:20]:
-            print("compare: FAIL: " + f, file=sys.stderr)
-        sys.exit(1)
-    print("compare: OK")
+    finish("compare", fails)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,14 @@ none at all.
                --out-logits FILE.npy --out-tokens FILE.json
                [--no-cache] [--fp32]
 
-The CLI and outputs are opt_ref.py's: FILE.json is a JSON list of lists of
-token ids; all prompts run as one batch, left-padded (attention mask 0 there,
-pad id = pad_token_id or 0), gen_len tokens chosen greedily for each, never
-stopping at EOS. out-logits: float32 [num_prompts, gen_len, vocab] (step 0 =
-last prompt position of the prefill). out-tokens: {"tokens": [[...]],
-"margins": [[top1 - top2 logit]]}.
+The CLI and outputs are opt_ref.py's (both are ref_common.py's, as are the
+padding, the generation loop and the no-cache check; the Llama forward is
+here): FILE.json is a JSON list of lists of token ids; all prompts run as one
+batch, left-padded (attention mask 0 there, pad id = pad_token_id or 0; an
+id outside the vocabulary refused), gen_len tokens chosen greedily for each,
+never stopping at EOS. out-logits: float32 [num_prompts, gen_len, vocab]
+(step 0 = last prompt position of the prefill). out-tokens: {"tokens":
+[[...]], "margins": [[top1 - top2 logit]]}.
 
 HF semantics kept here:
   * h = embed_tokens[ids]; per layer (pre-norm):
@@ -59,18 +61,18 @@ Everything else (RMSNorm, SwiGLU, the final norm, logits) stays float32.
 --fp32 turns every rounding point off: a pure float32 reading of HF's model,
 the one compared against llama.cpp with F32 weights and an F32 KV cache.
 """
-import argparse
-import json
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_llama_checkpoint import load_llama_checkpoint, head_dim, qkv_bias, o_bias, mlp_bias  # noqa: E402
+import ref_common  # noqa: E402
 
-F32_MIN = np.finfo(np.float32).min
+F32_MIN = ref_common.F32_MIN
+margins = ref_common.margins   # top1 - top2 logits, for this module's users
+
 ROUND_FP16 = True  # --fp32 (or a self-test) turns the rounding points off
 
 
@@ -226,18 +228,7 @@ def new_caches(m, B, T):
 
 
 def left_pad(m, prompts):
-    S = max(len(p) for p in prompts)
-    ids = np.full((len(prompts), S), m.pad, dtype=np.int64)
-    mask = np.zeros((len(prompts), S), dtype=np.int64)
-    V = m.E.shape[0]
-    for i, p in enumerate(prompts):
-        if len(p) == 0:
-            raise ValueError("prompt %d is empty" % i)
-        if min(p) < 0 or max(p) >= V:
-            raise ValueError("prompt %d has a token id outside [0, %d)" % (i, V))
-        ids[i, S - len(p):] = p
-        mask[i, S - len(p):] = 1
-    return ids, mask
+    return ref_common.left_pad(prompts, m.pad, m.E.shape[0])
 
 
 def hf_positions(mask):
@@ -245,80 +236,29 @@ def hf_positions(mask):
     return np.where(mask != 0, np.cumsum(mask, axis=1) - 1, 1)
 
 
+FAMILY = ref_common.Family("llama_ref", load_model, left_pad, hf_positions, new_caches, forward,
+                           vocab=lambda m: m.head.shape[0])
+
+
 def generate(m, prompts, gen_len, timings=None):
     """Greedy generation with a KV cache. Returns (logits [N, G, V], tokens [N, G])."""
-    ids, mask = left_pad(m, prompts)
-    B, S = ids.shape
-    caches = new_caches(m, B, S + gen_len)
-    key_mask = np.concatenate([mask, np.ones((B, gen_len), np.int64)], axis=1)
-    n_real = mask.sum(1)
-    out = np.zeros((B, gen_len, m.head.shape[0]), np.float32)
-    toks = np.zeros((B, gen_len), np.int64)
-    t0 = time.perf_counter()
-    lg = forward(m, ids, hf_positions(mask), caches, 0, key_mask)
-    t1 = time.perf_counter()
-    for t in range(gen_len):
-        if t > 0:
-            pos = (n_real + t - 1)[:, None]
-            lg = forward(m, toks[:, t - 1:t], pos, caches, S + t - 1, key_mask)
-        out[:, t] = lg
-        toks[:, t] = lg.argmax(-1)
-    if timings is not None:
-        timings["prefill_s"], timings["decode_s"] = t1 - t0, time.perf_counter() - t1
-    return out, toks
+    return ref_common.generate(FAMILY, m, prompts, gen_len, timings)
 
 
 def logits_nocache(m, prompts, gen_tokens):
     """Self-check: every step recomputed from scratch on the whole sequence."""
-    ids, mask = left_pad(m, prompts)
-    B, S = ids.shape
-    G = gen_tokens.shape[1]
-    out = np.zeros((B, G, m.head.shape[0]), np.float32)
-    for t in range(G):
-        full_ids = np.concatenate([ids, gen_tokens[:, :t]], axis=1)
-        full_mask = np.concatenate([mask, np.ones((B, t), np.int64)], axis=1)
-        out[:, t] = forward(m, full_ids, hf_positions(full_mask), new_caches(m, B, S + t), 0, full_mask)
-    return out
+    return ref_common.logits_nocache(FAMILY, m, prompts, gen_tokens)
 
 
-def margins(logits):
-    top2 = np.sort(logits, axis=-1)[..., -2:]
-    return top2[..., 1] - top2[..., 0]
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--prompt-ids", required=True)
-    ap.add_argument("--gen-len", type=int, required=True)
-    ap.add_argument("--out-logits", required=True)
-    ap.add_argument("--out-tokens", required=True)
-    ap.add_argument("--no-cache", action="store_true",
-                    help="also recompute without KV cache and check they agree (slow)")
+def add_args(ap):
     ap.add_argument("--fp32", action="store_true", help="no fp16 rounding points (pure float32)")
-    a = ap.parse_args()
+
+
+def configure(a):
     global ROUND_FP16
     ROUND_FP16 = not a.fp32
-    with open(a.prompt_ids) as f:
-        prompts = json.load(f)
-    m = load_model(a.model)
-    logits, toks = generate(m, prompts, a.gen_len)
-    if not np.isfinite(logits).all():
-        sys.exit("llama_ref: non-finite logits")
-    if a.no_cache:
-        d = np.abs(logits_nocache(m, prompts, toks) - logits).max()
-        print("llama_ref: cache vs no-cache max |diff| = %.3g" % d)
-        # Not bit-equal: gemv vs gemm summation order can flip an fp16
-        # rounding by 1 ulp, which then propagates (as in opt_ref.py).
-        if d > 1e-2:
-            sys.exit("llama_ref: cache vs no-cache mismatch")
-    np.save(a.out_logits, logits)
-    with open(a.out_tokens, "w") as f:
-        json.dump({"tokens": toks.tolist(),
-                   "margins": [[float(x) for x in r] for r in margins(logits)]}, f)
-    print("llama_ref: %d prompts x %d tokens, median top-2 margin %.4f%s"
-          % (len(prompts), a.gen_len, float(np.median(margins(logits))), " (fp32)" if a.fp32 else ""))
+    return " (fp32)" if a.fp32 else ""
 
 
 if __name__ == "__main__":
-    main()
+    ref_common.main(FAMILY, __doc__, add_args, configure)

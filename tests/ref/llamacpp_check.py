@@ -66,6 +66,7 @@ sys.path.insert(0, HERE)
 import gguf_write  # noqa: E402
 import llama_ref  # noqa: E402
 import make_llama_checkpoint as mlc  # noqa: E402
+import ref_common  # noqa: E402
 
 SKIP = 77
 LP_FLOOR = -50.0
@@ -238,11 +239,7 @@ def main():
           % (a.case, a.type.upper(), a.kv.upper(), N, G, agree, len(diverged),
              "".join(" [prompt %d step %d log ratio %.2g]" % t for t in diverged[:6]),
              near, steps, tie, d0, atol, float(np.median(llama_ref.margins(logits)))))
-    if fails:
-        for f in fails[:20]:
-            print("llamacpp_check: FAIL: " + f, file=sys.stderr)
-        sys.exit(1)
-    print("llamacpp_check: OK")
+    ref_common.finish("llamacpp_check", fails)
 
 
 if __name__ == "__main__":

@@ -231,35 +231,53 @@ def read_safetensors(path):
     return out
 
 
-def load_checkpoint(d):
-    """Any format above -> (config dict, {HF name without 'model.': float32})."""
-    with open(os.path.join(d, "config.json")) as f:
-        cfg = json.load(f)
+def read_safetensors_dir(d):
+    """A Hugging Face directory's tensors: the shards its
+    model.safetensors.index.json names, else model.safetensors."""
+    index = os.path.join(d, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        return read_safetensors(os.path.join(d, "model.safetensors"))
     raw = {}
-    if os.path.exists(os.path.join(d, "model.safetensors.index.json")):
-        with open(os.path.join(d, "model.safetensors.index.json")) as f:
-            files = sorted(set(json.load(f)["weight_map"].values()))
-        for fn in files:
+    with open(index) as f:
+        for fn in sorted(set(json.load(f)["weight_map"].values())):
             raw.update(read_safetensors(os.path.join(d, fn)))
-    elif os.path.exists(os.path.join(d, "model.safetensors")):
-        raw = read_safetensors(os.path.join(d, "model.safetensors"))
-    else:  # FlexGen numpy directory
-        for fn in os.listdir(d):
-            if fn.startswith("decoder.") or fn == "lm_head.weight":
-                raw[fn.replace("decoder.layer_norm.", "decoder.final_layer_norm.")] = \
-                    np.load(os.path.join(d, fn)).astype(np.float32)
-    t = {}
-    for name, a in raw.items():
-        t[name[len("model."):] if name.startswith("model.") else name] = a
-    want = expected_shapes(cfg)
-    if "lm_head.weight" in t:
-        want["lm_head.weight"] = want["decoder.embed_tokens.weight"]
+    return raw
+
+
+def strip_model(raw):
+    """{name: array} with the names' "model." prefix dropped."""
+    return {(n[len("model."):] if n.startswith("model.") else n): a for n, a in raw.items()}
+
+
+def check_shapes(d, t, want):
+    """Each of want's {name: shape} is in t with that shape; else ValueError
+    naming directory d."""
     for name, shape in want.items():
         if name not in t:
             raise ValueError("%s: missing tensor %s" % (d, name))
         if tuple(t[name].shape) != tuple(shape):
             raise ValueError("%s: %s has shape %s, config implies %s"
                              % (d, name, tuple(t[name].shape), tuple(shape)))
+
+
+def load_checkpoint(d):
+    """Any format above -> (config dict, {HF name without 'model.': float32})."""
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    raw = {}
+    if os.path.exists(os.path.join(d, "model.safetensors.index.json")) or \
+            os.path.exists(os.path.join(d, "model.safetensors")):
+        raw = read_safetensors_dir(d)
+    else:  # FlexGen numpy directory
+        for fn in os.listdir(d):
+            if fn.startswith("decoder.") or fn == "lm_head.weight":
+                raw[fn.replace("decoder.layer_norm.", "decoder.final_layer_norm.")] = \
+                    np.load(os.path.join(d, fn)).astype(np.float32)
+    t = strip_model(raw)
+    want = expected_shapes(cfg)
+    if "lm_head.weight" in t:
+        want["lm_head.weight"] = want["decoder.embed_tokens.weight"]
+    check_shapes(d, t, want)
     return cfg, t
 
 # ---------------------------------------------------------------- tokenizer

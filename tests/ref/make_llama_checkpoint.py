@@ -47,7 +47,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import make_checkpoint as mc  # noqa: E402  (safetensors writer/reader, bf16)
+import make_checkpoint as mc  # noqa: E402  (safetensors writer/reader, bf16, shape checks)
 
 # Named configurations the tests use: every case the engine must cover.
 CASES = {
@@ -189,21 +189,8 @@ def load_llama_checkpoint(d):
         cfg = json.load(f)
     if cfg.get("model_type") not in ARCH:
         raise ValueError("%s: model_type %r is not llama, mistral or qwen2" % (d, cfg.get("model_type")))
-    raw = {}
-    index = os.path.join(d, "model.safetensors.index.json")
-    if os.path.exists(index):
-        with open(index) as f:
-            for fn in sorted(set(json.load(f)["weight_map"].values())):
-                raw.update(mc.read_safetensors(os.path.join(d, fn)))
-    else:
-        raw = mc.read_safetensors(os.path.join(d, "model.safetensors"))
-    t = {(n[len("model."):] if n.startswith("model.") else n): a for n, a in raw.items()}
-    for name, shape in expected_shapes(cfg).items():
-        if name not in t:
-            raise ValueError("%s: missing tensor %s" % (d, name))
-        if tuple(t[name].shape) != tuple(shape):
-            raise ValueError("%s: %s has shape %s, config implies %s"
-                             % (d, name, tuple(t[name].shape), tuple(shape)))
+    t = mc.strip_model(mc.read_safetensors_dir(d))
+    mc.check_shapes(d, t, expected_shapes(cfg))
     return cfg, t
 
 # ---------------------------------------------------------------- main

@@ -14,6 +14,8 @@ gen_len tokens are chosen greedily for each, never stopping at EOS.
 out-logits: float32 [num_prompts, gen_len, vocab], the logits each generated
 token was chosen from (step 0 = last prompt position of the prefill).
 out-tokens: {"tokens": [[...]...], "margins": [[top1 - top2 logit]...]}.
+The padding, the generation loop, the no-cache check and this command line
+are ref_common.py's, shared with llama_ref.py; OPT's forward is here.
 
 HF semantics kept here:
   * positions = cumsum(mask) * mask - 1, + 2 into embed_positions (pads -> row 1);
@@ -37,19 +39,19 @@ their output dimension and expanded; --compress-cache stores k and v in the
 cache compressed per head along head_dim, while a step's attention uses its
 own new k, v as computed (FlexGen's order).
 """
-import argparse
-import json
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_checkpoint import load_checkpoint  # noqa: E402
 import q4_ref  # noqa: E402
+import ref_common  # noqa: E402
 
-F32_MIN = np.finfo(np.float32).min
+F32_MIN = ref_common.F32_MIN
+margins = ref_common.margins   # top1 - top2 logits, for this module's users
+
 LN_EPS = 1e-5
 
 
@@ -183,99 +185,38 @@ def new_caches(m, B, T):
 
 
 def left_pad(m, prompts):
-    S = max(len(p) for p in prompts)
-    ids = np.full((len(prompts), S), m.pad, dtype=np.int64)
-    mask = np.zeros((len(prompts), S), dtype=np.int64)
-    for i, p in enumerate(prompts):
-        if len(p) == 0:
-            raise ValueError("prompt %d is empty" % i)
-        ids[i, S - len(p):] = p
-        mask[i, S - len(p):] = 1
-    return ids, mask
+    return ref_common.left_pad(prompts, m.pad)
 
 
 def hf_positions(mask):
     return np.cumsum(mask, axis=1) * mask - 1
 
 
+FAMILY = ref_common.Family("opt_ref", load_model, left_pad, hf_positions, new_caches, forward,
+                           vocab=lambda m: m.E.shape[0])
+
+
 def generate(m, prompts, gen_len, timings=None):
     """Greedy generation with a KV cache. Returns (logits [N, G, V], tokens [N, G])."""
-    ids, mask = left_pad(m, prompts)
-    B, S = ids.shape
-    caches = new_caches(m, B, S + gen_len)
-    key_mask = np.concatenate([mask, np.ones((B, gen_len), np.int64)], axis=1)
-    n_real = mask.sum(1)
-    out_logits = np.zeros((B, gen_len, m.E.shape[0]), np.float32)
-    toks = np.zeros((B, gen_len), np.int64)
-    t0 = time.perf_counter()
-    lg = forward(m, ids, hf_positions(mask), caches, 0, key_mask)
-    t1 = time.perf_counter()
-    for t in range(gen_len):
-        if t > 0:
-            pos = (n_real + t - 1)[:, None]
-            lg = forward(m, toks[:, t - 1:t], pos, caches, S + t - 1, key_mask)
-        out_logits[:, t] = lg
-        toks[:, t] = lg.argmax(-1)
-    if timings is not None:
-        timings["prefill_s"] = t1 - t0
-        timings["decode_s"] = time.perf_counter() - t1
-    return out_logits, toks
+    return ref_common.generate(FAMILY, m, prompts, gen_len, timings)
 
 
 def logits_nocache(m, prompts, gen_tokens):
     """Self-check: recompute every step from scratch on the whole sequence
     (no KV cache reuse). gen_tokens: [N, G]. Returns logits [N, G, V]."""
-    ids, mask = left_pad(m, prompts)
-    B, S = ids.shape
-    G = gen_tokens.shape[1]
-    out = np.zeros((B, G, m.E.shape[0]), np.float32)
-    for t in range(G):
-        full_ids = np.concatenate([ids, gen_tokens[:, :t]], axis=1)
-        full_mask = np.concatenate([mask, np.ones((B, t), np.int64)], axis=1)
-        caches = new_caches(m, B, S + t)
-        out[:, t] = forward(m, full_ids, hf_positions(full_mask), caches, 0, full_mask)
-    return out
+    return ref_common.logits_nocache(FAMILY, m, prompts, gen_tokens)
 
 
-def margins(logits):
-    top2 = np.sort(logits, axis=-1)[..., -2:]
-    return top2[..., 1] - top2[..., 0]
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--prompt-ids", required=True)
-    ap.add_argument("--gen-len", type=int, required=True)
-    ap.add_argument("--out-logits", required=True)
-    ap.add_argument("--out-tokens", required=True)
-    ap.add_argument("--no-cache", action="store_true",
-                    help="also recompute without KV cache and check they agree (slow)")
+def add_args(ap):
     ap.add_argument("--compress-weight", action="store_true")
     ap.add_argument("--compress-cache", action="store_true")
-    a = ap.parse_args()
+
+
+def configure(a):
     global COMPRESS_WEIGHT, COMPRESS_CACHE
     COMPRESS_WEIGHT, COMPRESS_CACHE = a.compress_weight, a.compress_cache
-    with open(a.prompt_ids) as f:
-        prompts = json.load(f)
-    m = load_model(a.model)
-    logits, toks = generate(m, prompts, a.gen_len)
-    if not np.isfinite(logits).all():
-        sys.exit("opt_ref: non-finite logits")
-    if a.no_cache:
-        d = np.abs(logits_nocache(m, prompts, toks) - logits).max()
-        print("opt_ref: cache vs no-cache max |diff| = %.3g" % d)
-        # Not bit-equal: gemv vs gemm summation order flips a few fp16
-        # roundings (1 ulp = 2^-11 relative), which then propagate.
-        if d > 1e-2:
-            sys.exit("opt_ref: cache vs no-cache mismatch")
-    np.save(a.out_logits, logits)
-    with open(a.out_tokens, "w") as f:
-        json.dump({"tokens": toks.tolist(),
-                   "margins": [[float(x) for x in r] for r in margins(logits)]}, f)
-    print("opt_ref: %d prompts x %d tokens, median top-2 margin %.4f"
-          % (len(prompts), a.gen_len, float(np.median(margins(logits)))))
+    return ""
 
 
 if __name__ == "__main__":
-    main()
+    ref_common.main(FAMILY, __doc__, add_args, configure)

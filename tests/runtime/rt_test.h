@@ -13,24 +13,12 @@
 
 extern int rt_failures;
 
-#define RT_CHECK(cond, ...)                                                    \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "fg-rt-test: FAIL %s:%d: ", __FILE__, __LINE__);   \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-            rt_failures++;                                                     \
-        }                                                                      \
-    } while (0)
-
-/* A setup step that must work for the test to mean anything. */
-#define RT_MUST(st)                                                            \
-    do {                                                                       \
-        if ((st) != FG_OK) {                                                   \
-            fprintf(stderr, "fg-rt-test: FAIL %s:%d: %s\n", __FILE__, __LINE__, fg_err_msg()); \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+/* RT_CHECK and RT_MUST: fg_test.h's CHECK and MUST, counting in rt_failures. */
+#define FG_TEST_PREFIX "fg-rt-test: "
+#define FG_TEST_FAILURES rt_failures
+#include "fg_test.h"
+#define RT_CHECK CHECK
+#define RT_MUST MUST
 
 /* Worker programs, from --workers GPU CPU DISK. */
 extern const char *rt_worker[FG_NROLES];

