@@ -29,18 +29,7 @@ void fg_rope_inv_freq(float *inv, const fg_model_config *c) {
     }
 }
 
-void fg_rope_positions(int *pos, const fg_step *st) {
-    for (int b = 0; b < st->B; b++) {
-        const uint8_t *m = st->mask + (size_t)b * st->mask_stride;
-        int count = 0;
-        for (int t = 0; t < st->past; t++) count += m[t] != 0;
-        for (int i = 0; i < st->S; i++) {
-            int real = m[st->past + i] != 0;
-            count += real;
-            pos[b * st->S + i] = real ? count - 1 : 1;
-        }
-    }
-}
+void fg_rope_positions(int *pos, const fg_step *st) { fg_step_positions(pos, st, 0); }
 
 void fg_rope_apply(float *x, int rows, int n_heads, int d, const int *pos, const float *inv_freq, float *cs) {
     int half = d / 2;

@@ -35,7 +35,7 @@ void fg_opt_ws_free(fg_opt_ws *ws) {
     memset(ws, 0, sizeof *ws);
 }
 
-void fg_opt_positions(int *pos, const fg_step *st) {
+void fg_step_positions(int *pos, const fg_step *st, int offset) {
     for (int b = 0; b < st->B; b++) {
         const uint8_t *m = st->mask + (size_t)b * st->mask_stride;
         int count = 0;
@@ -43,10 +43,12 @@ void fg_opt_positions(int *pos, const fg_step *st) {
         for (int i = 0; i < st->S; i++) {
             int real = m[st->past + i] != 0;
             count += real;
-            pos[b * st->S + i] = count * real - 1 + 2;
+            pos[b * st->S + i] = real ? count - 1 + offset : 1;
         }
     }
 }
+
+void fg_opt_positions(int *pos, const fg_step *st) { fg_step_positions(pos, st, 2); }
 
 void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_model_config *c,
                   const fg_global_w *g, fg_opt_ws *ws) {

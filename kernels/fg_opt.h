@@ -55,9 +55,13 @@ void fg_opt_ws_free(fg_opt_ws *ws);
 void fg_linear(float *y, const float *x, const fg_model_config *c, const fg_layer_w *w, int which, int bias,
                int rows, int in, int out);
 
-/* Learned positions as Hugging Face computes them from the attention mask:
- * cumsum(mask) * mask - 1 + 2 (OPT's offset), for the step's S new tokens.
- * pos (B, S). */
+/* Positions of the step's S new tokens from the attention mask, as Hugging
+ * Face derives them: a real token's is the number of real tokens before it
+ * plus `offset`; a pad's is 1 (no real token attends to it). pos (B, S).
+ * Every family's positions are this with its own offset. */
+void fg_step_positions(int *pos, const fg_step *st, int offset);
+
+/* Learned positions: cumsum(mask) * mask - 1 + 2 (OPT's offset). */
 void fg_opt_positions(int *pos, const fg_step *st);
 
 /* h (B*S, H) = round16(embed_tokens[ids] (-> project_in) + embed_pos[pos]).
