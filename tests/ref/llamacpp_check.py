@@ -168,6 +168,25 @@ def compare(ref_toks, ref_logits, lc, tie):
     return agree, diverged, near, fails, steps, dtop
 
 
+
+def run_llamacpp(lib, gguf, prompts, vocab, gen_len, kv, work):
+    """prompts written to WORK/prompts.json and run greedily by llama.cpp
+    (llamacpp_oracle.mjs): (that file, its output). Exits SKIP where the
+    oracle cannot run, fails where it errs."""
+    pfile = os.path.join(work, "prompts.json")
+    with open(pfile, "w") as f:
+        json.dump(prompts, f)
+    out = os.path.join(work, "llamacpp.json")
+    r = subprocess.run(["node", os.path.join(HERE, "llamacpp_oracle.mjs"), "--lib", lib, "--model", gguf,
+                        "--prompt-ids", pfile, "--gen-len", str(gen_len), "--vocab", str(vocab),
+                        "--out", out, "--kv", kv])
+    if r.returncode == SKIP:
+        sys.exit(SKIP)
+    if r.returncode != 0:
+        sys.exit("FAIL: llamacpp_oracle.mjs exited %d" % r.returncode)
+    with open(out) as f:
+        return pfile, json.load(f)
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--case", required=True, choices=sorted(mlc.CASES))
@@ -198,20 +217,7 @@ def main():
     gguf = os.path.join(a.work, "model.gguf")
     gguf_write.from_checkpoint(ck, gguf, a.type, vocab=a.vocab)
     prompts = make_prompts(a.prompts, cfg["vocab_size"], a.seed)
-    pfile = os.path.join(a.work, "prompts.json")
-    with open(pfile, "w") as f:
-        json.dump(prompts, f)
-
-    out = os.path.join(a.work, "llamacpp.json")
-    r = subprocess.run(["node", os.path.join(HERE, "llamacpp_oracle.mjs"), "--lib", lib, "--model", gguf,
-                        "--prompt-ids", pfile, "--gen-len", str(a.gen_len), "--vocab", str(cfg["vocab_size"]),
-                        "--out", out, "--kv", a.kv])
-    if r.returncode == SKIP:
-        sys.exit(SKIP)
-    if r.returncode != 0:
-        sys.exit("FAIL: llamacpp_oracle.mjs exited %d" % r.returncode)
-    with open(out) as f:
-        lc = json.load(f)
+    pfile, lc = run_llamacpp(lib, gguf, prompts, cfg["vocab_size"], a.gen_len, a.kv, a.work)
 
     llama_ref.ROUND_FP16 = False
     m = llama_ref.load_model(ck) if a.type in ("f32", "f16") else gguf_model(ck, gguf)

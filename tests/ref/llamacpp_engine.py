@@ -96,20 +96,7 @@ def main():
     gguf = os.path.join(a.work, "model.gguf")
     gguf_write.from_checkpoint(ck, gguf, "f32")
     prompts = lcc.make_prompts(a.prompts, cfg["vocab_size"], a.seed)
-    pfile = os.path.join(a.work, "prompts.json")
-    with open(pfile, "w") as f:
-        json.dump(prompts, f)
-
-    out = os.path.join(a.work, "llamacpp.json")
-    r = subprocess.run(["node", os.path.join(HERE, "llamacpp_oracle.mjs"), "--lib", lib, "--model", gguf,
-                        "--prompt-ids", pfile, "--gen-len", str(a.gen_len), "--vocab", str(cfg["vocab_size"]),
-                        "--out", out, "--kv", "f32"])
-    if r.returncode == lcc.SKIP:
-        sys.exit(lcc.SKIP)
-    if r.returncode != 0:
-        sys.exit("FAIL: llamacpp_oracle.mjs exited %d" % r.returncode)
-    with open(out) as f:
-        lc = json.load(f)
+    pfile, lc = lcc.run_llamacpp(lib, gguf, prompts, cfg["vocab_size"], a.gen_len, "f32", a.work)
     lc_lp0 = np.array(lc["logprobs0"], np.float64)
 
     fails = []
