@@ -16,18 +16,6 @@
 #include "fg_fs.h"
 #include "fg_profile_run.h"
 
-/* Whether the cached profile at path already holds what o would measure. */
-static int complete(const fg_profile_opts *o, const char *path) {
-    json_t *prof = NULL;
-    if (access(path, R_OK) != 0 || fg_json_load_file(path, &prof) != FG_OK) return 0;
-    fg_model_config c;
-    int shape = fg_config_by_name(o->model, &c) == FG_OK && fg_profile_has_shape(prof, &c);
-    double disk = json_number_value(json_object_get(json_object_get(prof, "disk"), "file_bytes"));
-    int ok = shape && disk * FG_PROFILE_DISK_REUSE >= (double)o->disk_test_bytes && json_object_get(prof, "engine");
-    json_decref(prof);
-    return ok;
-}
-
 static void usage(FILE *f) {
     fprintf(f,
         "usage: flexgen profile [--offload-dir DIR] [--device NAME] [--model NAME] [--out FILE]\n"
@@ -105,7 +93,7 @@ int fg_cmd_profile(int argc, char **argv) {
     char path[PATH_MAX];
     if (!st && !out) st = fg_profile_cache_path(o.offload_dir, o.device, path, sizeof path);
     if (!st && out) snprintf(path, sizeof path, "%s", out);
-    if (!st && !reprofile && !out && complete(&o, path)) {
+    if (!st && !reprofile && !out && fg_profile_complete(&o, path)) {
         printf("%s\n", path);
         fg_info("a profile of this machine is cached: %s (--reprofile measures again)", path);
         return 0;

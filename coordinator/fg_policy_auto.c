@@ -22,6 +22,9 @@ static void place(fg_policy *p, const fg_model_config *c, double gpu, int gbs, i
                      .compress_weight = c->compress_weight, .compress_cache = c->compress_cache};
 }
 
+/* The GPU batch fixed by so, else the prompts in one batch. */
+static int largest_gbs(const fg_search_opts *so) { return so->gbs > 0 ? so->gbs : so->n_prompts > 0 ? so->n_prompts : 1; }
+
 /* The block the prompts make at GPU batch gbs: K batches to hold them all
  * (the given K where fixed). */
 static int blocks_of(const fg_search_opts *so, int gbs) {
@@ -30,7 +33,7 @@ static int blocks_of(const fg_search_opts *so, int gbs) {
 }
 
 int fg_auto_all_gpu(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *so, fg_policy *p) {
-    int gbs = so->gbs > 0 ? so->gbs : so->n_prompts > 0 ? so->n_prompts : 1;
+    int gbs = largest_gbs(so);
     for (;;) {
         place(p, c, 100, gbs, blocks_of(so, gbs));
         if (fits(c, sp, so, p, so->gpu_mem)) return 1;
@@ -43,7 +46,7 @@ uint64_t fg_auto_disk_bytes(const fg_model_config *c, const fg_spec *sp, const f
     /* everything off the GPU on the CPU, at the largest block the prompts
      * make, with any GPU: what the CPU must hold for the disk to stay idle */
     fg_policy p;
-    int gbs = so->gbs > 0 ? so->gbs : so->n_prompts > 0 ? so->n_prompts : 1;
+    int gbs = largest_gbs(so);
     place(&p, c, 0, gbs, blocks_of(so, gbs));
     if (fits(c, sp, so, &p, 0)) return 0;
     fg_cost_case cs = {0};

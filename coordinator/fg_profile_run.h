@@ -53,6 +53,11 @@ fg_status fg_profile_cache_path(const char *offload_dir, const char *device, cha
  * start from nothing rather than the file. Written atomically. */
 fg_status fg_profile_measure(const fg_profile_opts *o, const char *path, int fresh);
 
+/* Whether the cached profile at path already holds all that o would
+ * measure (the shape where new_shape, the disk, the engine calibration
+ * where asked), of this format and backend. */
+int fg_profile_complete(const fg_profile_opts *o, const char *path);
+
 /* The hardware for a run's policy search of config c: `hardware` (a
  * profile file or preset) if given; else this machine's cached profile,
  * measured first as far as the run needs: the tiers at c's shape where no

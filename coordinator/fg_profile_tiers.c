@@ -274,13 +274,31 @@ static int disk_stale(json_t *prof, uint64_t want) {
     return want > 0 && !(had > 0 && had * FG_PROFILE_DISK_REUSE >= (double)want);
 }
 
+/* What of o's measurements prof lacks (LACK_* bits): the one rule for a
+ * run, `flexgen profile` and the measuring itself. */
+enum { LACK_SHAPE = 1, LACK_DISK = 2, LACK_ENGINE = 4 };
+static unsigned lacks(json_t *prof, const fg_profile_opts *o, const fg_model_config *c) {
+    int shape = !json_array_size(json_object_get(prof, "shapes")) || (o->new_shape && !fg_profile_has_shape(prof, c));
+    return (shape ? LACK_SHAPE : 0) | (disk_stale(prof, o->disk_test_bytes) ? LACK_DISK : 0) |
+           (o->calibrate && !json_object_get(prof, "engine") ? LACK_ENGINE : 0);
+}
+
+int fg_profile_complete(const fg_profile_opts *o, const char *path) {
+    fg_model_config c;
+    if (access(path, R_OK) != 0 || fg_config_by_name(o->model, &c) != FG_OK) return 0;
+    json_t *prof = load_profile(o, path, 0);
+    unsigned lack = lacks(prof, o, &c);
+    json_decref(prof);
+    return lack == 0;
+}
+
 fg_status fg_profile_measure(const fg_profile_opts *o, const char *path, int fresh) {
     fg_model_config c;
     fg_status st = fg_config_by_name(o->model, &c);
     if (st) return st;
     json_t *prof = load_profile(o, path, fresh);
-    int shape = !json_array_size(json_object_get(prof, "shapes")) || (o->new_shape && !fg_profile_has_shape(prof, &c));
-    int disk = disk_stale(prof, o->disk_test_bytes);
+    unsigned lack = lacks(prof, o, &c);
+    int shape = !!(lack & LACK_SHAPE), disk = !!(lack & LACK_DISK);
     progress pg = {.n = shape + !json_object_get(prof, "cpu") + !json_object_get(prof, "runtime") + disk};
     pg.left_s = (shape ? est_gpu_s(&c, o->quick, o->device) : 0) + (!json_object_get(prof, "cpu") ? EST_CPU_S : 0) +
                 (!json_object_get(prof, "runtime") ? EST_RUNTIME_S : 0) + (disk ? est_disk_s(o->disk_test_bytes) : 0);
@@ -308,11 +326,7 @@ fg_status fg_profile_for_run(const char *hardware, const char *offload_dir, cons
                     : disk_bytes > FG_PROFILE_DISK_TEST_BYTES ? FG_PROFILE_DISK_TEST_BYTES : disk_bytes;
     fg_profile_opts o = {.offload_dir = offload_dir, .device = device, .model = fg_config_nearest_size(c),
                          .disk_test_bytes = disk_bytes ? test : 0};
-    json_t *prof = NULL;
-    int have = access(path, R_OK) == 0 && fg_json_load_file(path, &prof) == FG_OK;
-    int need = !have || !json_array_size(json_object_get(prof, "shapes")) || disk_stale(prof, o.disk_test_bytes);
-    json_decref(prof);
-    if (need) {
+    if (!fg_profile_complete(&o, path)) {
         fg_info("measuring what this run's policy depends on (cached in %s; `flexgen profile` measures more: "
                 "other shapes, the engine's own figures)", path);
         if ((st = fg_profile_measure(&o, path, 0))) return st;
