@@ -25,6 +25,7 @@
 #include "cmd_run.h"
 #include "fg_fs.h"
 #include "fg_job.h"
+#include "fg_ring.h"
 #include "fg_shm.h"
 
 /* ---- text prompts ---- */
@@ -138,6 +139,7 @@ static fg_status write_report(const char *path, const run_args *a, const fg_mode
     /* the batch the run computed: a flexgen run's GPU batch (the policy's,
      * which --policy auto chose where no --gpu-batch-size was given) */
     int batch = !strcmp(a->engine, "flexgen") ? a->flex.policy.gbs : a->batch ? a->batch : n;
+    double bubble = 0;
     json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:I}", "engine", a->engine,
                           "model", c->name, "prompts", n, "gen_len", a->gen_len, "batch", batch,
                           "throughput_tokens_per_s", gen_s > 0 ? (double)s->generated / gen_s : 0.0,
@@ -165,6 +167,21 @@ static fg_status write_report(const char *path, const run_args *a, const fg_mode
         json_object_set_new(rss, "coordinator", json_integer((json_int_t)fs->peak_rss[3]));
         json_object_set_new(o, "peak_rss_bytes", rss);
         json_object_set_new(o, "gpu_restarts", json_integer(fs->gpu_restarts));
+        if (fs->ranks > 1 && fs->rank) {   /* a pipeline: each rank's share of the time */
+            json_t *ranks = json_array();
+            for (int r = 0; r < fs->ranks; r++) {
+                const fg_rank_stats *x = &fs->rank[r];
+                json_t *rb = json_object();
+                for (int w = 0; w < 3; w++) json_object_set_new(rb, fg_role_name(w), json_real(x->busy_s[w]));
+                json_array_append_new(ranks, json_pack("{s:i, s:[i,i], s:o, s:f, s:I, s:I, s:I, s:I, s:I}", "rank", r,
+                    "layers", x->lo, x->hi, "worker_busy_s", rb, "ring_wait_s", x->wait_s, "sent_bytes",
+                    (json_int_t)x->sent, "received_bytes", (json_int_t)x->recvd, "messages", (json_int_t)x->msgs,
+                    "peak_gpu_bytes", (json_int_t)x->gpu_bytes, "shm_bytes", (json_int_t)x->shm_bytes));
+                bubble += x->wait_s;
+            }
+            json_object_set_new(o, "pipeline", json_pack("{s:i, s:o, s:f}", "ranks", fs->ranks, "per_rank", ranks,
+                                                         "mean_ring_wait_s", bubble / fs->ranks));
+        }
         if (pred->cases) {   /* predicted beside measured, phase by phase */
             json_object_set_new(o, "predicted", json_pack("{s:s, s:f, s:f, s:f, s:s, s:s}", "hardware", a->hardware ? a->hardware : "cached profile",
                 "throughput_tokens_per_s", pred->pred.throughput, "prefill_s", pred->pred.prefill_s,
@@ -188,8 +205,8 @@ static fg_status write_report(const char *path, const run_args *a, const fg_mode
  * (--policy auto) or the fit rule (--policy default). *pred gets the cost
  * model's prediction when there is hardware to predict with (--hardware, a
  * cached profile, or the one --policy auto measures). */
-static fg_status choose_policy(run_args *a, fg_wsrc *ws, int n, int S, fg_search_result *pred) {
-    const fg_model_config *c = fg_wsrc_config(ws);
+static fg_status choose_policy(run_args *a, fg_wsrc *ws, const fg_model_config *c, int n, int S,
+                               fg_search_result *pred) {
     fg_policy *p = &a->flex.policy;
     const char *device = a->flex.device ? a->flex.device : fg_devsize_default();
     fg_search_opts so = {.S = S, .G = a->gen_len, .n_prompts = n, .gpu_mem = a->flex.gpu_mem, .cpu_mem = a->flex.cpu_mem,
@@ -280,9 +297,31 @@ static int plan_flexgen(run_args *a, fg_wsrc *ws, const fg_seq_in *in, int n, fg
     int S = 1;
     for (int i = 0; i < n; i++) S = in[i].len > S ? in[i].len : S;
     if (a->resume) fg_info("--resume: the job's policy, not a new search");
-    fg_exit_on(choose_policy(a, ws, n, S, pred));
+    int P = fg_ring_size();
+    if (P == 1) {
+        fg_exit_on(choose_policy(a, ws, fg_wsrc_config(ws), n, S, pred));
+    } else {
+        /* a pipeline rank: its own policy for its stage, under its own
+         * budgets; the block's shape (gbs, K) is rank 0's on every rank */
+        fg_model_config sc = *fg_wsrc_config(ws);
+        int lo, hi, shape[2];
+        fg_ring_stage(sc.n_layers, fg_ring_rank(), P, &lo, &hi);
+        sc.n_layers = hi - lo;
+        if (fg_ring_rank() == 0) fg_exit_on(choose_policy(a, ws, &sc, n, S, pred));
+        shape[0] = p->gbs, shape[1] = p->num_gpu_batches;
+        fg_exit_on(fg_ring_bcast(shape, sizeof shape, 0));
+        if (fg_ring_rank() != 0) {
+            if ((a->batch && a->batch != shape[0]) || (a->num_gpu_batches && a->num_gpu_batches != shape[1]))
+                fg_exit_on(fg_err_set(FG_EINPUT, "rank %d: --gpu-batch-size %d --num-gpu-batches %d, but rank 0 runs "
+                                                 "%d x %d: every stage computes the same blocks", fg_ring_rank(),
+                                      a->batch ? a->batch : p->gbs, a->num_gpu_batches ? a->num_gpu_batches : 1,
+                                      shape[0], shape[1]));
+            a->batch = p->gbs = shape[0], a->num_gpu_batches = p->num_gpu_batches = shape[1];
+            fg_exit_on(choose_policy(a, ws, &sc, n, S, pred));
+        }
+    }
     go->batch = p->gbs;
-    return p->gbs * p->num_gpu_batches;
+    return p->gbs * p->num_gpu_batches * P;
 }
 
 /* The job: recorded (or checked against its record, jobrec, on --resume)
@@ -334,16 +373,65 @@ static void log_summary(const run_args *a, int n, const fg_gen_opts *go, const f
             "weights load %.3f s)",
             stats->generated, n - go->start, gen_s, gen_s > 0 ? stats->generated / gen_s : 0.0, stats->prefill_s,
             stats->decode_s, extra, stats->load_s);
+    for (int r = 0; r < fs->ranks && fs->rank; r++)
+        fg_info("rank %d: decoder layers %d..%d; busy: gpu worker %.2f s, cpu worker %.2f s, disk worker %.2f s; "
+                "waited on the ring %.2f s; sent %.1f MB, received %.1f MB", r, fs->rank[r].lo, fs->rank[r].hi - 1,
+                fs->rank[r].busy_s[0], fs->rank[r].busy_s[1], fs->rank[r].busy_s[2], fs->rank[r].wait_s,
+                fs->rank[r].sent / 1e6, fs->rank[r].recvd / 1e6);
+}
+
+/* --resume: the job's record, read by rank 0 and given to every rank of a
+ * pipeline (the job directory need not be visible to the others). */
+static json_t *resume_record(const run_args *a) {
+    json_t *jobrec = NULL;
+    char *text = NULL;
+    uint64_t len = 0;
+    if (fg_ring_rank() == 0) {
+        char jobdir[PATH_MAX];
+        fg_exit_on(fg_run_job_dir(a, jobdir, sizeof jobdir));
+        fg_exit_on(fg_job_read_record(jobdir, &jobrec));
+        if (fg_ring_size() == 1) return jobrec;
+        text = json_dumps(jobrec, JSON_COMPACT);
+        len = strlen(text) + 1;
+    }
+    fg_exit_on(fg_ring_bcast(&len, sizeof len, 0));
+    if (fg_ring_rank() != 0) text = fg_xcalloc(len, 1);
+    fg_exit_on(fg_ring_bcast(text, len, 0));
+    if (fg_ring_rank() != 0 && !(jobrec = json_loads(text, 0, NULL)))
+        fg_exit_on(fg_err_set(FG_ERUNTIME, "rank %d: the job record from rank 0 does not parse", fg_ring_rank()));
+    free(text);
+    return jobrec;
+}
+
+/* A pipeline (mpirun -np P): what a run of several ranks cannot do, refused
+ * on every rank before any work; each rank's --trace its own file. */
+static void check_pipeline(run_args *a, const fg_model_config *c) {
+    int P = fg_ring_size();
+    if (P == 1) return;
+    if (strcmp(a->engine, "flexgen"))
+        fg_exit_on(fg_err_set(FG_EINPUT, "run: --engine %s under mpirun: only the flexgen engine runs as a pipeline",
+                              a->engine));
+    if (a->dump_logits)
+        fg_exit_on(fg_err_set(FG_EINPUT, "run: --dump-logits under mpirun: the logits stay on the last rank; run "
+                                         "without mpirun to dump them"));
+    if (P > c->n_layers)
+        fg_exit_on(fg_err_set(FG_EINPUT, "run: %d ranks for %d decoder layers: a stage needs at least one layer",
+                              P, c->n_layers));
+    if (a->flex.trace) {
+        static char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s.rank%d", a->flex.trace, fg_ring_rank());
+        a->flex.trace = path;
+    }
 }
 
 int fg_cmd_run(int argc, char **argv) {
     run_args a;
     fg_exit_on(fg_run_parse_args(argc, argv, &a));
+    fg_exit_on(fg_ring_init());   /* mpirun -np P: this process is one rank of a pipeline */
+    int rank = fg_ring_rank();
     json_t *jobrec = NULL;   /* --resume: the job's record; its strings fill in a's */
     if (a.resume) {
-        char jobdir[PATH_MAX];
-        fg_exit_on(fg_run_job_dir(&a, jobdir, sizeof jobdir));
-        fg_exit_on(fg_job_read_record(jobdir, &jobrec));
+        jobrec = resume_record(&a);
         fg_exit_on(fg_run_job_apply(&a, jobrec));
     }
     run_io io = {.stop = a.stop, .n_stop = a.n_stop};
@@ -352,6 +440,7 @@ int fg_cmd_run(int argc, char **argv) {
     fg_seq_in *in = NULL;
     int n = 0;
     read_prompts(&a, &io, c, &in, &n);
+    check_pipeline(&a, c);
 
     fg_gen_opts go = {.gen_len = a.gen_len, .batch = a.batch, .ignore_eos = a.ignore_eos,
                       .samp = {.temperature = a.temperature, .top_p = a.top_p, .seed = a.seed},
@@ -360,7 +449,8 @@ int fg_cmd_run(int argc, char **argv) {
     int block = a.batch ? a.batch : n;
     if (!strcmp(a.engine, "flexgen")) block = plan_flexgen(&a, ws, in, n, &go, &pred);
     run_journal rj = {.io = &io, .in = in, .n = n, .block = block};
-    open_job(&a, jobrec, ws, n, block, &rj, &go);
+    if (rank == 0) open_job(&a, jobrec, ws, n, block, &rj, &go);   /* a pipeline's job is rank 0's */
+    fg_exit_on(fg_ring_bcast(&go.start, sizeof go.start, 0));
 
     if (a.dump_logits) {
         int64_t shape[3] = {n, a.gen_len, c->vocab_size};
@@ -377,9 +467,13 @@ int fg_cmd_run(int argc, char **argv) {
         fg_exit_on(st);
     }
     if (go.logits) fg_exit_on(fg_npy_commit(&go.logits));
-    fg_exit_on(fg_job_finish(&rj.job, a.out));
-    if (a.report) fg_exit_on(write_report(a.report, &a, c, n, go.start, &stats, &fs, &pred));
-    log_summary(&a, n, &go, &stats, &fs);
+    if (rank == 0) {
+        fg_exit_on(fg_job_finish(&rj.job, a.out));
+        if (a.report) fg_exit_on(write_report(a.report, &a, c, n, go.start, &stats, &fs, &pred));
+        log_summary(&a, n, &go, &stats, &fs);
+    }
+    fg_ring_finish();
+    free(fs.rank);
     for (int i = 0; i < n; i++) free(out[i].ids);
     fg_prompt_ids_free(in, (size_t)n);
     free(out);

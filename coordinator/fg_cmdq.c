@@ -93,7 +93,11 @@ fg_status fg_cmdq_submit_gpu(fg_cmdq *q, fg_msg *m, int t, const fg_deps *d, uin
     int n = 0;
     for (int s = 0; s < NSTREAMS; s++)
         if (s != t && d && d->s[s]) m->after[n++] = d->s[s];
-    return fg_cmdq_submit(q, FG_ROLE_GPU, m, t, seq);
+    uint64_t mine;
+    fg_status st = fg_cmdq_submit(q, FG_ROLE_GPU, m, t, &mine);
+    if (!st) q->last_gpu[t] = mine;
+    if (seq) *seq = mine;
+    return st;
 }
 
 void fg_deps_merge(fg_deps *a, const fg_deps *b) {

@@ -48,6 +48,7 @@ typedef struct {
     long commands;
     uint64_t h2d_bytes, d2h_bytes;
     uint64_t disk_read_bytes, disk_write_bytes;   /* DISK_READ / DISK_WRITE buffers */
+    uint64_t last_gpu[NSTREAMS];                  /* the latest gpu command of each stream */
 } fg_cmdq;
 
 void fg_cmdq_free(fg_cmdq *q);

@@ -82,31 +82,51 @@ static fg_status run_token(fg_engine *e, fg_sampler *sm, int i, const fg_unit *o
             if ((st = fg_load_cache(e, next, &ld)) || (st = fg_load_hidden(e, next, &ld))) break;   /* loads of k+1 */
         }
         if (u->j == pl->L + 1) fg_sample_enqueue(e, i, u->k);                                    /* sync */
-        if ((st = fg_sample_ready(e, sm))) break;
+        if ((st = fg_sample_ready(e, sm)) || (st = fg_pipe_poll(e))) break;
         if (e->q.npend > FG_CMDQ_REAP_AT && (st = fg_cmdq_reap(&e->q))) break;
     }
     if (!st && prev.valid && !(st = fg_store_cache(e, &prev))) st = fg_store_hidden(e, &prev);
     return st;
 }
 
+/* The a-th schedule layer this process computes: the embedding, its
+ * decoder layers, the LM head (a pipeline stage has some of them). */
+static int stage_j(const fg_plan *pl, int a) {
+    if (pl->st.embed && a-- == 0) return 0;
+    return a < pl->st.hi - pl->st.lo ? pl->st.lo + 1 + a : pl->L + 1;
+}
+
+/* Token i's units in schedule order: zig-zag (layer-major) or row
+ * (batch-major) over each group of Kg batches in turn (one group, all K
+ * batches, outside a pipeline: a pipeline has one group in flight per
+ * stage, as FlexGen's num_inner_iterations). Returns their number. */
+static int token_order(const fg_engine *e, const fg_flex_opts *fo, int i, const int *S_k, fg_unit *order) {
+    const fg_plan *pl = &e->pl;
+    int nj = pl->st.embed + pl->st.hi - pl->st.lo + pl->st.head, Kg = e->pipe.Kg, x = 0;
+    for (int g = 0; g < pl->K / Kg; g++)
+        for (int a = 0; a < (fo->schedule_row ? Kg : nj); a++)
+            for (int b = 0; b < (fo->schedule_row ? nj : Kg); b++, x++) {
+                int j = stage_j(pl, fo->schedule_row ? b : a), k = g * Kg + (fo->schedule_row ? a : b);
+                order[x] = (fg_unit){i, j, k, S_k[k]};
+            }
+    return x;
+}
+
 /* One block: the prompts first..first+K*B-1, G tokens each. */
 static fg_status run_block(fg_engine *e, const fg_seq_in *in, int n, int first, const fg_gen_opts *opt,
                            const fg_flex_opts *fo, fg_seq_out *out, fg_gen_stats *stats) {
     const fg_plan *pl = &e->pl;
-    int K = pl->K, B = pl->gbs, G = pl->G, L = pl->L, nu = (L + 2) * K, more_blocks = first + K * B < n;
+    int K = pl->K, B = pl->gbs, G = pl->G, L = pl->L, more_blocks = first + K * B < n;
     int *S_k = fg_xcalloc((size_t)K, sizeof *S_k);
     uint8_t *done = fg_xcalloc((size_t)K * B, 1);
-    fg_unit *order = fg_xcalloc((size_t)nu, sizeof *order);
+    fg_unit *order = fg_xcalloc((size_t)(L + 2) * K, sizeof *order);
     fg_sampler sm = {.in = in, .n = n, .first = first, .G = G, .opt = opt, .out = out, .done = done, .stats = stats};
     fg_status st = fg_block_inputs(e, &sm, S_k);
+    e->sm = &sm;
+    if (!st) st = fg_pipe_block_start(e);
     sm.t_mark = fg_now();
     for (int i = 0; i < G && !st; i++) {
-        /* the token's units in schedule order: zig-zag (layer-major) or row (batch-major) */
-        for (int a = 0, x = 0; a < (fo->schedule_row ? K : L + 2); a++)
-            for (int b = 0; b < (fo->schedule_row ? L + 2 : K); b++, x++) {
-                int j = fo->schedule_row ? b : a, k = fo->schedule_row ? a : b;
-                order[x] = (fg_unit){i, j, k, S_k[k]};
-            }
+        int nu = token_order(e, fo, i, S_k, order);
         st = run_token(e, &sm, i, order, nu, i + 1 < G || more_blocks);
         /* the last batch is recorded behind the next token's first unit (its
          * embedding needs the first batch's ids only), or now at the end */
@@ -125,6 +145,8 @@ static fg_status run_block(fg_engine *e, const fg_seq_in *in, int n, int first, 
     }
     fg_status s2 = fg_cmdq_await_all(&e->q);
     if (!st) st = s2;
+    if (!st) st = fg_pipe_block_end(e, out, first, n - first < K * B ? n - first : K * B);
+    e->sm = NULL;
     if (!st) stats->generated += (long)(n - first < K * B ? n - first : K * B) * G;
     free(order);
     free(done);
@@ -147,7 +169,7 @@ static fg_status gpu_setup_once(fg_engine *e) {
     fg_status st = fg_cmdq_submit(&e->q, FG_ROLE_GPU, &m, ST_COMPUTE, &seq);
     if (!st) st = fg_cmdq_await(&e->q, seq);
     for (int i = 0; !st && i < fg_spec_count(pl->c); i++)
-        if (pl->sp[i].present && pl->wtier[i] == FG_TIER_GPU) {
+        if (fg_plan_spec_here(pl, i) && pl->wtier[i] == FG_TIER_GPU) {
             fg_msg c;
             fg_msg_init(&c, FG_MSG_COPY);
             fg_msg_copy_add(&c, fg_engine_handle(e, pl->wsrc[i]), fg_engine_handle(e, pl->whome[i]));
@@ -227,7 +249,7 @@ static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
     }
     if (!st && pl->any_disk_weights) st = open_store(e, fo);
     for (int i = 0; i < fg_spec_count(pl->c) && !st; i++)
-        if (pl->sp[i].present && pl->wtier[i] != FG_TIER_DISK)
+        if (fg_plan_spec_here(pl, i) && pl->wtier[i] != FG_TIER_DISK)
             st = fg_wsrc_read_stored(e->ws, i, fg_engine_ptr(e, pl->wtier[i] == FG_TIER_GPU ? pl->wsrc[i] : pl->whome[i]));
     return st ? st : gpu_setup(e);
 }
@@ -268,6 +290,46 @@ static uint64_t vm_hwm(pid_t pid) {
 static fg_status build_plan(fg_plan *pl, const fg_wsrc *ws, const fg_flex_opts *fo, int S, int G) {
     return fg_plan_build(pl, fg_wsrc_config(ws), fg_wsrc_specs(ws), &fo->policy, S, G, fo->device ? fo->device : fg_devsize_default(),
                          fo->gpu_mem, fo->cpu_mem, fo->disk_mem);
+}
+
+/* This process's plan: the whole model, or a pipeline rank's stage with
+ * its P groups of the policy's K batches in every block. */
+static fg_status build_stage_plan(fg_plan *pl, const fg_wsrc *ws, const fg_flex_opts *fo, int S, int G) {
+    const fg_model_config *c = fg_wsrc_config(ws);
+    int P = fg_ring_size();
+    fg_stage st = fg_stage_whole(c);
+    fg_policy p = fo->policy;
+    if (P > 1) {
+        fg_ring_stage(c->n_layers, fg_ring_rank(), P, &st.lo, &st.hi);
+        st.embed = fg_ring_rank() == 0, st.head = fg_ring_rank() == P - 1;
+        p.num_gpu_batches *= P;
+        fg_info("pipeline stage %d of %d: decoder layers %d..%d%s%s; a block is %d groups of %d x %d prompts",
+                fg_ring_rank(), P, st.lo, st.hi - 1, st.embed ? ", the embedding" : "", st.head ? ", the LM head" : "",
+                P, fo->policy.num_gpu_batches, p.gbs);
+    }
+    return fg_plan_build_stage(pl, c, fg_wsrc_specs(ws), &p, S, G, fo->device ? fo->device : fg_devsize_default(),
+                               fo->gpu_mem, fo->cpu_mem, fo->disk_mem, &st);
+}
+
+/* A pipeline's figures: every rank's, gathered on rank 0, whose run's
+ * prefill and decode times are the last rank's (where tokens are sampled). */
+static fg_status gather_ranks(fg_engine *e, fg_gen_stats *stats, fg_flex_stats *fs) {
+    fg_pipe *p = &e->pipe;
+    fs->ranks = p->P;
+    if (p->P == 1) return FG_OK;
+    fg_rank_stats mine = {.rank = p->r, .lo = e->pl.st.lo, .hi = e->pl.st.hi, .wait_s = p->wait_s, .sent = p->sent,
+                          .recvd = p->recvd, .msgs = p->msgs, .prefill_s = stats->prefill_s,
+                          .decode_s = stats->decode_s, .gpu_bytes = fs->gpu_bytes, .shm_bytes = fs->shm_bytes};
+    for (int r = 0; r < 3; r++) mine.busy_s[r] = fs->busy_s[r];
+    fg_rank_stats *all = fg_xcalloc((size_t)p->P, sizeof *all);
+    fg_status st = fg_ring_gather(&mine, sizeof mine, all, 0);
+    if (st || p->r != 0) {
+        free(all);
+        return st;
+    }
+    fs->rank = all;
+    stats->prefill_s = all[p->P - 1].prefill_s, stats->decode_s = all[p->P - 1].decode_s;
+    return FG_OK;
 }
 
 #define FIT_RULE_STEP 5   /* percentage points of the weights moved off the GPU from one try to the next */
@@ -318,8 +380,10 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     fg_status st = olen < 0 || (size_t)olen >= sizeof offdir
                        ? fg_err_set(FG_EINPUT, "--offload-dir %s: the absolute path is too long or the working "
                                                "directory cannot be read", fo_in->offload_dir)
-                       : build_plan(&e.pl, ws, &fo, S, opt->gen_len);
+                       : build_stage_plan(&e.pl, ws, &fo, S, opt->gen_len);
     if (st) goto out;
+    fg_pipe_init(&e);
+    if (e.pipe.P > 1) e.progress = 0;   /* rank 0 has no tokens/s to show: the report has it */
     const fg_plan *pl = &e.pl;
     int nspec = fg_spec_count(pl->c);
     e.store_file = fg_xcalloc((size_t)nspec, sizeof *e.store_file);
@@ -351,6 +415,11 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
                 if ((st = gpu_setup(&e))) break;
             }
             st = run_block(&e, in, n, first, opt, &fo, out, stats);
+            if (e.restarted && e.pipe.P > 1) {   /* the other stages went on: one cannot redo a block alone */
+                if (!st) st = fg_err_set(FG_ERUNTIME, "rank %d: gpu worker restarted mid-block; a pipeline cannot "
+                                                      "redo one stage's block: run again with --resume", e.pipe.r);
+                break;
+            }
             if (!e.restarted || tries == 3) break;
             fs->gpu_restarts++;
             fg_warn("gpu worker restarted: redoing the block of prompts %d..%d", first, first + block - 1);
@@ -360,6 +429,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     }
     if (!st && fo.trace) st = fg_cmdq_write_trace(&e.q, fo.trace);
     for (int r = 0; r < FG_NROLES; r++) fs->busy_s[r] = e.q.busy_s[r];
+    if (!st) st = gather_ranks(&e, stats, fs);
     fs->commands = e.q.commands, fs->h2d_bytes = e.q.h2d_bytes, fs->d2h_bytes = e.q.d2h_bytes;
     fs->disk_read_bytes = e.q.disk_read_bytes, fs->disk_write_bytes = e.q.disk_write_bytes;
     /* peak resident memory of each process, before the workers exit */
@@ -371,6 +441,7 @@ out:
     if (e.spill[0]) unlink(e.spill);
     if (e.spill_fd >= 0) close(e.spill_fd);   /* after the unlink: no sweep sees it unlocked */
     fg_cmdq_free(&e.q);
+    fg_pipe_free(&e);
     free(e.store_file), free(e.store_off), free(e.store_sum), free(e.store_checked);
     free(e.sampled_copy), free(e.unrecorded_batch), free(e.unrecorded_token);
     fg_plan_free(&e.pl);

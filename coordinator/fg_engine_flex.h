@@ -21,6 +21,17 @@ typedef struct {
                                               supervisor's default, < 0 none (fg_super_opts) */
 } fg_flex_opts;
 
+/* One rank of a pipeline, for the report (rank 0 gathers them). */
+typedef struct {
+    int rank, lo, hi;                     /* its decoder layers [lo, hi) */
+    double busy_s[3];                     /* its workers' */
+    double wait_s;                        /* blocked on the ring: the bubble as this rank sees it */
+    uint64_t sent, recvd;                 /* bytes over the ring */
+    long msgs;
+    double prefill_s, decode_s;           /* the last rank's are the run's */
+    uint64_t gpu_bytes, shm_bytes;
+} fg_rank_stats;
+
 /* Extra figures the offloading engine reports beside fg_gen_stats. */
 typedef struct {
     uint64_t gpu_bytes, shm_bytes;        /* device arena + workspace; shared memory */
@@ -30,6 +41,8 @@ typedef struct {
     long commands;
     uint64_t peak_rss[4];                 /* VmHWM: gpu, cpu, disk worker, coordinator */
     int gpu_restarts;
+    int ranks;                            /* pipeline ranks (1: none) */
+    fg_rank_stats *rank;                  /* (ranks) on rank 0 of a pipeline; the caller frees it */
 } fg_flex_stats;
 
 /* The documented default when no --percent is given: everything on the GPU

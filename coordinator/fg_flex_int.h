@@ -19,6 +19,7 @@
 #include "fg_engine_flex.h"
 #include "fg_engine_ops.h"
 #include "fg_plan.h"
+#include "fg_ring.h"
 #include "fg_store.h"
 #include "fg_unit_cmds.h"
 
@@ -71,9 +72,39 @@ typedef struct {
     uint64_t last;    /* its last compute */
 } fg_pending_store;
 
+typedef struct fg_sampler fg_sampler;
+
+/* A pipeline rank's side of the ring (fg_pipe.c): hidden states in from
+ * the rank before and out to the next through two shm buffers each (the
+ * plan's ring_in, ring_out), used in turn; the last rank's sampled ids to
+ * rank 0. Messages go in schedule order, which every rank shares, so
+ * message m of a block is the m-th a rank sends and the m-th its next
+ * receives. P == 1: no ring, every function returns at once. */
+typedef struct {
+    int P, r;                      /* ranks, this rank */
+    int Kg;                        /* GPU batches per group: a block is P groups, each in flight on one stage */
+    uint64_t out_copy[2];          /* the COPY filling out buffer b, until its send is posted (0: none) */
+    uint64_t out_n[2];
+    fg_ring_req out_req[2];
+    long out_next, out_posted;     /* this block's messages copied out, and posted (in order: MPI keeps
+                                      the order of posting); message m uses buffer m % 2 */
+    fg_ring_req in_req[2];
+    uint64_t in_read[2];           /* the COPY out of in buffer b */
+    long in_next, in_posted, in_total;   /* this block's messages: next to take, receives posted, all */
+    int32_t *ids_buf;              /* (K*B) the last rank: each batch's ids in flight to rank 0 */
+    fg_ring_req *ids_req;          /* (K) */
+    uint64_t *ids_copy;            /* (K) rank 0: the COPY of a batch's ids to the device */
+    /* figures for the report */
+    uint64_t sent, recvd;
+    long msgs;
+    double wait_s;                 /* blocked on the ring: the pipeline's bubble, seen from this rank */
+} fg_pipe;
+
 typedef struct {
     fg_plan pl;
     fg_cmdq q;
+    fg_pipe pipe;
+    fg_sampler *sm;                /* the block's, while one runs */
     fg_super *sup;
     uint32_t seg_idx[NSEG];        /* shm segments' indices */
     fg_wsrc *ws;
@@ -135,7 +166,7 @@ fg_status fg_compute(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, fg
 fg_op_init fg_device_init_params(const fg_plan *pl);
 
 /* ---- fg_sampler.c ---- */
-typedef struct {
+struct fg_sampler {
     const fg_seq_in *in;
     int n, first, G;
     const fg_gen_opts *opt;
@@ -143,7 +174,7 @@ typedef struct {
     uint8_t *done;            /* (K*B) a sequence has ended */
     fg_gen_stats *stats;
     double t_mark;            /* when the last token was complete (or the block began) */
-} fg_sampler;
+};
 
 /* The block's inputs to the device: prompts left-padded per batch, masks,
  * each sequence's generator. S_k (K) gets each batch's padded length. */
@@ -159,5 +190,34 @@ fg_status fg_sample_until(fg_engine *e, fg_sampler *sm, int k);
  * create `path` and lock it for this run (*fd holds the lock; close it after
  * unlinking the file). */
 fg_status fg_spill_claim(const char *dir, const char *path, int *fd);
+
+/* ---- fg_pipe.c ---- */
+fg_status fg_pipe_init(fg_engine *e);
+void fg_pipe_free(fg_engine *e);
+/* Unit u takes its hidden state from the rank before / gives it to the next. */
+static inline int fg_pipe_recvs(const fg_engine *e, const fg_unit *u) {
+    return e->pipe.P > 1 && !e->pl.st.embed && u->j == e->pl.st.lo + 1;
+}
+static inline int fg_pipe_sends(const fg_engine *e, const fg_unit *u) {
+    return e->pipe.P > 1 && !e->pl.st.head && u->j == e->pl.st.hi;
+}
+fg_status fg_pipe_block_start(fg_engine *e);
+/* Without blocking: post the sends whose copies ended, the receives whose
+ * buffers are free. */
+fg_status fg_pipe_poll(fg_engine *e);
+/* The next hidden state from the rank before (n bytes, unit u): *src gets
+ * the shm buffer it is in; fg_pipe_took() names the COPY reading it. */
+fg_status fg_pipe_take_hidden(fg_engine *e, const fg_unit *u, uint64_t n, fg_loc *src);
+void fg_pipe_took(fg_engine *e, uint64_t copy);
+/* Unit ps->u's hidden state to the next rank, behind its compute. */
+fg_status fg_pipe_send_hidden(fg_engine *e, const fg_pending_store *ps);
+/* Rank 0, an embedding after the prefill: the ids the last rank sampled
+ * for its batch onto the device; ld gets the COPY. */
+fg_status fg_pipe_load_ids(fg_engine *e, const fg_unit *u, fg_deps *ld);
+/* The last rank: token i's ids of batch k just recorded, to rank 0. */
+fg_status fg_pipe_send_ids(fg_engine *e, int i, int k);
+/* The block's messages are all out; the last rank's outputs of prompts
+ * first..first+count-1 reach rank 0. */
+fg_status fg_pipe_block_end(fg_engine *e, fg_seq_out *out, int first, int count);
 
 #endif

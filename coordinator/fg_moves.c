@@ -197,8 +197,35 @@ fg_status fg_load_cache(fg_engine *e, const fg_unit *u, fg_deps *ld) {
 /* The unit's hidden state from its CPU or disk home into the device slot
  * of its parity. The compute writes that slot too, so it waits for the
  * slot's last users even when nothing is loaded (the embedding). */
+/* A pipeline stage's first layer: the hidden state the rank before sent,
+ * from its shm buffer to the device. With activations on the GPU the
+ * batch's home was last used by this rank's computes and copies out. */
+static fg_status load_ring_hidden(fg_engine *e, const fg_unit *u, fg_deps *ld) {
+    const fg_plan *pl = &e->pl;
+    int p = u->k % 2;
+    fg_deps d = {{[ST_COMPUTE] = e->q.last_gpu[ST_COMPUTE], [ST_D2H] = e->q.last_gpu[ST_D2H]}};
+    fg_status st = pl->atier == FG_TIER_GPU ? FG_OK : claim(e, &d, &e->par[p].h);
+    fg_loc dev = fg_unit_hidden(e, u), src;
+    if (st || (st = fg_pipe_take_hidden(e, u, dev.n, &src))) return st;
+    fg_msg c;
+    fg_msg_init(&c, FG_MSG_COPY);
+    fg_msg_copy_add(&c, fg_engine_handle(e, src), fg_engine_handle(e, dev));
+    uint64_t seq;
+    if ((st = fg_cmdq_submit_gpu(&e->q, &c, ST_H2D, &d, &seq))) return st;
+    fg_pipe_took(e, seq);
+    if (pl->atier != FG_TIER_GPU) e->par[p].h.write = seq;
+    fg_deps in = {{[ST_H2D] = seq}};
+    fg_deps_merge(ld, &in);
+    return FG_OK;
+}
+
 fg_status fg_load_hidden(fg_engine *e, const fg_unit *u, fg_deps *ld) {
     const fg_plan *pl = &e->pl;
+    if (fg_pipe_recvs(e, u)) return load_ring_hidden(e, u, ld);
+    if (e->pipe.P > 1 && u->j == 0 && u->i > 0) {   /* rank 0: the ids the last rank sampled */
+        fg_status st = fg_pipe_load_ids(e, u, ld);
+        if (st) return st;
+    }
     if (pl->atier == FG_TIER_GPU) return FG_OK;
     int p = u->k % 2;
     fg_deps d = {{0}};
@@ -270,6 +297,7 @@ fg_status fg_store_cache(fg_engine *e, const fg_pending_store *ps) {
  * the unit's last compute. */
 fg_status fg_store_hidden(fg_engine *e, const fg_pending_store *ps) {
     const fg_plan *pl = &e->pl;
+    if (ps->valid && fg_pipe_sends(e, &ps->u)) return fg_pipe_send_hidden(e, ps);   /* to the next stage */
     if (!ps->valid || pl->atier == FG_TIER_GPU) return FG_OK;
     const fg_unit *u = &ps->u;
     int p = u->k % 2, disk = pl->atier == FG_TIER_DISK;

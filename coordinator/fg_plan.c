@@ -61,8 +61,8 @@ static void plan_weights(fg_plan *pl) {
         uint64_t slot = 0;
         fg_policy_weight_tiers(&pl->p, sp, g, pl->wtier + first);
         for (int i = first; i < first + count; i++) {
-            if (!sp[i].present) {
-                pl->wtier[i] = FG_TIER_GPU;   /* absent: nowhere, 0 bytes */
+            if (!fg_plan_spec_here(pl, i)) {
+                pl->wtier[i] = FG_TIER_GPU;   /* absent or another stage's: nowhere, 0 bytes */
                 continue;
             }
             uint64_t bytes = fg_spec_stored_bytes(pl->c, sp, i);   /* compressed where the run compresses */
@@ -91,8 +91,8 @@ static void plan_cache(fg_plan *pl) {
     pl->ctier = fg_xcalloc((size_t)L, sizeof *pl->ctier);
     pl->kc = locs(L * K);
     pl->vc = locs(L * K);
-    for (int l = 0; l < L; l++) {
-        pl->ctier[l] = fg_policy_cache_tier(&pl->p, pl->c, l);
+    for (int l = pl->st.lo; l < pl->st.hi; l++) {   /* the stage's layers; the policy over its share */
+        pl->ctier[l] = fg_policy_cache_tier(&pl->p, l - pl->st.lo, pl->st.hi - pl->st.lo);
         any_off_gpu |= pl->ctier[l] != FG_TIER_GPU;
         any_disk |= pl->ctier[l] == FG_TIER_DISK;
         for (int k = 0; k < K; k++) {
@@ -129,6 +129,9 @@ static void plan_io(fg_plan *pl) {
         pl->logits_io[k] = place(pl, SEG_IO, 4 * B * pl->c->vocab_size);
     }
     for (int s = 0; s < FG_NSLOTS; s++) pl->logits_dev[s] = place(pl, SEG_DEV, 4 * B * pl->c->vocab_size);
+    uint64_t hb = 2ull * B * pl->S * pl->c->hidden;
+    for (int s = 0; s < 2 && !pl->st.embed; s++) pl->ring_in[s] = place(pl, SEG_IO, hb);
+    for (int s = 0; s < 2 && !pl->st.head; s++) pl->ring_out[s] = place(pl, SEG_IO, hb);
     int any_cpu_cache = 0;
     for (int l = 0; l < pl->L; l++) any_cpu_cache |= pl->ctier[l] == FG_TIER_CPU;
     if (pl->p.cpu_cache_compute && any_cpu_cache) {   /* q and ctx A*d wide, k and v KV*d */
@@ -142,10 +145,17 @@ static void plan_io(fg_plan *pl) {
 
 fg_status fg_plan_build(fg_plan *pl, const fg_model_config *c, const fg_spec *sp, const fg_policy *p, int S, int G,
                         const char *backend, uint64_t gpu_mem, uint64_t cpu_mem, uint64_t disk_mem) {
+    fg_stage whole = fg_stage_whole(c);
+    return fg_plan_build_stage(pl, c, sp, p, S, G, backend, gpu_mem, cpu_mem, disk_mem, &whole);
+}
+
+fg_status fg_plan_build_stage(fg_plan *pl, const fg_model_config *c, const fg_spec *sp, const fg_policy *p, int S,
+                              int G, const char *backend, uint64_t gpu_mem, uint64_t cpu_mem, uint64_t disk_mem,
+                              const fg_stage *stage) {
     memset(pl, 0, sizeof *pl);
     fg_status st = fg_policy_validate(p);
     if (st) return st;
-    pl->c = c, pl->sp = sp, pl->p = *p;
+    pl->c = c, pl->sp = sp, pl->p = *p, pl->st = *stage;
     pl->L = c->n_layers, pl->K = p->num_gpu_batches, pl->gbs = p->gbs, pl->S = S, pl->G = G, pl->Tmax = S + G;
     plan_weights(pl);
     plan_cache(pl);

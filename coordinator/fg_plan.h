@@ -50,6 +50,16 @@ typedef struct {
 /* Bytes [off, off + n) of l. */
 static inline fg_loc fg_loc_sub(fg_loc l, uint64_t off, uint64_t n) { return (fg_loc){l.seg, l.off + off, n}; }
 
+/* The share of the model one process computes. A pipeline rank
+ * (fg_ring.h) holds decoder layers [lo, hi), the embedding on the first
+ * rank and the LM head on the last; its hidden states come from the rank
+ * before it where it has no embedding (recv) and go to the next where it
+ * has no head (send). fg_stage_whole(): everything, one process. */
+typedef struct {
+    int lo, hi, embed, head;
+} fg_stage;
+static inline fg_stage fg_stage_whole(const fg_model_config *c) { return (fg_stage){0, c->n_layers, 1, 1}; }
+
 /* Double-buffered device slots: the unit computing uses one while the next
  * one's inputs load into the other. A batch's cache and hidden state use
  * the slot of its parity (k % 2); a layer's weights alternate. */
@@ -59,11 +69,12 @@ typedef struct {
     const fg_model_config *c;
     const fg_spec *sp;               /* (fg_spec_count(c)) the tensors */
     fg_policy p;
+    fg_stage st;                     /* what of the model this process computes */
     int L, K, gbs, S, G, Tmax;
     uint64_t used[NSEG];             /* bytes of each segment */
     uint64_t ws_bytes;               /* the backend's workspace beside the arena */
 
-    /* weights, per spec index (absent tensors: tier GPU, 0 bytes) */
+    /* weights, per spec index (absent tensors and those of other stages: tier GPU, 0 bytes) */
     fg_tier *wtier;                  /* (nspec) */
     fg_loc *whome;                   /* (nspec) SEG_DEV (GPU) or SEG_W (CPU); disk: n only */
     fg_loc *wsrc;                    /* (nspec) GPU tier: the SEG_WGPU host copy */
@@ -94,6 +105,9 @@ typedef struct {
     fg_loc logits_dev[FG_NSLOTS];    /* (B, V) fp32, by parity */
     /* CPU attention's exchange (decode: one new token per sequence) */
     fg_loc q_dev, k_dev, v_dev, ctx_dev, q_io, k_io, v_io, ctx_io;   /* (B, A*d) q and ctx, (B, KV*d) k and v, fp16 */
+    /* a pipeline stage's hidden states from the rank before (st.embed 0)
+     * and to the next (st.head 0): shm, (B*S, H) fp16 each, used in turn */
+    fg_loc ring_in[2], ring_out[2];
 } fg_plan;
 
 /* The plan for policy p (validated) on model c with prompts padded to S and
@@ -103,7 +117,21 @@ typedef struct {
  * opened), saying how much each tier needs. */
 fg_status fg_plan_build(fg_plan *pl, const fg_model_config *c, const fg_spec *sp, const fg_policy *p, int S, int G,
                         const char *backend, uint64_t gpu_mem, uint64_t cpu_mem, uint64_t disk_mem);
+/* The same for one stage of a pipeline: only its layers' weights and
+ * cache, its end tensors, its ring buffers. */
+fg_status fg_plan_build_stage(fg_plan *pl, const fg_model_config *c, const fg_spec *sp, const fg_policy *p, int S,
+                              int G, const char *backend, uint64_t gpu_mem, uint64_t cpu_mem, uint64_t disk_mem,
+                              const fg_stage *stage);
 void fg_plan_free(fg_plan *pl);
+
+/* Weight group g (-1 the model-level tensors, else a decoder layer) is
+ * this stage's; spec index i is present and this stage's. */
+static inline int fg_plan_has_group(const fg_plan *pl, int g) {
+    return g < 0 ? pl->st.embed || pl->st.head : g >= pl->st.lo && g < pl->st.hi;
+}
+static inline int fg_plan_spec_here(const fg_plan *pl, int i) {
+    return pl->sp[i].present && fg_plan_has_group(pl, i < FG_GW_COUNT ? -1 : (i - FG_GW_COUNT) / FG_LW_COUNT);
+}
 
 /* Device bytes (arena + workspace) and shared-memory bytes it needs. */
 uint64_t fg_plan_gpu_bytes(const fg_plan *pl);

@@ -49,8 +49,8 @@ void fg_policy_weight_tiers(const fg_policy *p, const fg_spec *specs, int layer,
     }
 }
 
-fg_tier fg_policy_cache_tier(const fg_policy *p, const fg_model_config *c, int layer) {
-    return choose(100.0 * (layer + 0.5) / c->n_layers, p->c_gpu, p->c_cpu);
+fg_tier fg_policy_cache_tier(const fg_policy *p, int layer, int n_layers) {
+    return choose(100.0 * (layer + 0.5) / n_layers, p->c_gpu, p->c_cpu);
 }
 
 fg_tier fg_policy_act_tier(const fg_policy *p) { return choose(50, p->h_gpu, p->h_cpu); }

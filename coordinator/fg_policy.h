@@ -42,7 +42,7 @@ fg_status fg_policy_validate(const fg_policy *p);
  * placed as one more layer), in spec order: tiers[i] for spec index
  * first + i (FG_LW_COUNT entries, or FG_GW_COUNT; absent ones too). */
 void fg_policy_weight_tiers(const fg_policy *p, const fg_spec *specs, int layer, fg_tier *tiers);
-fg_tier fg_policy_cache_tier(const fg_policy *p, const fg_model_config *c, int layer);
+fg_tier fg_policy_cache_tier(const fg_policy *p, int layer, int n_layers);
 /* The tier of all activations (validate checked that there is one). */
 fg_tier fg_policy_act_tier(const fg_policy *p);
 

@@ -82,6 +82,7 @@ static fg_status record(fg_engine *e, fg_sampler *sm, int i, int k) {
         else if (sm->opt->stop && sm->opt->stop(sm->opt->stop_ctx, q, o->ids, o->n))
             o->finish = FG_FINISH_STOP, sm->done[r] = 1;
     }
+    if ((st = fg_pipe_send_ids(e, i, k))) return st;   /* a pipeline's rank 0 embeds them next */
     if (k == pl->K - 1) {   /* token i is complete: its time, for the prefill/decode split */
         double now = fg_now();
         if (i == 0) sm->stats->prefill_s += now - sm->t_mark;

@@ -3,7 +3,8 @@
 # Sourced by scripts/demo and scripts/test; safe to run again.
 set -euo pipefail
 FG_DEBS=(build-essential cmake pkg-config libopenblas-dev libjansson-dev libzmq3-dev
-         libaio-dev libxxhash-dev libglpk-dev libpcre2-dev libutf8proc-dev python3-numpy python3-regex fio clang)
+         libaio-dev libxxhash-dev libglpk-dev libpcre2-dev libutf8proc-dev python3-numpy python3-regex fio clang
+         libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${FG_DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
