@@ -173,8 +173,8 @@ static fg_status write_report(const char *path, const run_args *a, const fg_mode
                 const fg_rank_stats *x = &fs->rank[r];
                 json_t *rb = json_object();
                 for (int w = 0; w < 3; w++) json_object_set_new(rb, fg_role_name(w), json_real(x->busy_s[w]));
-                json_array_append_new(ranks, json_pack("{s:i, s:[i,i], s:o, s:f, s:I, s:I, s:I, s:I, s:I}", "rank", r,
-                    "layers", x->lo, x->hi, "worker_busy_s", rb, "ring_wait_s", x->wait_s, "sent_bytes",
+                json_array_append_new(ranks, json_pack("{s:i, s:[i,i], s:o, s:f, s:f, s:I, s:I, s:I, s:I, s:I}", "rank", r,
+                    "layers", x->lo, x->hi, "worker_busy_s", rb, "ring_wait_s", x->wait_s, "ring_send_s", x->send_s, "sent_bytes",
                     (json_int_t)x->sent, "received_bytes", (json_int_t)x->recvd, "messages", (json_int_t)x->msgs,
                     "peak_gpu_bytes", (json_int_t)x->gpu_bytes, "shm_bytes", (json_int_t)x->shm_bytes));
                 bubble += x->wait_s;
@@ -289,7 +289,9 @@ static void read_prompts(const run_args *a, run_io *io, const fg_model_config *c
  * batch it sets in go; the block size (prompts per journaled block). */
 static int plan_flexgen(run_args *a, fg_wsrc *ws, const fg_seq_in *in, int n, fg_gen_opts *go, fg_search_result *pred) {
     fg_policy *p = &a->flex.policy;
-    p->gbs = a->batch ? a->batch : (n < FG_RUN_DEFAULT_GBS ? n : FG_RUN_DEFAULT_GBS);
+    /* the default GPU batch: no group of a pipeline's block all padding */
+    int per_group = (n + fg_ring_size() - 1) / fg_ring_size();
+    p->gbs = a->batch ? a->batch : (per_group < FG_RUN_DEFAULT_GBS ? per_group : FG_RUN_DEFAULT_GBS);
     p->num_gpu_batches = a->num_gpu_batches ? a->num_gpu_batches : 1;
     p->cpu_cache_compute = a->cpu_cache_compute;
     p->overlap = !a->no_overlap;

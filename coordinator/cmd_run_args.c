@@ -91,7 +91,15 @@ static void run_usage(FILE *f) {
         "                        killed and started again by hand, it continues the run\n"
         "  --cmd-timeout SECONDS a worker that owes commands and answers none for this long, though\n"
         "                        it heartbeats, is stuck: replaced and its commands sent again\n"
-        "                        (default %d; 0: no deadline)\n", FG_SUPER_CMD_TIMEOUT_MS / 1000);
+        "                        (default %d; 0: no deadline)\n"
+        "pipeline (mpirun -np P flexgen run ...; built with MPI):\n"
+        "  rank r runs a contiguous share of the decoder layers (L/P each, the first L%%P ranks one\n"
+        "  more; the embedding on rank 0, the LM head on the last) with its own workers, placement\n"
+        "  and budgets: mpirun's 'A : B' form gives ranks their\n"
+        "  own flags. A block is P groups of --num-gpu-batches x --gpu-batch-size prompts, one group in\n"
+        "  flight per stage; rank 0's batch sizes hold on every rank. Rank 0 owns the job (--out, --job,\n"
+        "  --resume with the same mpirun line, --report with every rank's figures); --trace writes\n"
+        "  FILE.rankR per rank. Every rank reads the model and prompts at the same paths\n", FG_SUPER_CMD_TIMEOUT_MS / 1000);
 }
 
 static fg_status parse_float(const char *flag, const char *v, float lo, float hi, float *out) {

@@ -317,7 +317,7 @@ static fg_status gather_ranks(fg_engine *e, fg_gen_stats *stats, fg_flex_stats *
     fg_pipe *p = &e->pipe;
     fs->ranks = p->P;
     if (p->P == 1) return FG_OK;
-    fg_rank_stats mine = {.rank = p->r, .lo = e->pl.st.lo, .hi = e->pl.st.hi, .wait_s = p->wait_s, .sent = p->sent,
+    fg_rank_stats mine = {.rank = p->r, .lo = e->pl.st.lo, .hi = e->pl.st.hi, .wait_s = p->wait_s, .send_s = fg_ring_send_seconds(), .sent = p->sent,
                           .recvd = p->recvd, .msgs = p->msgs, .prefill_s = stats->prefill_s,
                           .decode_s = stats->decode_s, .gpu_bytes = fs->gpu_bytes, .shm_bytes = fs->shm_bytes};
     for (int r = 0; r < 3; r++) mine.busy_s[r] = fs->busy_s[r];

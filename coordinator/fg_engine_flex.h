@@ -26,6 +26,7 @@ typedef struct {
     int rank, lo, hi;                     /* its decoder layers [lo, hi) */
     double busy_s[3];                     /* its workers' */
     double wait_s;                        /* blocked on the ring: the bubble as this rank sees it */
+    double send_s;                        /* its sends in flight, summed (fg_ring_send_seconds) */
     uint64_t sent, recvd;                 /* bytes over the ring */
     long msgs;
     double prefill_s, decode_s;           /* the last rank's are the run's */

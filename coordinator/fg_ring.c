@@ -13,6 +13,9 @@ _Static_assert(sizeof(MPI_Request) <= sizeof(((fg_ring_req *)0)->opaque), "fg_ri
 #endif
 
 static int ring_rank, ring_size = 1, ring_mpi, ring_finished;
+static double ring_send_s;
+
+double fg_ring_send_seconds(void) { return ring_send_s; }
 
 /* The size mpirun gave this process: OpenMPI, MPICH/Hydra and PMIx say it
  * in the environment; 1 when none does. */
@@ -101,7 +104,7 @@ fg_status fg_ring_isend(const void *buf, uint64_t n, int dest, int tag, fg_ring_
     int c = 0;
     fg_status st = count_of(n, &c);
     if (st) return st;
-    r->active = 1, r->t0 = fg_now();
+    r->active = 1, r->send = 1, r->t0 = fg_now();
     return mpi_err(MPI_Isend(buf, c, MPI_BYTE, dest, tag, MPI_COMM_WORLD, REQ(r)), "MPI_Isend");
 }
 
@@ -109,7 +112,7 @@ fg_status fg_ring_irecv(void *buf, uint64_t cap, int src, int tag, fg_ring_req *
     int c = 0;
     fg_status st = count_of(cap, &c);
     if (st) return st;
-    r->active = 1, r->t0 = fg_now();
+    r->active = 1, r->send = 0, r->t0 = fg_now();
     return mpi_err(MPI_Irecv(buf, c, MPI_BYTE, src, tag, MPI_COMM_WORLD, REQ(r)), "MPI_Irecv");
 }
 
@@ -122,6 +125,7 @@ int fg_ring_test(fg_ring_req *r, uint64_t *n) {
     int c = 0;
     MPI_Get_count(&s, MPI_BYTE, &c);
     if (n) *n = (uint64_t)(c < 0 ? 0 : c);
+    if (r->send) ring_send_s += fg_now() - r->t0;
     r->active = 0;
     return 1;
 }

@@ -32,7 +32,7 @@ void fg_ring_stage(int L, int r, int P, int *lo, int *hi);
 /* A non-blocking message in flight; zeroed: none. */
 typedef struct {
     uint64_t opaque[2];   /* an MPI_Request */
-    int active;
+    int active, send;
     double t0;            /* when it was posted */
 } fg_ring_req;
 
@@ -43,6 +43,9 @@ fg_status fg_ring_irecv(void *buf, uint64_t cap, int src, int tag, fg_ring_req *
 /* 1 when r has completed (r is then inactive; *n gets the bytes a receive
  * got, may be NULL); 0 while it is in flight. Never blocks. */
 int fg_ring_test(fg_ring_req *r, uint64_t *n);
+/* Seconds from posting each send to seeing it complete, summed: the ring's
+ * transfer time as this rank sees it (completion is seen when tested). */
+double fg_ring_send_seconds(void);
 /* Cancel a receive that will never match (the run ends early). */
 void fg_ring_cancel(fg_ring_req *r);
 /* A message from src with tag whose size is not known ahead: 1 and its
