@@ -211,12 +211,17 @@ static fg_status open_store(fg_engine *e, const fg_flex_opts *fo) {
         fg_warn("FLEXGEN_TEST_STORE_STALL_S: the coordinator sleeps %d s before the tier store", atoi(stall));
         sleep((unsigned)atoi(stall));
     }
-    fg_status st = fg_store_open_or_build(fo->offload_dir, e->ws, &e->store);
+    /* a pipeline stage converts and reads only its share */
+    const fg_stage *sg = &e->pl.st;
+    fg_store_opts so = {.layers_lo = sg->lo, .layers_hi = sg->hi, .skip_globals = !sg->embed && !sg->head};
+    fg_status st = fg_store_open_or_build_ex(fo->offload_dir, e->ws, &so, &e->store);
     if (st) return st;
-    if (fo->disk_mem && fg_store_total_bytes(e->store) > fo->disk_mem)
+    uint64_t need = 0, off, n;
+    for (int f = FG_STORE_GLOBALS; f < e->pl.L; f++)
+        if (fg_plan_has_group(&e->pl, f)) fg_store_data_range(e->store, f, &off, &n), need += n;
+    if (fo->disk_mem && need > fo->disk_mem)
         return fg_err_set(FG_EINPUT, "the tier store needs %llu bytes in %s but --disk-mem is %llu",
-                          (unsigned long long)fg_store_total_bytes(e->store), fo->offload_dir,
-                          (unsigned long long)fo->disk_mem);
+                          (unsigned long long)need, fo->offload_dir, (unsigned long long)fo->disk_mem);
     for (int f = FG_STORE_GLOBALS; f < e->pl.L; f++) {
         int nt = 0;
         const fg_store_tensor *t = fg_store_tensors(e->store, f, &nt);

@@ -206,11 +206,13 @@ static fg_status lock_store(const fg_store *s, int *lock) {
 
 /* Every file checked (its data too with verify_data): todo[i] set for
  * each one to rebuild, *n_todo of them, *n_missing of those absent. */
-static void check_files(fg_store *s, fg_aio *aio, int verify_data, int *todo, int *n_todo, int *n_missing) {
+static void check_files(fg_store *s, fg_aio *aio, const fg_store_opts *o, int *todo, int *n_todo, int *n_missing) {
+    int verify_data = o->verify_data, lo = o->layers_lo, hi = o->layers_hi ? o->layers_hi : s->n_layers;
     *n_todo = *n_missing = 0;
     for (int i = 0; i <= s->n_layers; i++) {
         char why[512];
         sfile *sf = &s->files[i];
+        if (i == 0 ? o->skip_globals : sf->layer < lo || sf->layer >= hi) continue;   /* another stage's */
         if (check_file(s, sf, aio, verify_data, why, sizeof why)) continue;
         todo[i] = 1;
         ++*n_todo;
@@ -237,7 +239,7 @@ fg_status fg_store_open_or_build_ex(const char *dir, fg_wsrc *ws, const fg_store
     if ((st = fg_store_builder_new(s->qd, s->req, &b))) goto out;
     int *todo = fg_xcalloc((size_t)s->n_layers + 1, sizeof *todo);
     int n_todo, n_missing;
-    check_files(s, fg_store_builder_aio(b), o->verify_data, todo, &n_todo, &n_missing);
+    check_files(s, fg_store_builder_aio(b), o, todo, &n_todo, &n_missing);
     if (n_todo) st = fg_store_builder_convert(b, s, ws, todo, n_todo, n_missing, o->quiet);
     free(todo);
 out:

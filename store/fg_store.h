@@ -106,6 +106,10 @@ typedef struct {
     int qd;                   /* aio queue depth for building/verifying (0: 32) */
     uint64_t req_bytes;       /* aio request size (0: 1 MiB) */
     int quiet;                /* no progress line */
+    /* a pipeline stage's share: only decoder layers [layers_lo, layers_hi)
+     * (both 0: all) and, unless skip_globals, globals.bin are checked and
+     * built; the others' tensors are laid out as always but never read */
+    int layers_lo, layers_hi, skip_globals;
 } fg_store_opts;
 
 /* Check the store of ws's model under `dir` (created if needed) and
