@@ -12,7 +12,9 @@
 #     and the head on the last, times per stage, the ring, the bottleneck; a
 #     slow network binds (bottleneck network or ring) and lowers the figure;
 #  4. bad --stages (0, non-integer, more than the model's layers, a block
-#     over 64 GPU batches) exit 2 with the reason.
+#     over 64 GPU batches) exit 2 with the reason;
+#  5. the network from a profile's network section, the flags over it, the
+#     preset's; a bad network.GBps exits 2.
 # Usage: policy_stages.sh FLEXGEN WORKDIR
 set -uo pipefail
 flexgen=$1 work=$2
@@ -112,6 +114,29 @@ for b in "${bad[@]}"; do
     fail "--stages $arg: exit $rc, $(cat "$work/bad.err")"
   fi
 done
+
+# ---- 5. the network: a profile's network section, the flags over it, a bad value --------
+cat >"$work/prof.json" <<'JSON'
+{"gpu": {"backend": "cuda", "h2d_GBps": 12, "d2h_GBps": 12, "attn_prefill_TFLOPS": 5, "attn_decode_GBps": 80,
+         "mm_prefill_TFLOPS": 20, "mm_decode_TFLOPS": 4},
+ "cpu": {"attn_decode_GBps": 12}, "disk": {"disk_read_GBps": 0.5, "disk_write_GBps": 1},
+ "network": {"GBps": 1.25, "latency_us": 20}}
+JSON
+net() { "$flexgen" policy --dummy opt-13b --prompt-len 64 --gen-len 8 --gpu-mem 4G --cpu-mem 16G --offload-dir "$work/off" \
+          --stages 2 --json "$@" | "$py" -c 'import json, sys; p = json.load(sys.stdin)["pipeline"]
+print("%g %g" % (p["network_GBps"], p["network_latency_us"]))'; }
+for c in "--hardware $work/prof.json|1.25 20" "--hardware $work/prof.json --net-gbps 80 --net-latency-us 0|10 0" \
+         "--hardware flexgen-t4|4 100"; do
+  # shellcheck disable=SC2086
+  got=$(net ${c%%|*} 2>&1)
+  [ "$got" = "${c#*|}" ] && echo "ok   network $c" || fail "network ${c%%|*}: $got, want ${c#*|}"
+done
+sed 's/"GBps": 1.25/"GBps": -1/' "$work/prof.json" >"$work/bad_prof.json"
+"$flexgen" policy --dummy opt-13b --prompt-len 64 --hardware "$work/bad_prof.json" --stages 2 --offload-dir "$work/off" \
+  >/dev/null 2>"$work/bad.err"
+rc=$?
+[ $rc = 2 ] && grep -q "network.GBps must be a positive number" "$work/bad.err" && echo "ok   a bad network.GBps: exit 2" \
+  || fail "a bad network.GBps: exit $rc, $(cat "$work/bad.err")"
 
 [ $fails = 0 ] && echo "all passed" || echo "$fails failed"
 exit $((fails > 0))
