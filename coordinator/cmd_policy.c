@@ -4,7 +4,7 @@
  * bottlenecks and memory per tier; and the model's arithmetic the FlexGen
  * paper opens with. Given --percent (and batch sizes), it scores that
  * policy instead of searching. With --stages P, the same on a pipeline of
- * P such machines (fg_pipe.h). */
+ * P such machines (fg_cost_pipe.h). */
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
@@ -15,7 +15,7 @@
 
 #include "fg_devsize.h"
 #include "fg_cmds.h"
-#include "fg_pipe.h"
+#include "fg_cost_pipe.h"
 #include "fg_policy_auto.h"
 #include "fg_profile_run.h"
 #include "fg_prompt_enc.h"
@@ -176,7 +176,7 @@ static json_t *arithmetic(const fg_model_config *c, const fg_spec *sp, int S, in
 static double num(json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }
 
 static void print_text(const policy_args *a, const fg_model_config *c, const fg_hw *hw, const fg_search_result *r,
-                       json_t *ar, int S, const fg_pipe *pp) {
+                       json_t *ar, int S, const fg_pipecost *pp) {
     char b1[32], b2[32], b3[32];
     const fg_policy *p = &r->p;
     printf("model %s (%s): %d layers, hidden %d, %d heads (%d kv), ffn %d, vocab %d; prompt %d, %d new tokens\n",
@@ -206,7 +206,7 @@ static void print_text(const policy_args *a, const fg_model_config *c, const fg_
  * compressed bytes on every link and tier and the expansion of weights.
  * With a pipeline (pp), its search, and the winner's detail in d. */
 static fg_status search_compression(const policy_args *a, fg_model_config *c, const fg_spec *sp, const fg_hw *hw,
-                                    const fg_search_opts *so, fg_pipe *pp, fg_search_result *r, fg_pipe_detail *d) {
+                                    const fg_search_opts *so, fg_pipecost *pp, fg_search_result *r, fg_pipecost_detail *d) {
     fg_status st = FG_EINPUT;
     long cases = 0, lps = 0;
     double secs = 0;
@@ -216,7 +216,7 @@ static fg_status search_compression(const policy_args *a, fg_model_config *c, co
         for (int cc = 0; cc <= a->compress_cache; cc++) {
             fg_search_result t;
             c->compress_weight = cw, c->compress_cache = cc;
-            fg_status s1 = pp ? fg_pipe_search(pp, &t, NULL) : fg_search_policy(c, sp, hw, so, &t);
+            fg_status s1 = pp ? fg_pipecost_search(pp, &t, NULL) : fg_search_policy(c, sp, hw, so, &t);
             cases += t.cases, lps += t.lps, secs += t.seconds;
             if (s1) {
                 if (!why[0]) snprintf(why, sizeof why, "%s", fg_err_msg());
@@ -228,25 +228,25 @@ static fg_status search_compression(const policy_args *a, fg_model_config *c, co
     r->cases = cases, r->lps = lps, r->seconds = secs;
     if (st) return fg_err_set(FG_EINPUT, "%s", why);
     fg_search_result again;   /* the winner's stages (the same prediction) */
-    return pp ? fg_pipe_score(pp, &r->p, &again, d) : FG_OK;
+    return pp ? fg_pipecost_score(pp, &r->p, &again, d) : FG_OK;
 }
 
 /* Score the given policy (--percent) on one machine or on the pipeline;
  * where it exceeds the budgets, scored without them and said so (over). */
 static fg_status score_given(policy_args *a, fg_model_config *c, const fg_spec *sp, const fg_hw *hw,
-                             fg_search_opts *so, fg_pipe *pp, fg_search_result *r, fg_pipe_detail *d, char *over,
+                             fg_search_opts *so, fg_pipecost *pp, fg_search_result *r, fg_pipecost_detail *d, char *over,
                              size_t n_over) {
     a->p.gbs = a->gbs, a->p.num_gpu_batches = a->K, a->p.cpu_cache_compute = a->cpu_attn == 1, a->p.overlap = 1;
     c->compress_weight = a->p.compress_weight = a->compress_weight;
     c->compress_cache = a->p.compress_cache = a->compress_cache;
-    fg_status st = pp ? fg_pipe_score(pp, &a->p, r, d) : fg_search_score(c, sp, hw, so, &a->p, r);
+    fg_status st = pp ? fg_pipecost_score(pp, &a->p, r, d) : fg_search_score(c, sp, hw, so, &a->p, r);
     if (st == FG_EINPUT && (a->gpu_mem || a->cpu_mem || a->disk_mem)) {   /* scored all the same, said so */
         snprintf(over, n_over, "%s", fg_err_msg());
         so->gpu_mem = so->cpu_mem = so->disk_mem = 0;
         if (pp) {
-            fg_pipe_detail_free(d);
+            fg_pipecost_detail_free(d);
             pp->o.gpu_mem = pp->o.cpu_mem = pp->o.disk_mem = 0;
-            st = fg_pipe_score(pp, &a->p, r, d);
+            st = fg_pipecost_score(pp, &a->p, r, d);
         } else {
             st = fg_search_score(c, sp, hw, so, &a->p, r);
         }
@@ -279,7 +279,7 @@ static void read_workload(const policy_args *a, fg_wsrc *ws, const fg_model_conf
 }
 
 static void print_json(const policy_args *a, const fg_model_config *c, const fg_hw *hw, const fg_search_result *r,
-                       json_t *ar, int S, int n, const char *over, const fg_pipe *pp, const fg_pipe_detail *d) {
+                       json_t *ar, int S, int n, const char *over, const fg_pipecost *pp, const fg_pipecost_detail *d) {
     const fg_policy *p = &r->p;
     json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:{s:[f,f,f,f,f,f], s:i, s:i, s:b}, s:f, s:f, s:f, s:s, s:s, s:{s:I, s:I, s:I}, s:I, s:I, s:f}",
         "model", c->name, "hardware", hw->source, "over_budget", over, "prompt_len", S, "gen_len", a->G, "prompts", n, "arithmetic", ar,
@@ -297,7 +297,7 @@ static void print_json(const policy_args *a, const fg_model_config *c, const fg_
     json_object_set_new(o, "decode_resource_s", fg_cost_res_json(r->pred.gen_res));
     if (pp) {   /* a pipeline: memory_bytes is the largest stage's (each machine's budgets) */
         json_object_set_new(o, "stages", json_integer(pp->P));
-        json_object_set_new(o, "pipeline", fg_pipe_json(pp, d));
+        json_object_set_new(o, "pipeline", fg_pipecost_json(pp, d));
     }
     char *s = json_dumps(o, JSON_COMPACT);
     printf("%s\n", s);
@@ -313,7 +313,7 @@ int fg_cmd_policy(int argc, char **argv) {
     fg_exit_on(a.dummy ? fg_wsrc_open_dummy(a.dummy, 0, &ws) : fg_wsrc_open_dir(a.model_dir, NULL, &ws));
     fg_model_config *c = fg_wsrc_config_mut(ws);   /* its compress_* are the choice under study */
     const fg_spec *sp = fg_wsrc_specs(ws);
-    fg_exit_on(fg_pipe_check(c, a.stages));   /* before any measuring */
+    fg_exit_on(fg_pipecost_check(c, a.stages));   /* before any measuring */
     if (a.prompt_ids || a.prompts) read_workload(&a, ws, c, &S, &n);
     if (S + a.G > c->max_pos)
         fg_exit_on(fg_err_set(FG_EINPUT, "prompt %d + %d new tokens exceed the model's %d positions", S, a.G, c->max_pos));
@@ -329,10 +329,10 @@ int fg_cmd_policy(int argc, char **argv) {
      * preset's GPU), as a run on that hardware would use it */
     fg_search_opts so = {.S = S, .G = a.G, .n_prompts = n, .gpu_mem = a.gpu_mem, .cpu_mem = a.cpu_mem,
                          .disk_mem = a.disk_mem, .backend = hw.backend, .gbs = a.gbs, .K = a.K, .cpu_attn = a.cpu_attn};
-    fg_pipe pipe, *pp = NULL;   /* --stages P > 1: P machines */
-    if (a.stages > 1) fg_exit_on(fg_pipe_init(&pipe, c, sp, a.stages, &hw, &so)), pp = &pipe;
+    fg_pipecost pipe, *pp = NULL;   /* --stages P > 1: P machines */
+    if (a.stages > 1) fg_exit_on(fg_pipecost_init(&pipe, c, sp, a.stages, &hw, &so)), pp = &pipe;
     fg_search_result r;
-    fg_pipe_detail d = {0};
+    fg_pipecost_detail d = {0};
     char over[1024] = "";
     if (a.have_percent) fg_exit_on(score_given(&a, c, sp, &hw, &so, pp, &r, &d, over, sizeof over));
     else fg_exit_on(search_compression(&a, c, sp, &hw, &so, pp, &r, &d));
@@ -341,10 +341,10 @@ int fg_cmd_policy(int argc, char **argv) {
         print_json(&a, c, &hw, &r, ar, S, n, over, pp, &d);
     } else {
         print_text(&a, c, &hw, &r, ar, S, pp);
-        if (pp) fg_pipe_print(stdout, pp, &d);
+        if (pp) fg_pipecost_print(stdout, pp, &d);
         json_decref(ar);
     }
-    if (pp) fg_pipe_detail_free(&d), fg_pipe_free(pp);
+    if (pp) fg_pipecost_detail_free(&d), fg_pipecost_free(pp);
     fg_wsrc_destroy(&ws);
     return 0;
 }

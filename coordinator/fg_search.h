@@ -24,7 +24,7 @@ typedef struct {
     double seconds;              /* the search's own time */
 } fg_search_result;
 
-/* A caller's own score of a candidate policy (a pipeline's: fg_pipe.c):
+/* A caller's own score of a candidate policy (a pipeline's: fg_cost_pipe.c):
  * p fitted to the budgets (placement only moved down a tier), its predicted
  * cost and memory in r->pred and r->*_bytes. FG_EINPUT: it fits nowhere. */
 typedef fg_status (*fg_search_scorer)(void *ctx, fg_policy *p, fg_search_result *r);
@@ -37,7 +37,7 @@ typedef struct {
     int gbs, K;                  /* > 0: fixed, not searched */
     int cpu_attn;                /* -1: search; 0 or 1: fixed */
     /* > 1: (c, sp) are one stage of a pipeline whose block is `groups`
-     * groups of K GPU batches (fg_pipe.h): memory is planned for groups * K
+     * groups of K GPU batches (fg_cost_pipe.h): memory is planned for groups * K
      * batches, the LP's time is one group's (K <= FG_MAX_GPU_BATCHES /
      * groups); 0 or 1: one machine */
     int groups;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # flexgen policy --stages P, the cost model of a pipeline of P machines
-# (coordinator/fg_pipe.c), on FlexGen's T4 preset (no profiling, no MPI):
+# (coordinator/fg_pipecost.c), on FlexGen's T4 preset (no profiling, no MPI):
 #  1. --stages 1 prints exactly what no --stages prints (text and JSON, the
 #     search and a given --percent);
 #  2. OPT-13B (26 GB of weights) with 4G GPU + 16G CPU a machine does not fit

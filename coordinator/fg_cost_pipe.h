@@ -1,4 +1,4 @@
-/* fg_pipe.h - the cost model of a pipeline of P identical machines
+/* fg_cost_pipe.h - the cost model of a pipeline of P identical machines
  * (`flexgen policy --stages P`), as FlexGen's dist_flex_opt runs one and
  * as `mpirun -np P flexgen run` is to: rank r holds decoder layers
  * [r*L/P, (r+1)*L/P), the embedding on rank 0 and the LM head on rank P-1
@@ -26,8 +26,8 @@
  * its LPs on the stage with the most weight bytes, and scores each rounded
  * candidate here: fitted to every stage's budgets, each stage's sweep
  * evaluated on its own plan, the schedule simulated. */
-#ifndef FG_PIPE_H
-#define FG_PIPE_H
+#ifndef FG_COST_PIPE_H
+#define FG_COST_PIPE_H
 
 #include <stdio.h>
 
@@ -38,18 +38,18 @@ typedef struct {
     fg_model_config cfg;   /* the model with n_layers = the stage's */
     fg_spec *sp;           /* its tensors: the stage's layers, the model-level ones it holds */
     int no_embed, no_lm_head;
-} fg_pipe_kind;
+} fg_pipecost_kind;
 
 typedef struct {
     int P;                 /* stages */
     int *first, *count;    /* (P) each stage's first layer and number of layers */
     int *kind;             /* (P) its kind */
     int nkinds, rep;       /* kinds; the one with the most weight bytes (the LP's) */
-    fg_pipe_kind *kinds;
+    fg_pipecost_kind *kinds;
     const fg_model_config *model;   /* the whole model (its compression is the kinds') */
     const fg_hw *hw;
     fg_search_opts o;      /* per machine (budgets), groups = P */
-} fg_pipe;
+} fg_pipecost;
 
 /* A scored pipeline: each stage's sweep of one group, the transfers, the
  * steady-state bounds of a decode token and what binds it. */
@@ -65,29 +65,29 @@ typedef struct {
     char bottleneck[64];               /* "stage 3 (disk)", "network", "ring round trip" */
     double fill_s;                     /* the prefill's last group reaching the last stage after the first */
     double block_prefill_s, block_decode_s;   /* one block, simulated */
-} fg_pipe_detail;
+} fg_pipecost_detail;
 
 /* FG_EINPUT unless 1 <= P <= min(L, FG_MAX_GPU_BATCHES): a stage holds at
  * least one layer, a block a group of GPU batches per stage. */
-fg_status fg_pipe_check(const fg_model_config *c, int P);
+fg_status fg_pipecost_check(const fg_model_config *c, int P);
 
 /* Stages of the model (c, sp) on P machines of hardware hw with o's
  * workload and per-machine budgets. FG_EINPUT when P is out of range
  * (1..min(L, FG_MAX_GPU_BATCHES)). */
-fg_status fg_pipe_init(fg_pipe *pp, const fg_model_config *c, const fg_spec *sp, int P, const fg_hw *hw,
+fg_status fg_pipecost_init(fg_pipecost *pp, const fg_model_config *c, const fg_spec *sp, int P, const fg_hw *hw,
                        const fg_search_opts *o);
-void fg_pipe_free(fg_pipe *pp);
+void fg_pipecost_free(fg_pipecost *pp);
 
 /* The search: the policy every stage runs with the highest predicted
- * throughput; d (may be NULL) its detail (free with fg_pipe_detail_free). */
-fg_status fg_pipe_search(fg_pipe *pp, fg_search_result *r, fg_pipe_detail *d);
+ * throughput; d (may be NULL) its detail (free with fg_pipecost_detail_free). */
+fg_status fg_pipecost_search(fg_pipecost *pp, fg_search_result *r, fg_pipecost_detail *d);
 /* Score policy p as given; FG_EINPUT (the stage named) where a stage's
  * plan exceeds the budgets. */
-fg_status fg_pipe_score(fg_pipe *pp, const fg_policy *p, fg_search_result *r, fg_pipe_detail *d);
-void fg_pipe_detail_free(fg_pipe_detail *d);
+fg_status fg_pipecost_score(fg_pipecost *pp, const fg_policy *p, fg_search_result *r, fg_pipecost_detail *d);
+void fg_pipecost_detail_free(fg_pipecost_detail *d);
 
 /* The detail for `flexgen policy --json` ("pipeline") and as text. */
-json_t *fg_pipe_json(const fg_pipe *pp, const fg_pipe_detail *d);
-void fg_pipe_print(FILE *f, const fg_pipe *pp, const fg_pipe_detail *d);
+json_t *fg_pipecost_json(const fg_pipecost *pp, const fg_pipecost_detail *d);
+void fg_pipecost_print(FILE *f, const fg_pipecost *pp, const fg_pipecost_detail *d);
 
 #endif

@@ -1,5 +1,5 @@
-/* fg_pipe.c - the cost model of a pipeline of machines (see fg_pipe.h). */
-#include "fg_pipe.h"
+/* fg_cost_pipe.c - the cost model of a pipeline of machines (see fg_cost_pipe.h). */
+#include "fg_cost_pipe.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,13 +19,13 @@ static void keep_globals(fg_spec *g, int embed, int head) {
     }
 }
 
-static int kind_of(fg_pipe *pp, const fg_model_config *c, const fg_spec *sp, int first, int count, int r) {
+static int kind_of(fg_pipecost *pp, const fg_model_config *c, const fg_spec *sp, int first, int count, int r) {
     const int no_embed = r > 0, no_lm_head = r < pp->P - 1;
     for (int k = 0; k < pp->nkinds; k++) {
-        const fg_pipe_kind *kd = &pp->kinds[k];
+        const fg_pipecost_kind *kd = &pp->kinds[k];
         if (kd->cfg.n_layers == count && kd->no_embed == no_embed && kd->no_lm_head == no_lm_head) return k;
     }
-    fg_pipe_kind *kd = &pp->kinds[pp->nkinds];
+    fg_pipecost_kind *kd = &pp->kinds[pp->nkinds];
     kd->cfg = *c, kd->cfg.n_layers = count, kd->no_embed = no_embed, kd->no_lm_head = no_lm_head;
     kd->sp = fg_xcalloc((size_t)fg_spec_count(&kd->cfg), sizeof *kd->sp);
     memcpy(kd->sp, sp, FG_GW_COUNT * sizeof *sp);
@@ -34,7 +34,7 @@ static int kind_of(fg_pipe *pp, const fg_model_config *c, const fg_spec *sp, int
     return pp->nkinds++;
 }
 
-fg_status fg_pipe_check(const fg_model_config *c, int P) {
+fg_status fg_pipecost_check(const fg_model_config *c, int P) {
     const int L = c->n_layers, top = L < FG_MAX_GPU_BATCHES ? L : FG_MAX_GPU_BATCHES;
     if (P < 1 || P > top)
         return fg_err_set(FG_EINPUT, "--stages %d: expected 1 to %d (%s has %d decoder layers, at least one a stage, "
@@ -43,11 +43,11 @@ fg_status fg_pipe_check(const fg_model_config *c, int P) {
     return FG_OK;
 }
 
-fg_status fg_pipe_init(fg_pipe *pp, const fg_model_config *c, const fg_spec *sp, int P, const fg_hw *hw,
+fg_status fg_pipecost_init(fg_pipecost *pp, const fg_model_config *c, const fg_spec *sp, int P, const fg_hw *hw,
                        const fg_search_opts *o) {
     memset(pp, 0, sizeof *pp);
     const int L = c->n_layers;
-    fg_status st = fg_pipe_check(c, P);
+    fg_status st = fg_pipecost_check(c, P);
     if (st) return st;
     pp->P = P, pp->hw = hw, pp->model = c, pp->o = *o, pp->o.groups = P;
     pp->first = fg_xcalloc((size_t)P, sizeof *pp->first);
@@ -58,7 +58,7 @@ fg_status fg_pipe_init(fg_pipe *pp, const fg_model_config *c, const fg_spec *sp,
     for (int r = 0; r < P; r++) {   /* balanced: rank r holds [r*L/P, (r+1)*L/P) */
         pp->first[r] = (int)((long)r * L / P), pp->count[r] = (int)((long)(r + 1) * L / P) - pp->first[r];
         pp->kind[r] = kind_of(pp, c, sp, pp->first[r], pp->count[r], r);
-        const fg_pipe_kind *kd = &pp->kinds[pp->kind[r]];
+        const fg_pipecost_kind *kd = &pp->kinds[pp->kind[r]];
         fg_cost_case cs = {0};
         fg_cost_case_weights(&cs, &kd->cfg, kd->sp);
         double bytes = cs.layer_bytes * kd->cfg.n_layers + cs.model_bytes;
@@ -67,20 +67,20 @@ fg_status fg_pipe_init(fg_pipe *pp, const fg_model_config *c, const fg_spec *sp,
     return FG_OK;
 }
 
-void fg_pipe_free(fg_pipe *pp) {
+void fg_pipecost_free(fg_pipecost *pp) {
     for (int k = 0; k < pp->nkinds; k++) free(pp->kinds[k].sp);
     free(pp->kinds), free(pp->kind), free(pp->count), free(pp->first);
     memset(pp, 0, sizeof *pp);
 }
 
-void fg_pipe_detail_free(fg_pipe_detail *d) {
+void fg_pipecost_detail_free(fg_pipecost_detail *d) {
     free(d->pre_s), free(d->gen_s), free(d->pre_res), free(d->gen_res);
     free(d->gpu_bytes), free(d->shm_bytes), free(d->disk_bytes);
     memset(d, 0, sizeof *d);
 }
 
 /* The compression the caller searches under is the model's, kinds are copies. */
-static void sync_kinds(fg_pipe *pp) {
+static void sync_kinds(fg_pipecost *pp) {
     for (int k = 0; k < pp->nkinds; k++) {
         pp->kinds[k].cfg.compress_weight = pp->model->compress_weight;
         pp->kinds[k].cfg.compress_cache = pp->model->compress_cache;
@@ -94,8 +94,8 @@ typedef struct {
     uint64_t gpu, shm, disk;
 } kind_eval;
 
-static fg_status eval_kind(const fg_pipe *pp, int k, const fg_policy *p, kind_eval *e) {
-    const fg_pipe_kind *kd = &pp->kinds[k];
+static fg_status eval_kind(const fg_pipecost *pp, int k, const fg_policy *p, kind_eval *e) {
+    const fg_pipecost_kind *kd = &pp->kinds[k];
     const fg_search_opts *o = &pp->o;
     fg_policy q = *p;
     q.num_gpu_batches = p->num_gpu_batches * pp->P;
@@ -112,7 +112,7 @@ static fg_status eval_kind(const fg_pipe *pp, int k, const fg_policy *p, kind_ev
 
 /* p moved down a tier until every kind of stage fits its budgets (a move
  * for one never undoes another's: placement only goes down). */
-static fg_status fit_all(fg_pipe *pp, fg_policy *p) {
+static fg_status fit_all(fg_pipecost *pp, fg_policy *p) {
     for (int pass = 0; pass < 8; pass++) {
         int moved = 0;
         for (int k = 0; k < pp->nkinds; k++) {
@@ -140,7 +140,7 @@ static double xfer(double *link, double t, double c) {
 
 /* The block's schedule: rank r takes (token i, group g) in that order once
  * free and once g's input arrived (rank 0: the ids of g's last token). */
-static void simulate(const fg_pipe_detail *d, int G, double *prefill_end, double *end) {
+static void simulate(const fg_pipecost_detail *d, int G, double *prefill_end, double *end) {
     const int P = d->P, T = G < SIM_TOKENS(P) ? G : SIM_TOKENS(P);
     double *freeat = fg_xcalloc((size_t)P, sizeof *freeat), *link = fg_xcalloc((size_t)P, sizeof *link);
     double *done = fg_xcalloc((size_t)P * P, sizeof *done), last = 0, before = 0;
@@ -163,7 +163,7 @@ static void simulate(const fg_pipe_detail *d, int G, double *prefill_end, double
 }
 
 /* The transfers, the steady-state bounds and what binds a decode token. */
-static void bounds(const fg_pipe *pp, const fg_policy *p, fg_pipe_detail *d) {
+static void bounds(const fg_pipecost *pp, const fg_policy *p, fg_pipecost_detail *d) {
     const double K = p->num_gpu_batches, B = p->gbs, S = pp->o.S, H = pp->model->hidden;
     const double bw = pp->hw->net_gbps * 1e9, lat = pp->hw->net_latency_s;
     const int P = d->P;
@@ -188,7 +188,7 @@ static void bounds(const fg_pipe *pp, const fg_policy *p, fg_pipe_detail *d) {
         snprintf(d->bottleneck, sizeof d->bottleneck, "%s", d->bound_net_s >= d->bound_ring_s ? "network" : "ring round trip");
 }
 
-static void detail_alloc(fg_pipe_detail *d, int P) {
+static void detail_alloc(fg_pipecost_detail *d, int P) {
     memset(d, 0, sizeof *d);
     d->P = P;
     d->pre_s = fg_xcalloc((size_t)P, sizeof *d->pre_s), d->gen_s = fg_xcalloc((size_t)P, sizeof *d->gen_s);
@@ -200,7 +200,7 @@ static void detail_alloc(fg_pipe_detail *d, int P) {
 /* p's pipeline: every kind of stage on its plan, the schedule simulated;
  * r's pred (resources: busy seconds summed over the stages), the largest
  * stage's memory, and the detail when d is given. */
-static fg_status evaluate(const fg_pipe *pp, const fg_policy *p, fg_search_result *r, fg_pipe_detail *d) {
+static fg_status evaluate(const fg_pipecost *pp, const fg_policy *p, fg_search_result *r, fg_pipecost_detail *d) {
     const int P = pp->P, G = pp->o.G;
     kind_eval *ke = fg_xcalloc((size_t)pp->nkinds, sizeof *ke);
     fg_status st = FG_OK;
@@ -212,7 +212,7 @@ static fg_status evaluate(const fg_pipe *pp, const fg_policy *p, fg_search_resul
             snprintf(why, sizeof why, "%s", fg_err_msg());
             st = fg_err_set(st, "stage %d (layers %d-%d): %s", s, pp->first[s], pp->first[s] + pp->count[s] - 1, why);
         }
-    fg_pipe_detail own;
+    fg_pipecost_detail own;
     if (!d) d = &own;
     detail_alloc(d, P);
     d->K = p->num_gpu_batches, d->gbs = p->gbs;
@@ -241,22 +241,22 @@ static fg_status evaluate(const fg_pipe *pp, const fg_policy *p, fg_search_resul
         r->pred.throughput = total > 0 ? (double)n * G / total : 0;
         r->pred.pre_bottleneck = d->pre_res[d->slowest], r->pred.gen_bottleneck = d->gen_res[d->slowest];
     }
-    if (d == &own) fg_pipe_detail_free(&own);
+    if (d == &own) fg_pipecost_detail_free(&own);
     free(ke);
     return st;
 }
 
 static fg_status scorer(void *ctx, fg_policy *p, fg_search_result *r) {
-    fg_pipe *pp = ctx;
+    fg_pipecost *pp = ctx;
     fg_status st = fit_all(pp, p);
     return st ? st : evaluate(pp, p, r, NULL);
 }
 
-fg_status fg_pipe_search(fg_pipe *pp, fg_search_result *r, fg_pipe_detail *d) {
+fg_status fg_pipecost_search(fg_pipecost *pp, fg_search_result *r, fg_pipecost_detail *d) {
     sync_kinds(pp);
     fg_search_opts o = pp->o;
     o.score = scorer, o.score_ctx = pp;
-    const fg_pipe_kind *rep = &pp->kinds[pp->rep];
+    const fg_pipecost_kind *rep = &pp->kinds[pp->rep];
     fg_status st = fg_search_policy(&rep->cfg, rep->sp, pp->hw, &o, r);
     if (st || !d) return st;
     fg_search_result again;   /* the winner's detail (the same figures) */
@@ -264,7 +264,7 @@ fg_status fg_pipe_search(fg_pipe *pp, fg_search_result *r, fg_pipe_detail *d) {
     return st;
 }
 
-fg_status fg_pipe_score(fg_pipe *pp, const fg_policy *p, fg_search_result *r, fg_pipe_detail *d) {
+fg_status fg_pipecost_score(fg_pipecost *pp, const fg_policy *p, fg_search_result *r, fg_pipecost_detail *d) {
     sync_kinds(pp);
     double t0 = fg_now();
     fg_status st = evaluate(pp, p, r, d);
@@ -272,7 +272,7 @@ fg_status fg_pipe_score(fg_pipe *pp, const fg_policy *p, fg_search_result *r, fg
     return st;
 }
 
-json_t *fg_pipe_json(const fg_pipe *pp, const fg_pipe_detail *d) {
+json_t *fg_pipecost_json(const fg_pipecost *pp, const fg_pipecost_detail *d) {
     json_t *st = json_array();
     for (int r = 0; r < pp->P; r++)
         json_array_append_new(st, json_pack("{s:i, s:i, s:b, s:b, s:f, s:f, s:s, s:s, s:{s:I, s:I, s:I}}",
@@ -291,7 +291,7 @@ json_t *fg_pipe_json(const fg_pipe *pp, const fg_pipe_detail *d) {
         "block_decode_s", d->block_decode_s);
 }
 
-void fg_pipe_print(FILE *f, const fg_pipe *pp, const fg_pipe_detail *d) {
+void fg_pipecost_print(FILE *f, const fg_pipecost *pp, const fg_pipecost_detail *d) {
     fprintf(f, "pipeline: %d machines, each with this hardware, these budgets and this policy; network %.3g GB/s a link, "
                "%.3g us a message\n", pp->P, pp->hw->net_gbps, pp->hw->net_latency_s * 1e6);
     fprintf(f, "  a block: %d groups of %d x %d = %d sequences; each stage sweeps its layers once a group a token\n",
