@@ -175,11 +175,13 @@ void fg_cost_terms_make(const fg_model_config *c, const fg_hw *hw, const fg_cost
     for (int ph = 0; ph < 2; ph++) {
         step h;
         memset(&h, 0, sizeof h);
-        h.comp.c = K * mm_s(hw, B, 2 * B * H * V, ph == 0) * (ph == 0 ? hw->eng_prefill_factor : ef);
+        const int head = !cs->no_lm_head;   /* a pipeline's stages: the embedding on the first, the head on the last */
+        h.comp.c = head * K * mm_s(hw, B, 2 * B * H * V, ph == 0) * (ph == 0 ? hw->eng_prefill_factor : ef);
         h.h2d.a[X_W_CPU] = h.h2d.a[X_W_DISK] = Wm;
         h.rd.a[X_W_DISK] = Wm;
-        h.d2h.c = K * 4 * B * V;
-        h.cmds.c = K * (FG_CMDS_EMBED + FG_CMDS_LM_HEAD), h.cmds.a[X_W_CPU] = h.cmds.a[X_W_DISK] = FG_CMDS_WEIGHT_COPY;
+        h.d2h.c = head * K * 4 * B * V;
+        h.cmds.c = K * (!cs->no_embed * FG_CMDS_EMBED + head * FG_CMDS_LM_HEAD);
+        h.cmds.a[X_W_CPU] = h.cmds.a[X_W_DISK] = Wm > 0 ? FG_CMDS_WEIGHT_COPY : 0;
         to_res(hw, &h, ph == 0, ph == 0 ? t->head_pre : t->head_gen);
     }
 }
@@ -219,10 +221,10 @@ static void weight_fracs(const fg_plan *pl, int g, double *x) {
     x[X_W_DISK] = tot > 0 ? by[FG_TIER_DISK] / tot : 0;
 }
 
-void fg_cost_eval_plan(const fg_plan *pl, const fg_hw *hw, int n_prompts, fg_cost_result *r) {
+void fg_cost_eval_steps(const fg_plan *pl, const fg_hw *hw, const fg_cost_case *shape, double gen_steps, fg_cost_result *r) {
     memset(r, 0, sizeof *r);
-    fg_cost_case cs = {.gbs = pl->gbs, .K = pl->K, .S = pl->S, .G = pl->G, .cpu_attn = pl->p.cpu_cache_compute,
-                       .act = pl->atier};
+    fg_cost_case cs = {.gbs = pl->gbs, .K = shape->K, .S = pl->S, .G = pl->G, .cpu_attn = pl->p.cpu_cache_compute,
+                       .act = pl->atier, .no_embed = shape->no_embed, .no_lm_head = shape->no_lm_head};
     fg_cost_case_weights(&cs, pl->c, pl->sp);
     fg_cost_terms t;
     fg_cost_terms_make(pl->c, hw, &cs, &t);
@@ -233,14 +235,19 @@ void fg_cost_eval_plan(const fg_plan *pl, const fg_hw *hw, int n_prompts, fg_cos
         x[X_C_GPU] = pl->ctier[l] == FG_TIER_GPU, x[X_C_CPU] = pl->ctier[l] == FG_TIER_CPU;
         x[X_C_DISK] = pl->ctier[l] == FG_TIER_DISK;
         r->prefill_s += step_max(t.pre, ct, x, r->pre_res);
-        r->decode_s += (pl->G - 1) * step_max(t.gen, ct, x, NULL);
-        for (int q = 0; q < FG_COST_NRES; q++) r->gen_res[q] += (pl->G - 1) * fg_lin_eval(&t.gen[q], x);
+        r->decode_s += gen_steps * step_max(t.gen, ct, x, NULL);
+        for (int q = 0; q < FG_COST_NRES; q++) r->gen_res[q] += gen_steps * fg_lin_eval(&t.gen[q], x);
     }
     weight_fracs(pl, -1, x);
     r->prefill_s += step_max(t.head_pre, ct, x, r->pre_res);
-    r->decode_s += (pl->G - 1) * step_max(t.head_gen, ct, x, NULL);
-    for (int q = 0; q < FG_COST_NRES; q++) r->gen_res[q] += (pl->G - 1) * fg_lin_eval(&t.head_gen[q], x);
+    r->decode_s += gen_steps * step_max(t.head_gen, ct, x, NULL);
+    for (int q = 0; q < FG_COST_NRES; q++) r->gen_res[q] += gen_steps * fg_lin_eval(&t.head_gen[q], x);
     r->pre_bottleneck = argmax(r->pre_res), r->gen_bottleneck = argmax(r->gen_res);
+}
+
+void fg_cost_eval_plan(const fg_plan *pl, const fg_hw *hw, int n_prompts, fg_cost_result *r) {
+    fg_cost_case whole = {.K = pl->K};
+    fg_cost_eval_steps(pl, hw, &whole, pl->G - 1, r);
     /* n prompts run as ceil(n / (K*B)) blocks, the last one possibly part full */
     int bls = pl->K * pl->gbs, n = n_prompts > 0 ? n_prompts : bls, blocks = (n + bls - 1) / bls;
     r->prefill_s *= blocks, r->decode_s *= blocks;

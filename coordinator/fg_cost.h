@@ -60,6 +60,10 @@ typedef struct {
     double layer_bytes;      /* a decoder layer's weights */
     double model_bytes;      /* the model-level weights (embeddings, final LayerNorm, projections) */
     double layer_fp16_bytes; /* a decoder layer's weights expanded (= layer_bytes without compress_weight) */
+    /* a pipeline stage (fg_cost_pipe.h) without the embedding, or without the LM
+     * head (its GEMM, logits and commands; a stage's model-level weight bytes
+     * are its own spec's): 0 and 0 on one machine */
+    int no_embed, no_lm_head;
 } fg_cost_case;
 
 /* A case's weight bytes from the model's tensor list, as the tiers hold
@@ -88,6 +92,14 @@ typedef struct {
 /* The cost of the plan's concrete placement (weights tensor by tensor,
  * cache layer by layer) for n prompts (0: one full block). */
 void fg_cost_eval_plan(const fg_plan *pl, const fg_hw *hw, int n_prompts, fg_cost_result *r);
+/* The steps of one block on the plan's placement, blocks not counted
+ * (throughput left 0): the prefill step and gen_steps decode tokens, with
+ * terms of cs->K GPU batches and its head parts (no_embed, no_lm_head);
+ * cs's other fields come from the plan. fg_cost_eval_plan is this with
+ * cs->K = pl->K, both head parts and gen_steps = G - 1; a pipeline stage
+ * (fg_cost_pipe.c) is one group's sweep: K of the plan's pl->K batches, one
+ * decode token. */
+void fg_cost_eval_steps(const fg_plan *pl, const fg_hw *hw, const fg_cost_case *cs, double gen_steps, fg_cost_result *r);
 const char *fg_cost_res_name(int r);   /* "compute", "cpu->gpu", "gpu->cpu", "disk" */
 /* {"compute": seconds, "cpu->gpu": ..., ...}: a phase's res by name (reports). */
 json_t *fg_cost_res_json(const double res[FG_COST_NRES]);

@@ -32,6 +32,13 @@ static void preset_t4(fg_hw *hw) {
     hw->attn_decode_gbps = 0.079 * 1000;
     hw->cpu_attn_gbps = 0.0123 * 1000;
     hw->cmd_s = 0;
+    /* The network between machines (a pipeline, --stages): FlexGen's cost
+     * model has no constant for it and the text of its paper was not at hand
+     * here, so this is an assumption: the 208 GB T4 machine is a GCP
+     * n1-highmem-32, whose egress Google caps at 32 Gbit/s (2 Gbit/s a vCPU),
+     * and 100 us a message one way (a same-zone round trip is 100-200 us). */
+    hw->net_gbps = 32.0 / 8;
+    hw->net_latency_s = 100e-6;
 }
 
 int fg_hw_is_preset(const char *what) { return !strcmp(what, "flexgen-t4"); }
@@ -145,6 +152,13 @@ static fg_status parse(const char *path, json_t *root, int hidden, fg_hw *hw) {
     }
     hw->d2h_cache_gbps = hw->d2h_gbps;
     if ((st = num(path, gpu, "gpu", "d2h_cache_GBps", 0, &hw->d2h_cache_gbps))) return st;
+    json_t *net = json_object_get(root, "network");   /* optional: FG_HW_NET_* stand */
+    double lat_us = hw->net_latency_s * 1e6;
+    if (net && !json_is_object(net)) return fg_err_set(FG_EINPUT, "%s: \"network\" must be an object", path);
+    if ((st = num(path, net, "network", "GBps", 0, &hw->net_gbps)) ||
+        (st = num(path, net, "network", "latency_us", 0, &lat_us)))
+        return st;
+    hw->net_latency_s = lat_us * 1e-6;
     if ((st = table(path, gpu, "mm", !(hw->mm_prefill_tflops > 0 && hw->mm_decode_tflops > 0), hw->mm_rows,
                     hw->mm_tflops, &hw->n_mm)))
         return st;
@@ -185,6 +199,7 @@ fg_status fg_hw_load_for(const char *what, int hidden, fg_hw *hw) {
     /* no engine figures: the tiers' alone */
     hw->eng_decode_factor = hw->eng_prefill_factor = hw->eng_copy_factor = hw->eng_prefill_copy_factor = 1;
     hw->eng_disk_factor = 1;
+    hw->net_gbps = FG_HW_NET_GBPS, hw->net_latency_s = FG_HW_NET_LATENCY_S;
     if (fg_hw_is_preset(what)) {
         snprintf(hw->source, sizeof hw->source, "preset %s", what);
         preset_t4(hw);

@@ -23,6 +23,10 @@
  *   from off the GPU).
  * A preset may instead give gpu.mm_prefill_TFLOPS / gpu.mm_decode_TFLOPS
  * (FlexGen's constants do not depend on rows) and gpu.d2h_cache_GBps.
+ * network.GBps and network.latency_us (optional): one link between two
+ * machines of a pipeline (`flexgen policy --stages`), its bandwidth and a
+ * message's one-way latency; absent, FG_HW_NET_GBPS and FG_HW_NET_LATENCY_S
+ * (nothing measures them: a single machine's run never uses them).
  *
  * A profile serves every model size: "shapes" (optional) holds the
  * shape-dependent figures, one entry per layer shape measured ({hidden,
@@ -39,6 +43,9 @@
 #define FG_HW_MAX_MM 24
 /* The rate of a disk the profile did not measure: no placement is worth it. */
 #define FG_HW_DISK_UNMEASURED_GBPS 1e-6
+/* The network a profile does not name: 10 Gbit/s Ethernet, 50 us a message. */
+#define FG_HW_NET_GBPS (10.0 / 8)
+#define FG_HW_NET_LATENCY_S 50e-6
 
 typedef struct {
     char source[512];           /* the file, or "preset NAME" */
@@ -70,6 +77,8 @@ typedef struct {
     double eng_cache_load_unit_s; /* a decode unit whose cache is loaded from the CPU or disk: the same */
     double eng_disk_contention; /* the disk and the compute overlapped: each takes this share of the other's
                                    seconds on top of its own (0: they overlap fully; 1: they take turns) */
+    double net_gbps;            /* a pipeline's link between two machines, 10^9 bytes/s like the rest */
+    double net_latency_s;       /* a message's one-way latency on it */
 } fg_hw;
 
 /* A preset name ("flexgen-t4": FlexGen's constants fitted on a T4, from its

@@ -32,6 +32,9 @@ typedef struct {
     double fix_gpu, fix_shm, fix_disk;
 } mem_coef;
 
+/* GPU batches a plan holds per K of the LP: a pipeline stage's groups. */
+static int ngroups(const fg_search_opts *o) { return o->groups > 1 ? o->groups : 1; }
+
 static void policy_of(const fg_cost_case *cs, fg_policy *p) {
     memset(p, 0, sizeof *p);
     p->gbs = cs->gbs, p->num_gpu_batches = cs->K, p->cpu_cache_compute = cs->cpu_attn, p->overlap = 1;
@@ -39,23 +42,32 @@ static void policy_of(const fg_cost_case *cs, fg_policy *p) {
     p->h_gpu = cs->act == FG_TIER_GPU ? 100 : 0, p->h_cpu = cs->act == FG_TIER_CPU ? 100 : 0;
 }
 
+/* The tier store of the model's weights: a file a group (the model-level
+ * tensors, each layer), each tensor aligned, a header page a file; group[]
+ * gets the model-level group's bytes and one decoder layer's. */
+static double store_bytes(const fg_model_config *c, const fg_spec *sp, double group[2]) {
+    group[0] = group[1] = 0;
+    for (int i = 0; i < FG_GW_COUNT + FG_LW_COUNT; i++)
+        if (sp[i].present) group[i >= FG_GW_COUNT] += (double)fg_shm_align_up(fg_spec_stored_bytes(c, sp, i));
+    return group[0] + c->n_layers * group[1] + (c->n_layers + 1) * (double)FG_STORE_ALIGN;
+}
+
 static fg_status mem_coefs(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o, const fg_cost_case *cs,
                            mem_coef *m) {
     fg_policy p;
     policy_of(cs, &p);
+    p.num_gpu_batches *= ngroups(o);
     fg_plan a;
     fg_status st = fg_plan_build(&a, c, sp, &p, o->S, o->G, o->backend, 0, 0, 0);
     if (!st) {
-        double group[2] = {0, 0};   /* model-level, one decoder layer */
-        for (int i = 0; i < FG_GW_COUNT + FG_LW_COUNT; i++)
-            if (sp[i].present) group[i >= FG_GW_COUNT] += (double)fg_shm_align_up(fg_spec_stored_bytes(c, sp, i));
+        double group[2];   /* model-level, one decoder layer */
+        m->store = store_bytes(c, sp, group);
         double block = (double)fg_shm_align_up((uint64_t)a.Tmax * a.gbs * fg_cache_row_bytes(c));
         m->wtot = (double)(a.used[SEG_WGPU] - FG_SHM_HEADER_BYTES);
         m->wm = group[0], m->wl = group[1];
         m->mx = group[0] > group[1] ? group[0] : group[1];
         m->ctot = 2.0 * a.L * a.K * block;
         m->cslot = m->cstage = 4 * block;
-        m->store = group[0] + a.L * group[1] + (a.L + 1) * (double)FG_STORE_ALIGN;   /* and a header page a file */
         m->fix_gpu = (double)fg_plan_gpu_bytes(&a) - m->wtot - m->ctot;
         m->fix_shm = (double)fg_plan_shm_bytes(&a) - m->wtot;
         m->fix_disk = (double)a.used[SEG_SPILL];
@@ -169,8 +181,8 @@ static void round_policy(const double *x, fg_policy *p) {
  * CPU, CPU to disk; weights before cache) while a budget is exceeded, by
  * the percentage points the excess bytes are worth. FG_OK with *pl built,
  * or the last refusal. */
-static fg_status fit(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o, const mem_coef *m,
-                     fg_policy *p, fg_plan *pl) {
+static fg_status fit_moves(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o, const mem_coef *m,
+                           fg_policy *p, fg_plan *pl) {
     for (int tries = 0; tries < FIT_MAX_MOVES; tries++) {
         fg_status st = fg_plan_build(pl, c, sp, p, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
         if (!st) return FG_OK;
@@ -199,8 +211,32 @@ static fg_status fit(const fg_model_config *c, const fg_spec *sp, const fg_searc
     return fg_err_set(FG_EINPUT, "no placement of this case fits the budgets");
 }
 
+/* fit_moves on the plan of all of a block's GPU batches (a pipeline
+ * stage's groups of them); p keeps its per-group K. */
+static fg_status fit(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o, const mem_coef *m,
+                     fg_policy *p, fg_plan *pl) {
+    const int g = ngroups(o);
+    p->num_gpu_batches *= g;
+    fg_status st = fit_moves(c, sp, o, m, p, pl);
+    p->num_gpu_batches /= g;
+    return st;
+}
+
+fg_status fg_search_fit(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o, fg_policy *p, fg_plan *pl) {
+    fg_cost_case cs = {.gbs = p->gbs, .K = p->num_gpu_batches, .cpu_attn = p->cpu_cache_compute,
+                       .act = fg_policy_act_tier(p)};
+    mem_coef m = {0};
+    fg_status st = mem_coefs(c, sp, o, &cs, &m);
+    return st ? st : fit(c, sp, o, &m, p, pl);
+}
+
 static uint64_t disk_bytes(const fg_plan *pl, const mem_coef *m) {
     return pl->used[SEG_SPILL] + (pl->any_disk_weights ? (uint64_t)m->store : 0);
+}
+
+uint64_t fg_search_disk_bytes(const fg_plan *pl) {
+    double group[2];
+    return pl->used[SEG_SPILL] + (pl->any_disk_weights ? (uint64_t)store_bytes(pl->c, pl->sp, group) : 0);
 }
 
 fg_status fg_search_score(const fg_model_config *c, const fg_spec *sp, const fg_hw *hw, const fg_search_opts *o,
@@ -235,6 +271,22 @@ typedef struct {
  * rounding only lowers a candidate, and the LP averages the layers. */
 #define LP_PRUNE_MARGIN 0.9
 
+/* A rounded candidate fitted to the budgets and scored: on its plan, or by
+ * the caller's scorer (a pipeline's stages). */
+static fg_status score(const fg_model_config *c, const fg_spec *sp, const fg_hw *hw, const fg_search_opts *o,
+                       const cand *cd, fg_policy *p, fg_search_result *sc) {
+    memset(sc, 0, sizeof *sc);
+    if (o->score) return o->score(o->score_ctx, p, sc);
+    fg_plan pl;
+    fg_status st = fit(c, sp, o, &cd->m, p, &pl);
+    if (st) return st;
+    fg_cost_eval_plan(&pl, hw, o->n_prompts, &sc->pred);
+    sc->gpu_bytes = fg_plan_gpu_bytes(&pl), sc->shm_bytes = fg_plan_shm_bytes(&pl);
+    sc->disk_bytes = disk_bytes(&pl, &cd->m);
+    fg_plan_free(&pl);
+    return FG_OK;
+}
+
 static int by_lp_tput(const void *a, const void *b) {
     double x = ((const cand *)a)->lp_tput, y = ((const cand *)b)->lp_tput;
     return x < y ? 1 : x > y ? -1 : 0;
@@ -255,8 +307,9 @@ fg_status fg_search_policy(const fg_model_config *c, const fg_spec *sp, const fg
         int gbs = o->gbs > 0 ? o->gbs : gbs_list[gi];
         if (o->gbs > 0 && gi > 0) break;
         if (o->gbs <= 0 && o->n_prompts > 0 && gbs > o->n_prompts) break;   /* a batch of padding is no gain */
-        int kmax = o->n_prompts > 0 ? (o->n_prompts + gbs - 1) / gbs : FG_MAX_GPU_BATCHES;
-        if (kmax > FG_MAX_GPU_BATCHES) kmax = FG_MAX_GPU_BATCHES;
+        const int ng = ngroups(o);   /* a block holds ng * K batches */
+        int kmax = o->n_prompts > 0 ? (o->n_prompts + gbs * ng - 1) / (gbs * ng) : FG_MAX_GPU_BATCHES / ng;
+        if (kmax > FG_MAX_GPU_BATCHES / ng) kmax = FG_MAX_GPU_BATCHES / ng;
         /* memory grows with K: the first K the LP cannot fit ends that
          * (cpu attention, activation tier) line */
         for (int ca = o->cpu_attn < 0 ? 0 : o->cpu_attn; ca <= (o->cpu_attn < 0 ? 1 : o->cpu_attn); ca++)
@@ -275,8 +328,9 @@ fg_status fg_search_policy(const fg_model_config *c, const fg_spec *sp, const fg
                         if (!why_set++) snprintf(why, sizeof why, "gbs %d x %d: the LP finds no placement within the budgets", gbs, K);
                         break;
                     }
-                    int bls = gbs * K, n = o->n_prompts > 0 ? o->n_prompts : bls, blocks = (n + bls - 1) / bls;
-                    cd.lp_tput = obj > 0 ? (double)n * o->G / (blocks * obj) : 0;
+                    /* (a pipeline's block: each stage sweeps its layers once per group) */
+                    int bls = gbs * K * ng, n = o->n_prompts > 0 ? o->n_prompts : bls, blocks = (n + bls - 1) / bls;
+                    cd.lp_tput = obj > 0 ? (double)n * o->G / (blocks * obj * ng) : 0;
                     if (ncand == cap) {
                         cands = realloc(cands, (cap *= 2) * sizeof *cands);
                         FG_ASSERT(cands);
@@ -298,21 +352,17 @@ fg_status fg_search_policy(const fg_model_config *c, const fg_spec *sp, const fg
         fg_policy p;
         policy_of(&cd->cs, &p);
         round_policy(cd->x, &p);
-        fg_plan pl;
-        if (fit(c, sp, o, &cd->m, &p, &pl)) {
+        fg_search_result sc;
+        if (score(c, sp, hw, o, cd, &p, &sc)) {
             if (!why_set++) snprintf(why, sizeof why, "%s", fg_err_msg());
             continue;
         }
-        fg_cost_result pred;
-        fg_cost_eval_plan(&pl, hw, o->n_prompts, &pred);
-        if (!found || pred.throughput > r->pred.throughput) {
+        if (!found || sc.pred.throughput > r->pred.throughput) {
             found = 1;
-            r->p = p, r->pred = pred;
+            r->p = p, r->pred = sc.pred;
             r->p.compress_weight = c->compress_weight, r->p.compress_cache = c->compress_cache;   /* the config's, searched under */
-            r->gpu_bytes = fg_plan_gpu_bytes(&pl), r->shm_bytes = fg_plan_shm_bytes(&pl);
-            r->disk_bytes = disk_bytes(&pl, &cd->m);
+            r->gpu_bytes = sc.gpu_bytes, r->shm_bytes = sc.shm_bytes, r->disk_bytes = sc.disk_bytes;
         }
-        fg_plan_free(&pl);
     }
     free(cands);
     r->seconds = fg_now() - t0;
@@ -324,7 +374,7 @@ fg_status fg_search_policy(const fg_model_config *c, const fg_spec *sp, const fg
 }
 
 fg_status fg_search_least_fits(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o) {
-    fg_policy least = {.gbs = 1, .num_gpu_batches = 1, .h_cpu = 100, .overlap = 1};
+    fg_policy least = {.gbs = 1, .num_gpu_batches = ngroups(o), .h_cpu = 100, .overlap = 1};
     fg_plan pl;
     fg_status st = fg_plan_build(&pl, c, sp, &least, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
     fg_plan_free(&pl);

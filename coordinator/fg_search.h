@@ -17,21 +17,33 @@
 #include "fg_cost.h"
 
 typedef struct {
-    int S, G;                    /* prompt length (padded), new tokens */
-    int n_prompts;               /* 0: unknown (blocks as large as the budgets allow) */
-    uint64_t gpu_mem, cpu_mem, disk_mem;   /* 0: no limit */
-    const char *backend;         /* the gpu worker's backend (workspace sizes) */
-    int gbs, K;                  /* > 0: fixed, not searched */
-    int cpu_attn;                /* -1: search; 0 or 1: fixed */
-} fg_search_opts;
-
-typedef struct {
     fg_policy p;                 /* the winner, as `flexgen run` takes it */
     fg_cost_result pred;         /* its predicted cost */
     uint64_t gpu_bytes, shm_bytes, disk_bytes;   /* its memory plan (disk: spill file + tier store) */
     long cases, lps;             /* (gbs, K, cpu attention, activation tier) cases tried; LPs solved */
     double seconds;              /* the search's own time */
 } fg_search_result;
+
+/* A caller's own score of a candidate policy (a pipeline's: fg_cost_pipe.c):
+ * p fitted to the budgets (placement only moved down a tier), its predicted
+ * cost and memory in r->pred and r->*_bytes. FG_EINPUT: it fits nowhere. */
+typedef fg_status (*fg_search_scorer)(void *ctx, fg_policy *p, fg_search_result *r);
+
+typedef struct {
+    int S, G;                    /* prompt length (padded), new tokens */
+    int n_prompts;               /* 0: unknown (blocks as large as the budgets allow) */
+    uint64_t gpu_mem, cpu_mem, disk_mem;   /* 0: no limit */
+    const char *backend;         /* the gpu worker's backend (workspace sizes) */
+    int gbs, K;                  /* > 0: fixed, not searched */
+    int cpu_attn;                /* -1: search; 0 or 1: fixed */
+    /* > 1: (c, sp) are one stage of a pipeline whose block is `groups`
+     * groups of K GPU batches (fg_cost_pipe.h): memory is planned for groups * K
+     * batches, the LP's time is one group's (K <= FG_MAX_GPU_BATCHES /
+     * groups); 0 or 1: one machine */
+    int groups;
+    fg_search_scorer score;      /* non-NULL: scores each candidate instead of fitting it to (c, sp) alone */
+    void *score_ctx;
+} fg_search_opts;
 
 /* FG_EINPUT when no policy fits the budgets (with the reason of the
  * smallest case). */
@@ -42,6 +54,15 @@ fg_status fg_search_policy(const fg_model_config *c, const fg_spec *sp, const fg
  * placement (every weight and the cache on disk, one sequence per batch)
  * fits the budgets: no search can succeed, so nothing need be measured. */
 fg_status fg_search_least_fits(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o);
+
+/* p (its gbs, batches and tiers of activations) moved down a tier, weights
+ * before cache, until its plan on (c, sp) fits o's budgets (with o->groups:
+ * the plan of groups * K batches); FG_OK with *pl built, or the refusal. */
+fg_status fg_search_fit(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o, fg_policy *p, fg_plan *pl);
+
+/* A plan's disk bytes: its spill file, and the tier store of its model's
+ * weights where any weight is on disk. */
+uint64_t fg_search_disk_bytes(const fg_plan *pl);
 
 /* Score policy p as given (no search): its plan and predicted cost. */
 fg_status fg_search_score(const fg_model_config *c, const fg_spec *sp, const fg_hw *hw, const fg_search_opts *o,
