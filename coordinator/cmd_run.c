@@ -211,7 +211,7 @@ static fg_status choose_policy(run_args *a, fg_wsrc *ws, const fg_model_config *
     const char *device = a->flex.device ? a->flex.device : fg_devsize_default();
     fg_search_opts so = {.S = S, .G = a->gen_len, .n_prompts = n, .gpu_mem = a->flex.gpu_mem, .cpu_mem = a->flex.cpu_mem,
                          .disk_mem = a->flex.disk_mem, .backend = device, .gbs = a->batch, .K = a->num_gpu_batches,
-                         .cpu_attn = a->cpu_cache_compute ? 1 : -1};
+                         .cpu_attn = a->cpu_cache_compute ? 1 : -1, .groups = fg_ring_size()};
     char d[256];
     fg_hw hw;
     fg_status st = FG_OK;

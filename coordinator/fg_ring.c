@@ -92,9 +92,8 @@ void fg_ring_finish(void) {
 }
 
 void fg_ring_stage(int L, int r, int P, int *lo, int *hi) {
-    int base = L / P, extra = L % P;
-    *lo = r * base + (r < extra ? r : extra);
-    *hi = *lo + base + (r < extra);
+    *lo = (int)((long)r * L / P);   /* as the pipeline's cost model splits them (fg_cost_pipe.h) */
+    *hi = (int)((long)(r + 1) * L / P);
 }
 
 #ifdef FG_HAVE_MPI

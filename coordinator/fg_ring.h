@@ -25,8 +25,8 @@ int fg_ring_size(void);
 /* The run ended well: leave MPI (every rank calls it). */
 void fg_ring_finish(void);
 
-/* Decoder layers [*lo, *hi) of rank r of P over L layers, balanced (the
- * first L % P ranks one more). */
+/* Decoder layers [*lo, *hi) of rank r of P over L layers, balanced:
+ * [r*L/P, (r+1)*L/P). */
 void fg_ring_stage(int L, int r, int P, int *lo, int *hi);
 
 /* A non-blocking message in flight; zeroed: none. */
