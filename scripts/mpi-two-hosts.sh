@@ -62,6 +62,7 @@ ifs=("$prefix-v0" "$prefix-v1")
 addr=("$subnet.1" "$subnet.2")
 lockfile=/run/lock/$prefix-netns.lock
 workdir=
+mpirun_pid=
 me=mpi-two-hosts
 
 say() { echo "$me: $*" >&2; }
@@ -96,6 +97,15 @@ have_ns() { [ -e "/run/netns/$1" ]; }
 # prefix), the namespaces (their veth ends go with them) and the work dir.
 teardown() {
     local n pids i
+    # a run interrupted by a signal: mpirun first gets the chance to stop its
+    # daemons itself (timeout passes SIGTERM on to it)
+    if [ -n "$mpirun_pid" ] && kill -TERM "$mpirun_pid" 2>/dev/null; then
+        for i in 1 2 3 4 5 6 7 8 9 10; do
+            kill -0 "$mpirun_pid" 2>/dev/null || break
+            sleep 0.3
+        done
+    fi
+    mpirun_pid=
     for n in "${ns[@]}"; do
         have_ns "$n" || continue
         pids=$(ip netns pids "$n" 2>/dev/null || true)
@@ -224,10 +234,17 @@ cmd_run() {
     say "${ns[0]} (${addr[0]}, mpirun + rank 0) <-> ${ns[1]} (${addr[1]}, rank 1) over ${ifs[0]}/${ifs[1]}, timeout ${mpi_timeout}s"
     say "+ ${mpirun[*]}"
     # mpirun in namespace 0 with its own hostname; fd 9 (the lock) stays here,
-    # so a run killed with SIGKILL frees the lock for `teardown`
+    # so a run killed with SIGKILL frees the lock for `teardown`. In the
+    # background and waited for, because bash runs a trap only once the
+    # foreground child is done: a signal must tear down now, not in 600 s.
+    # (<&0: an asynchronous command would get /dev/null as its stdin, and
+    # mpirun forwards stdin to rank 0.)
     timeout -k 10 "$mpi_timeout" \
         ip netns exec "${ns[0]}" unshare --uts -- \
-        sh -c 'hostname "$1" && shift && exec "$@"' sh "${ns[0]}" "${mpirun[@]}" 9>&- || rc=$?
+        sh -c 'hostname "$1" && shift && exec "$@"' sh "${ns[0]}" "${mpirun[@]}" 9>&- <&0 &
+    mpirun_pid=$!
+    wait "$mpirun_pid" || rc=$?
+    mpirun_pid=
     [ $rc -eq 124 ] && say "mpirun did not finish within ${mpi_timeout}s; killed"
     for i in 0 1; do
         local tx rx
