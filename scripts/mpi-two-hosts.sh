@@ -42,7 +42,8 @@
 # Environment: FLEXGEN_NETNS_PREFIX (flexgen: names flexgen-h0/-h1 and
 # flexgen-v0/-v1), FLEXGEN_NETNS_SUBNET (10.231.0, a /24 that exists only in
 # the namespaces), FLEXGEN_NETNS_MTU (1500), FLEXGEN_MPI_TIMEOUT (600 s for
-# mpirun, then SIGTERM, and SIGKILL 10 s later).
+# mpirun, then SIGTERM, and SIGKILL 10 s later), FLEXGEN_NETNS_SHOW=1 (also
+# print `ip -n NS -s link show` of both veth ends before and after).
 # A lock (/run/lock/<prefix>-netns.lock) keeps two runs with one prefix apart;
 # set another prefix and subnet to run two at once.
 #
@@ -157,6 +158,14 @@ counter() { # NS IF tx|rx
     ip netns exec "$1" cat "/sys/class/net/$2/statistics/$3_bytes" 2>/dev/null || echo 0
 }
 
+show_links() { # before|after: the raw `ip -s link` view of both veth ends
+    local i
+    for i in 0 1; do
+        say "$1 the run: ip -n ${ns[i]} -s link show dev ${ifs[i]}"
+        ip -n "${ns[i]}" -s link show dev "${ifs[i]}" >&2 || true
+    done
+}
+
 take_lock() {
     exec 9>"$lockfile"
     flock -w "${1:-60}" 9
@@ -227,6 +236,7 @@ cmd_run() {
     export FLEXGEN_NETNS_PREFIX=$prefix FLEXGEN_NETNS_SUBNET=$subnet
 
     local i before_tx=() before_rx=() rc=0
+    [ "${FLEXGEN_NETNS_SHOW:-0}" = 1 ] && show_links before
     for i in 0 1; do
         before_tx[i]=$(counter "${ns[i]}" "${ifs[i]}" tx)
         before_rx[i]=$(counter "${ns[i]}" "${ifs[i]}" rx)
@@ -252,6 +262,7 @@ cmd_run() {
         rx=$(counter "${ns[i]}" "${ifs[i]}" rx)
         say "counters ${ns[i]}/${ifs[i]} tx_bytes=$((tx - before_tx[i])) rx_bytes=$((rx - before_rx[i])) (during the run)"
     done
+    [ "${FLEXGEN_NETNS_SHOW:-0}" = 1 ] && show_links after
     return $rc
 }
 
