@@ -43,7 +43,10 @@
 # flexgen-v0/-v1), FLEXGEN_NETNS_SUBNET (10.231.0, a /24 that exists only in
 # the namespaces), FLEXGEN_NETNS_MTU (1500), FLEXGEN_MPI_TIMEOUT (600 s for
 # mpirun, then SIGTERM, and SIGKILL 10 s later), FLEXGEN_NETNS_SHOW=1 (also
-# print `ip -n NS -s link show` of both veth ends before and after).
+# print `ip -n NS -s link show` of both veth ends before and after),
+# FLEXGEN_NETNS_RATE (unset: the veth runs at memory speed; e.g. 1gbit: a
+# tc tbf on each end makes it a link of that rate each way, to check a cost
+# model against; no added latency, this kernel lacks sch_netem).
 # A lock (/run/lock/<prefix>-netns.lock) keeps two runs with one prefix apart;
 # set another prefix and subnet to run two at once.
 #
@@ -57,6 +60,7 @@ agent=$here/netns-rsh
 prefix=${FLEXGEN_NETNS_PREFIX:-flexgen}
 subnet=${FLEXGEN_NETNS_SUBNET:-10.231.0}
 mtu=${FLEXGEN_NETNS_MTU:-1500}
+rate=${FLEXGEN_NETNS_RATE:-}
 mpi_timeout=${FLEXGEN_MPI_TIMEOUT:-600}
 ns=("$prefix-h0" "$prefix-h1")
 ifs=("$prefix-v0" "$prefix-v1")
@@ -81,6 +85,10 @@ check_env() {
         die 2 "FLEXGEN_NETNS_SUBNET '$subnet': the first three octets of a /24, e.g. 10.231.0"
     [[ $mpi_timeout =~ ^[1-9][0-9]*$ ]] || die 2 "FLEXGEN_MPI_TIMEOUT '$mpi_timeout': seconds, a positive integer"
     [[ $mtu =~ ^[1-9][0-9]*$ ]] || die 2 "FLEXGEN_NETNS_MTU '$mtu': a positive integer"
+    [ -z "$rate" ] || [[ $rate =~ ^[1-9][0-9]*(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$ ]] ||
+        die 2 "FLEXGEN_NETNS_RATE '$rate': a tc rate such as 1gbit, 800mbit, 100mbps"
+    [ -z "$rate" ] || command -v tc >/dev/null 2>&1 ||
+        die 2 "FLEXGEN_NETNS_RATE needs 'tc' (apt-get install iproute2)"
     [ "$(id -u)" -eq 0 ] ||
         die 2 "must run as root: creating network namespaces and veths needs CAP_SYS_ADMIN and CAP_NET_ADMIN (try sudo)"
     local t
@@ -152,6 +160,16 @@ setup() {
     done
     ip -n "${ns[0]}" route get "${addr[1]}" 2>/dev/null | grep -q "dev ${ifs[0]}" ||
         die 3 "in ${ns[0]}, ${addr[1]} is not routed over ${ifs[0]}"
+    if [ -n "$rate" ]; then
+        # a token bucket on each end's egress: a link of that speed each way
+        # (tbf, not netem: this kernel has no sch_netem, so no added delay)
+        for i in 0 1; do
+            tc -n "${ns[i]}" qdisc add dev "${ifs[i]}" root tbf rate "$rate" \
+                burst 256kb latency 100ms ||
+                die 3 "tc tbf rate $rate on ${ifs[i]} failed (FLEXGEN_NETNS_RATE, e.g. 1gbit, 800mbit)"
+        done
+        say "veth limited to $rate each way (tc tbf)"
+    fi
 }
 
 counter() { # NS IF tx|rx
