@@ -105,7 +105,8 @@ have_ns() { [ -e "/run/netns/$1" ]; }
 # the processes still inside the namespaces (started by a run with this
 # prefix), the namespaces (their veth ends go with them) and the work dir.
 teardown() {
-    local n pids i
+    local n i
+    local -a pids
     # a run interrupted by a signal: mpirun first gets the chance to stop its
     # daemons itself (timeout passes SIGTERM on to it)
     if [ -n "$mpirun_pid" ] && kill -TERM "$mpirun_pid" 2>/dev/null; then
@@ -117,16 +118,18 @@ teardown() {
     mpirun_pid=
     for n in "${ns[@]}"; do
         have_ns "$n" || continue
-        pids=$(ip netns pids "$n" 2>/dev/null || true)
-        if [ -n "$pids" ]; then
-            say "stopping what is left in $n: pids" $pids
-            kill -TERM $pids 2>/dev/null || true
+        mapfile -t pids < <(ip netns pids "$n" 2>/dev/null || true)
+        if [ ${#pids[@]} -gt 0 ]; then
+            say "stopping what is left in $n: pids ${pids[*]}"
+            kill -TERM "${pids[@]}" 2>/dev/null || true
             for i in 1 2 3 4 5 6 7 8 9 10; do
-                pids=$(ip netns pids "$n" 2>/dev/null || true)
-                [ -z "$pids" ] && break
+                mapfile -t pids < <(ip netns pids "$n" 2>/dev/null || true)
+                [ ${#pids[@]} -eq 0 ] && break
                 sleep 0.3
             done
-            [ -n "$pids" ] && kill -KILL $pids 2>/dev/null || true
+            if [ ${#pids[@]} -gt 0 ]; then
+                kill -KILL "${pids[@]}" 2>/dev/null || true
+            fi
         fi
         ip netns del "$n" 2>/dev/null || say "warning: could not delete netns $n"
     done
@@ -153,10 +156,11 @@ setup() {
         peer name "${ifs[1]}" netns "${ns[1]}" mtu "$mtu" ||
         die 3 "could not create the veth pair ${ifs[0]} <-> ${ifs[1]}"
     for i in 0 1; do
-        ip -n "${ns[i]}" link set lo up &&
-        ip -n "${ns[i]}" addr add "${addr[i]}/24" dev "${ifs[i]}" &&
-        ip -n "${ns[i]}" link set "${ifs[i]}" up ||
+        if ! { ip -n "${ns[i]}" link set lo up &&
+               ip -n "${ns[i]}" addr add "${addr[i]}/24" dev "${ifs[i]}" &&
+               ip -n "${ns[i]}" link set "${ifs[i]}" up; }; then
             die 3 "could not configure ${ifs[i]} in ${ns[i]}"
+        fi
     done
     ip -n "${ns[0]}" route get "${addr[1]}" 2>/dev/null | grep -q "dev ${ifs[0]}" ||
         die 3 "in ${ns[0]}, ${addr[1]} is not routed over ${ifs[0]}"
@@ -239,6 +243,7 @@ cmd_run() {
 
     local -a env_opts=(-x PATH)
     [ -n "${LD_LIBRARY_PATH:-}" ] && env_opts+=(-x LD_LIBRARY_PATH)
+    # shellcheck disable=SC2054  # "tcp,self" is one argument
     local -a mpirun=(mpirun --allow-run-as-root -np 2
         --hostfile "$hostfile" --map-by node --bind-to none --wdir "$PWD"
         --mca plm rsh
@@ -267,6 +272,7 @@ cmd_run() {
     # foreground child is done: a signal must tear down now, not in 600 s.
     # (<&0: an asynchronous command would get /dev/null as its stdin, and
     # mpirun forwards stdin to rank 0.)
+    # shellcheck disable=SC2016  # $1, $@ are the inner sh's
     timeout -k 10 "$mpi_timeout" \
         ip netns exec "${ns[0]}" unshare --uts -- \
         sh -c 'hostname "$1" && shift && exec "$@"' sh "${ns[0]}" "${mpirun[@]}" 9>&- <&0 &

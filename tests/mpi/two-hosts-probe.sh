@@ -56,6 +56,10 @@ for v in sent0 sent1 tx0 rx0 tx1 rx1; do
 done
 echo "check: $prefix-h0 veth tx $tx0 >= rank 0 sent $sent0; rx $rx0 >= rank 1 sent $sent1"
 echo "check: $prefix-h1 veth tx $tx1 >= rank 1 sent $sent1; rx $rx1 >= rank 0 sent $sent0"
-[ "$tx0" -ge "$sent0" ] && [ "$rx1" -ge "$sent0" ] || fail "rank 0's bytes did not all cross the veth"
-[ "$tx1" -ge "$sent1" ] && [ "$rx0" -ge "$sent1" ] || fail "rank 1's bytes did not all cross the veth"
+if [ "$tx0" -lt "$sent0" ] || [ "$rx1" -lt "$sent0" ]; then
+    fail "rank 0's bytes did not all cross the veth"
+fi
+if [ "$tx1" -lt "$sent1" ] || [ "$rx0" -lt "$sent1" ]; then
+    fail "rank 1's bytes did not all cross the veth"
+fi
 echo "PASS: ranks in $ns0 and $ns1, all payload over the veth"
