@@ -13,6 +13,7 @@
 #
 #   netns flexgen-h0                         netns flexgen-h1
 #   lo 127.0.0.1, hostname flexgen-h0        lo 127.0.0.1, hostname flexgen-h1
+#   own /dev/shm (tmpfs)                     own /dev/shm (tmpfs)
 #   flexgen-v0 10.231.0.1/24  <--- veth --->  flexgen-v1 10.231.0.2/24
 #   mpirun (the HNP) + rank 0                orted + rank 1
 #
@@ -22,7 +23,11 @@
 # "remote": OpenMPI starts an orted there through plm_rsh_agent, which is
 # scripts/netns-rsh instead of ssh (it execs `ip netns exec flexgen-h1 ...`).
 # Each side also gets a private UTS namespace (unshare --uts) named after its
-# netns, so OpenMPI sees two hosts with two names and two session dirs.
+# netns, so OpenMPI sees two hosts with two names and two session dirs, and a
+# private tmpfs on /dev/shm (FLEXGEN_NETNS_SHM=private, the default; =shared
+# keeps the machine's), since two hosts share no POSIX shared memory. mpirun
+# enters host 0 through the same agent. /tmp, the rest of the filesystem,
+# the PIDs and any GPU stay shared.
 #
 # What goes over the veth, and how it is forced there:
 #   --mca btl tcp,self --mca pml ob1  no shared memory (vader) between the
@@ -61,6 +66,7 @@ prefix=${FLEXGEN_NETNS_PREFIX:-flexgen}
 subnet=${FLEXGEN_NETNS_SUBNET:-10.231.0}
 mtu=${FLEXGEN_NETNS_MTU:-1500}
 rate=${FLEXGEN_NETNS_RATE:-}
+shm=${FLEXGEN_NETNS_SHM:-private}
 mpi_timeout=${FLEXGEN_MPI_TIMEOUT:-600}
 ns=("$prefix-h0" "$prefix-h1")
 ifs=("$prefix-v0" "$prefix-v1")
@@ -85,6 +91,7 @@ check_env() {
         die 2 "FLEXGEN_NETNS_SUBNET '$subnet': the first three octets of a /24, e.g. 10.231.0"
     [[ $mpi_timeout =~ ^[1-9][0-9]*$ ]] || die 2 "FLEXGEN_MPI_TIMEOUT '$mpi_timeout': seconds, a positive integer"
     [[ $mtu =~ ^[1-9][0-9]*$ ]] || die 2 "FLEXGEN_NETNS_MTU '$mtu': a positive integer"
+    [[ $shm == private || $shm == shared ]] || die 2 "FLEXGEN_NETNS_SHM '$shm': private or shared"
     [ -z "$rate" ] || [[ $rate =~ ^[1-9][0-9]*(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$ ]] ||
         die 2 "FLEXGEN_NETNS_RATE '$rate': a tc rate such as 1gbit, 800mbit, 100mbps"
     [ -z "$rate" ] || command -v tc >/dev/null 2>&1 ||
@@ -256,7 +263,11 @@ cmd_run() {
         --mca pml ob1
         --mca osc ^ucx
         "${env_opts[@]}" "${mpi_opts[@]}" "$@")
-    export FLEXGEN_NETNS_PREFIX=$prefix FLEXGEN_NETNS_SUBNET=$subnet
+    local shm_kb
+    shm_kb=$(df -k --output=size /dev/shm 2>/dev/null | tail -n 1 | tr -d ' ')
+    [[ $shm_kb =~ ^[1-9][0-9]*$ ]] || shm_kb=1048576
+    export FLEXGEN_NETNS_PREFIX=$prefix FLEXGEN_NETNS_SUBNET=$subnet \
+        FLEXGEN_NETNS_SHM=$shm FLEXGEN_NETNS_SHM_KB=$shm_kb
 
     local i before_tx=() before_rx=() rc=0
     [ "${FLEXGEN_NETNS_SHOW:-0}" = 1 ] && show_links before
@@ -266,16 +277,14 @@ cmd_run() {
     done
     say "${ns[0]} (${addr[0]}, mpirun + rank 0) <-> ${ns[1]} (${addr[1]}, rank 1) over ${ifs[0]}/${ifs[1]}, timeout ${mpi_timeout}s"
     say "+ ${mpirun[*]}"
-    # mpirun in namespace 0 with its own hostname; fd 9 (the lock) stays here,
+    # mpirun in host 0 (its netns, hostname and /dev/shm, entered the same
+    # way as OpenMPI enters host 1: through the agent); fd 9 (the lock) stays here,
     # so a run killed with SIGKILL frees the lock for `teardown`. In the
     # background and waited for, because bash runs a trap only once the
     # foreground child is done: a signal must tear down now, not in 600 s.
     # (<&0: an asynchronous command would get /dev/null as its stdin, and
     # mpirun forwards stdin to rank 0.)
-    # shellcheck disable=SC2016  # $1, $@ are the inner sh's
-    timeout -k 10 "$mpi_timeout" \
-        ip netns exec "${ns[0]}" unshare --uts -- \
-        sh -c 'hostname "$1" && shift && exec "$@"' sh "${ns[0]}" "${mpirun[@]}" 9>&- <&0 &
+    timeout -k 10 "$mpi_timeout" "$agent" --argv "${addr[0]}" "${mpirun[@]}" 9>&- <&0 &
     mpirun_pid=$!
     wait "$mpirun_pid" || rc=$?
     mpirun_pid=
