@@ -33,10 +33,23 @@ fi
 probe=$(cd "$(dirname "$probe")" && pwd)/$(basename "$probe")
 [ -x "$probe" ] || fail "$probe is not an executable"
 
-rc=0
-"$harness" run -- "$probe" >"$tmp/out" 2>"$tmp/err" || rc=$?
-cat "$tmp/out"
-grep -v '^mpi-two-hosts: +' "$tmp/err"
+run_probe() {
+    rc=0
+    "$harness" run -- "$probe" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    cat "$tmp/out"
+    grep -v '^mpi-two-hosts: +' "$tmp/err"
+}
+run_probe
+# OpenMPI 4.x now and then reports a rank that did finish MPI_Finalize as
+# "exiting improperly" (a race between the rank's exit and its finalize
+# notice reaching the daemon: open-mpi/ompi#7833, #12607; seen here about
+# once in 60 runs). Both ranks having printed their totals, the probe was
+# done: run it once more, in full, rather than fail on OpenMPI's shutdown.
+if [ $rc -ne 0 ] && grep -q 'exiting improperly' "$tmp/err" &&
+   [ "$(grep -c '^probe-total rank=[01] .* ok=1$' "$tmp/out")" -eq 2 ]; then
+    echo "NOTE: mpirun exited $rc with OpenMPI's spurious 'exiting improperly' after both ranks finished; running once more"
+    run_probe
+fi
 [ $rc -eq 0 ] || fail "the harness exited $rc"
 
 field() { # LINE-PATTERN KEY
