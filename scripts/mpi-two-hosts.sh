@@ -141,9 +141,10 @@ teardown() {
         ip netns del "$n" 2>/dev/null || say "warning: could not delete netns $n"
     done
     # the veth is created inside the namespaces, never in the root one, but
-    # check: an end left in the root namespace would outlive them
+    # check: an end left in the root namespace would outlive them (a veth of
+    # our name only: anything else by that name is not ours to delete)
     for n in "${ifs[@]}"; do
-        if ip link show dev "$n" >/dev/null 2>&1; then
+        if ip -d link show dev "$n" 2>/dev/null | grep -qw veth; then
             ip link del dev "$n" 2>/dev/null || say "warning: could not delete link $n"
         fi
     done
