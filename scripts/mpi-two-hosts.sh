@@ -72,7 +72,8 @@ ns=("$prefix-h0" "$prefix-h1")
 ifs=("$prefix-v0" "$prefix-v1")
 addr=("$subnet.1" "$subnet.2")
 lockfile=/run/lock/$prefix-netns.lock
-workdir=
+workdir=/run/$prefix-netns   # the hostfile; one fixed path, so a teardown
+                             # after SIGKILL finds it too
 mpirun_pid=
 me=mpi-two-hosts
 
@@ -148,10 +149,7 @@ teardown() {
             ip link del dev "$n" 2>/dev/null || say "warning: could not delete link $n"
         fi
     done
-    if [ -n "$workdir" ] && [ -d "$workdir" ]; then
-        rm -rf -- "$workdir"
-    fi
-    workdir=
+    rm -rf -- "$workdir"
 }
 
 setup() {
@@ -245,7 +243,7 @@ cmd_run() {
 
     teardown   # whatever a killed run with this prefix left behind
     setup
-    workdir=$(mktemp -d "/tmp/$prefix-netns.XXXXXX")
+    mkdir -m 700 "$workdir" || die 3 "cannot create $workdir"
     local hostfile=$workdir/hostfile
     printf '%s slots=1\n%s slots=1\n' "${addr[0]}" "${addr[1]}" >"$hostfile"
 
