@@ -246,7 +246,7 @@ static fg_status choose_policy(run_args *a, fg_wsrc *ws, const fg_model_config *
     const char *hwsrc = a->hardware;
     if (!hwsrc && !fg_profile_cache_path(a->flex.offload_dir, device, path, sizeof path) && access(path, R_OK) == 0)
         hwsrc = path;
-    if (hwsrc && !fg_hw_load_for(hwsrc, c->hidden, &hw) && !fg_search_score(c, fg_wsrc_specs(ws), &hw, &so, p, pred))
+    if (hwsrc && !fg_hw_load_for(hwsrc, c, &hw) && !fg_search_score(c, fg_wsrc_specs(ws), &hw, &so, p, pred))
         fg_info("predicted (%s): %.3g tokens/s (prefill %.3g s, decode %.3g s)", hw.source, pred->pred.throughput,
                 pred->pred.prefill_s, pred->pred.decode_s);
     return FG_OK;

@@ -105,18 +105,19 @@ void fg_cost_terms_make(const fg_model_config *c, const fg_hw *hw, const fg_cost
     const double Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c);   /* q and ctx width; k, v and the cache's */
     const double Wl = cs->layer_bytes, Wm = cs->model_bytes;
     const double ctx = S + G / 2, past = ctx - 1;      /* the mean decode context and cached prefix */
+    const double keys = fg_config_attn_keys(c, ctx);   /* what a decode query attends: a window at most */
     const int act_off = cs->act != FG_TIER_GPU, act_disk = cs->act == FG_TIER_DISK, ca = cs->cpu_attn;
     const double hb_p = 2 * B * S * H, hb_g = 2 * B * H;            /* a batch's hidden state */
     /* the cache's bytes as stored (4-bit with compress_cache): what moves */
     const double kvr = (double)fg_cache_row_bytes(c) / (2 * KV);
     const double rows_p = kvr * 4 * B * S * KV, rows_g = kvr * 4 * B * KV;   /* a batch's new k and v rows */
-    const double prefix = kvr * 4 * B * past * KV, attn_g = 4 * B * ctx * KV;   /* k and v bytes loaded; read (fp16, expanded) */
+    const double prefix = kvr * 4 * B * past * KV, attn_g = 4 * B * keys * KV;   /* k and v bytes loaded; read (fp16, expanded) */
     const double layer_flops = fg_config_layer_flops(c);           /* per row: q k v o and the MLP's matrices */
 
     /* ---- a decoder layer, prefill: K batches of B*S rows ---- */
     step p;
     memset(&p, 0, sizeof p);
-    p.comp.c = K * (layer_s(hw, c, cs, B * S, B * S * layer_flops, 1) + 2 * B * S * S * Q / (hw->attn_prefill_tflops * 1e12)) *
+    p.comp.c = K * (layer_s(hw, c, cs, B * S, B * S * layer_flops, 1) + 4 * B * fg_config_prefill_attn_pairs(c, S) * Q / (hw->attn_prefill_tflops * 1e12)) *
                hw->eng_prefill_factor;
     p.h2d.a[X_W_CPU] = p.h2d.a[X_W_DISK] = Wl;                   /* the layer's off-GPU weights, once per block */
     p.rd.a[X_W_DISK] = Wl;
@@ -143,7 +144,7 @@ void fg_cost_terms_make(const fg_model_config *c, const fg_hw *hw, const fg_cost
     g.comp.a[X_C_GPU] = g.comp.a[X_C_DISK] = K * gpu_attn;
     /* (the CPU path waits twice a unit: for q, k, v out and for the cpu
      * worker's attention, a round trip each) */
-    g.comp.a[X_C_CPU] = K * (ca ? attn_g / (fg_hw_cpu_attn_gbps(hw, B, ctx) * 1e9) + 2 * hw->rtt_s : gpu_attn);
+    g.comp.a[X_C_CPU] = K * (ca ? attn_g / (fg_hw_cpu_attn_gbps(hw, B, keys) * 1e9) + 2 * hw->rtt_s : gpu_attn);
     g.h2d.a[X_W_CPU] = g.h2d.a[X_W_DISK] = Wl;
     g.rd.a[X_W_DISK] = Wl;
     g.h2d.a[X_C_DISK] = K * prefix, g.rd.a[X_C_DISK] = K * prefix, g.wr.a[X_C_DISK] = K * (rows_g + 2 * FG_SHM_ALIGN);

@@ -23,7 +23,10 @@
  * prompt length, G tokens generated, H hidden, V vocabulary; a layer's
  * FLOPs, its weight bytes and the cache's width (KV*d) come from the model
  * description (fg_config_layer_flops, fg_spec_stored_bytes,
- * fg_cache_row_bytes), so a gated MLP and grouped kv heads count as they run. */
+ * fg_cache_row_bytes), so a gated MLP and grouped kv heads count as they run;
+ * attention counts the keys a query sees, min(context, sliding window)
+ * (fg_config_attn_keys; a prefill's pairs fg_config_prefill_attn_pairs),
+ * while a cache moved off the GPU moves whole. */
 #ifndef FG_COST_H
 #define FG_COST_H
 

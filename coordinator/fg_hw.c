@@ -78,33 +78,64 @@ static fg_status table(const char *path, json_t *gpu, const char *key, int requi
     return FG_OK;
 }
 
-/* From "shapes" (an array of measured layer shapes), the one nearest
- * `hidden` in log: its GEMM tables and attention rates replace the gpu
- * section's. Nothing when hidden is 0 or there is no array. */
-static fg_status parse_shape(const char *path, json_t *shapes, int hidden, fg_hw *hw) {
-    size_t n = json_array_size(shapes);
-    if (shapes && !json_is_array(shapes)) return fg_err_set(FG_EINPUT, "%s: shapes must be an array", path);
-    json_t *best = NULL;
-    double best_h = 0;
-    for (size_t i = 0; hidden > 0 && i < n; i++) {
-        json_t *e = json_array_get(shapes, i);
-        double h = 0;
-        fg_status st = num(path, e, "shapes[]", "hidden", 1, &h);
-        if (st) return st;
-        if (!best || fabs(log(h / hidden)) < fabs(log(best_h / hidden))) best = e, best_h = h;
-    }
-    if (!best) return FG_OK;
+/* A shapes[] entry's layer shape: hidden, q and kv widths, ffn size and
+ * kind. Entries written before the widths and kind were kept are OPT's:
+ * q = kv = hidden, a ReLU MLP. */
+static fg_status shape_key(const char *path, json_t *e, double key[5]) {
     fg_status st;
-    if ((st = table(path, best, "mm", 1, hw->mm_rows, hw->mm_tflops, &hw->n_mm)) ||
-        (st = table(path, best, "mm_q4", 0, hw->mm_q4_rows, hw->mm_q4_tflops, &hw->n_mm_q4)) ||
-        (st = num(path, best, "shapes[]", "attn_prefill_TFLOPS", 1, &hw->attn_prefill_tflops)) ||
-        (st = num(path, best, "shapes[]", "attn_decode_GBps", 1, &hw->attn_decode_gbps)))
+    if ((st = num(path, e, "shapes[]", "hidden", 1, &key[0])) || (st = num(path, e, "shapes[]", "ffn", 1, &key[3])))
         return st;
-    hw->shape_hidden = (int)best_h;
+    key[1] = key[2] = key[0], key[4] = FG_FFN_RELU;
+    if ((st = num(path, e, "shapes[]", "q_dim", 0, &key[1])) || (st = num(path, e, "shapes[]", "kv_dim", 0, &key[2])))
+        return st;
+    json_t *k = json_object_get(e, "ffn_kind");
+    if (k && !json_is_integer(k)) return fg_err_set(FG_EINPUT, "%s: shapes[].ffn_kind must be an integer", path);
+    if (k) key[4] = (double)json_integer_value(k);
     return FG_OK;
 }
 
-static fg_status parse(const char *path, json_t *root, int hidden, fg_hw *hw) {
+fg_status fg_hw_shape_distance(const char *path, json_t *entry, const fg_model_config *c, double *dist) {
+    double key[5];
+    fg_status st = shape_key(path, entry, key);
+    if (st) return st;
+    const double own[4] = {c->hidden, fg_config_q_dim(c), fg_config_kv_dim(c), c->ffn_dim};
+    *dist = key[4] == c->ffn_kind ? 0 : FG_HW_SHAPE_OTHER_KIND;
+    for (int i = 0; i < 4; i++) *dist += fabs(log(key[i] / own[i]));
+    return FG_OK;
+}
+
+/* From "shapes" (an array of measured layer shapes), c's own, else the
+ * nearest (fg_hw_shape_distance: an MLP of c's kind first, then the sum of
+ * the log ratios of the widths): its GEMM tables and attention rates
+ * replace the gpu section's. Nothing when c is NULL or there is no array. */
+static fg_status parse_shape(const char *path, json_t *shapes, const fg_model_config *c, fg_hw *hw) {
+    size_t n = json_array_size(shapes);
+    if (shapes && !json_is_array(shapes)) return fg_err_set(FG_EINPUT, "%s: shapes must be an array", path);
+    json_t *best = NULL;
+    double best_d = 0;
+    for (size_t i = 0; c && i < n; i++) {
+        json_t *e = json_array_get(shapes, i);
+        double d = 0;
+        fg_status st = fg_hw_shape_distance(path, e, c, &d);
+        if (st) return st;
+        if (!best || d < best_d) best = e, best_d = d;
+    }
+    if (!best) return FG_OK;
+    fg_status st;
+    double h = 0;
+    if ((st = table(path, best, "mm", 1, hw->mm_rows, hw->mm_tflops, &hw->n_mm)) ||
+        (st = table(path, best, "mm_q4", 0, hw->mm_q4_rows, hw->mm_q4_tflops, &hw->n_mm_q4)) ||
+        (st = num(path, best, "shapes[]", "attn_prefill_TFLOPS", 1, &hw->attn_prefill_tflops)) ||
+        (st = num(path, best, "shapes[]", "attn_decode_GBps", 1, &hw->attn_decode_gbps)) ||
+        (st = num(path, best, "shapes[]", "hidden", 1, &h)))
+        return st;
+    const char *m = json_string_value(json_object_get(best, "model"));
+    snprintf(hw->shape_model, sizeof hw->shape_model, "%s", m ? m : "?");
+    hw->shape_hidden = (int)h, hw->shape_own = best_d == 0;
+    return FG_OK;
+}
+
+static fg_status parse(const char *path, json_t *root, const fg_model_config *c, fg_hw *hw) {
     json_t *gpu = json_object_get(root, "gpu"), *cpu = json_object_get(root, "cpu"), *disk = json_object_get(root, "disk");
     json_t *rt = json_object_get(root, "runtime");
     if (!json_is_object(gpu) || !json_is_object(cpu) || (disk && !json_is_object(disk)))
@@ -163,7 +194,7 @@ static fg_status parse(const char *path, json_t *root, int hidden, fg_hw *hw) {
                     hw->mm_tflops, &hw->n_mm)))
         return st;
     if ((st = table(path, gpu, "mm_q4", 0, hw->mm_q4_rows, hw->mm_q4_tflops, &hw->n_mm_q4))) return st;
-    if ((st = parse_shape(path, json_object_get(root, "shapes"), hidden, hw))) return st;
+    if ((st = parse_shape(path, json_object_get(root, "shapes"), c, hw))) return st;
     /* cpu.attn_points: [{"B", "ctx", "GBps"}], any order; absent: the one rate */
     json_t *pts = json_object_get(cpu, "attn_points");
     size_t n = json_array_size(pts);
@@ -184,17 +215,17 @@ static fg_status parse(const char *path, json_t *root, int hidden, fg_hw *hw) {
                                      (hw->cpu_attn_B[k - 1] == hw->cpu_attn_B[k] &&
                                       hw->cpu_attn_ctx[k - 1] > hw->cpu_attn_ctx[k])); k--) {
             double *col[] = {hw->cpu_attn_B, hw->cpu_attn_ctx, hw->cpu_attn_pt_gbps};
-            for (int c = 0; c < 3; c++) {
-                double t = col[c][k];
-                col[c][k] = col[c][k - 1], col[c][k - 1] = t;
+            for (int j = 0; j < 3; j++) {
+                double t = col[j][k];
+                col[j][k] = col[j][k - 1], col[j][k - 1] = t;
             }
         }
     return FG_OK;
 }
 
-fg_status fg_hw_load(const char *what, fg_hw *hw) { return fg_hw_load_for(what, 0, hw); }
+fg_status fg_hw_load(const char *what, fg_hw *hw) { return fg_hw_load_for(what, NULL, hw); }
 
-fg_status fg_hw_load_for(const char *what, int hidden, fg_hw *hw) {
+fg_status fg_hw_load_for(const char *what, const fg_model_config *c, fg_hw *hw) {
     memset(hw, 0, sizeof *hw);
     /* no engine figures: the tiers' alone */
     hw->eng_decode_factor = hw->eng_prefill_factor = hw->eng_copy_factor = hw->eng_prefill_copy_factor = 1;
@@ -209,7 +240,7 @@ fg_status fg_hw_load_for(const char *what, int hidden, fg_hw *hw) {
     json_t *root = NULL;
     fg_status st = fg_json_load_file(what, &root);
     if (st) return st;
-    st = json_is_object(root) ? parse(what, root, hidden, hw) : fg_err_set(FG_EINPUT, "%s: a profile is a JSON object", what);
+    st = json_is_object(root) ? parse(what, root, c, hw) : fg_err_set(FG_EINPUT, "%s: a profile is a JSON object", what);
     json_decref(root);
     return st;
 }

@@ -29,16 +29,21 @@
  * (nothing measures them: a single machine's run never uses them).
  *
  * A profile serves every model size: "shapes" (optional) holds the
- * shape-dependent figures, one entry per layer shape measured ({hidden,
- * ffn, heads, mm, mm_q4, attn_decode_GBps, attn_prefill_TFLOPS}), and a
- * load for a model's hidden size takes the nearest (in log) over the gpu
- * section's own. "disk" is optional too: a profile measured for a run that
+ * shape-dependent figures, one entry per layer shape measured ({model,
+ * hidden, q_dim, kv_dim, ffn, ffn_kind, heads, mm, mm_q4,
+ * attn_decode_GBps, attn_prefill_TFLOPS}; an entry without q_dim, kv_dim
+ * and ffn_kind is an OPT shape), and a load for a model takes its own
+ * layer shape where measured, else the nearest (fg_hw_shape_distance),
+ * over the gpu section's own. "disk" is optional too: a profile measured for a run that
  * keeps nothing on disk has none, and then the disk is modelled as
  * FG_HW_DISK_UNMEASURED_GBPS, too slow for any placement to choose it. */
 #ifndef FG_HW_H
 #define FG_HW_H
 
+#include <jansson.h>
+
 #include "fg_common.h"
+#include "fg_config.h"
 
 #define FG_HW_MAX_MM 24
 /* The rate of a disk the profile did not measure: no placement is worth it. */
@@ -46,6 +51,10 @@
 /* The network a profile does not name: 10 Gbit/s Ethernet, 50 us a message. */
 #define FG_HW_NET_GBPS (10.0 / 8)
 #define FG_HW_NET_LATENCY_S 50e-6
+
+/* fg_hw_shape_distance's penalty for an MLP of another kind: larger than any
+ * difference of widths. */
+#define FG_HW_SHAPE_OTHER_KIND 1000.0
 
 typedef struct {
     char source[512];           /* the file, or "preset NAME" */
@@ -66,6 +75,8 @@ typedef struct {
     int disk_measured;          /* 0: no disk section (rates FG_HW_DISK_UNMEASURED_GBPS) */
     double disk_test_bytes;     /* the test file the disk was measured with (0: unknown, a preset) */
     int shape_hidden;           /* the measured layer shape the gpu figures are of (0: the gpu section's) */
+    int shape_own;              /* 1: that shape is the model's own (fg_hw_shape_distance 0) */
+    char shape_model[64];       /* the model it was measured for ("" with shape_hidden 0) */
     double cmd_s;               /* per command, pipelined (0: not modelled) */
     double rtt_s;               /* a command the coordinator waits for, round trip (0: not modelled) */
     double eng_decode_factor;   /* decode compute in the engine / as the tiers predict it (1: none measured) */
@@ -84,9 +95,14 @@ typedef struct {
 /* A preset name ("flexgen-t4": FlexGen's constants fitted on a T4, from its
  * cost model) or a profile file. FG_EINPUT naming the file and key. */
 fg_status fg_hw_load(const char *what, fg_hw *hw);
-/* The same, with the gpu figures of the measured shape nearest `hidden`
- * (0: the gpu section's). */
-fg_status fg_hw_load_for(const char *what, int hidden, fg_hw *hw);
+/* The same, with the gpu figures of c's layer shape, or of the measured
+ * shape nearest it (c NULL: the gpu section's). */
+fg_status fg_hw_load_for(const char *what, const fg_model_config *c, fg_hw *hw);
+/* How far a profile's shapes[] entry is from c's layer shape: 0 for c's
+ * own (hidden, q and kv widths, ffn size and kind equal), else the sum of
+ * the widths' |log ratio|, plus FG_HW_SHAPE_OTHER_KIND for another MLP
+ * kind. FG_EINPUT naming path for an entry without hidden and ffn. */
+fg_status fg_hw_shape_distance(const char *path, json_t *entry, const fg_model_config *c, double *dist);
 /* 1 if `what` names a preset. */
 int fg_hw_is_preset(const char *what);
 

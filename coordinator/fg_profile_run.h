@@ -6,8 +6,10 @@
  *
  * One profile per machine, backend and offload filesystem serves every
  * model size: the shape-dependent figures are kept per layer shape
- * measured ("shapes", fg_hw.h), and a run of another size takes the
- * nearest. */
+ * measured ("shapes", fg_hw.h, keyed by hidden, q and kv widths, ffn size
+ * and kind), and a run of another size takes its own where measured, else
+ * the nearest with its kind of MLP (measuring its own where there is
+ * none). */
 #ifndef FG_PROFILE_RUN_H
 #define FG_PROFILE_RUN_H
 
@@ -31,7 +33,8 @@
 typedef struct {
     const char *offload_dir;     /* the disk tier measured */
     const char *device;          /* the gpu worker's backend */
-    const char *model;           /* OPT size whose layer shape the gpu and cpu tiers are measured at */
+    const char *model;           /* the size whose layer shape the gpu and cpu tiers are measured at */
+    const fg_model_config *shape;  /* instead of model's: this config's layer shape (a run's own model) */
     uint64_t disk_test_bytes;    /* the disk test file (0: no disk test) */
     int new_shape;               /* measure o->model's shape where missing (0: only into a profile with none) */
     int quick;                   /* fewer repetitions (tests) */
@@ -47,7 +50,9 @@ typedef struct {
 fg_status fg_profile_cache_path(const char *offload_dir, const char *device, char *out, size_t cap);
 
 /* Measure what o asks and write it into the profile at path: the tiers at
- * o->model's shape (if not measured yet, and new_shape or no shape is), the disk with a test file of
+ * o->shape's or o->model's layer shape (where new_shape and that shape is
+ * not measured yet, or without new_shape where no shape with its kind of
+ * MLP is), the disk with a test file of
  * o->disk_test_bytes (if asked and not measured with one at least a
  * FG_PROFILE_DISK_REUSE-th as large), the calibration if asked. fresh:
  * start from nothing rather than the file. Written atomically. */
@@ -60,8 +65,8 @@ int fg_profile_complete(const fg_profile_opts *o, const char *path);
 
 /* The hardware for a run's policy search of config c: `hardware` (a
  * profile file or preset) if given; else this machine's cached profile,
- * measured first as far as the run needs: the tiers at c's shape where no
- * shape is measured yet, and the disk where disk_bytes > 0 (the bytes the
+ * measured first as far as the run needs: the tiers at c's own shape where
+ * no shape with c's kind of MLP is measured yet, and the disk where disk_bytes > 0 (the bytes the
  * run may read from disk; the test file is sized to them). */
 fg_status fg_profile_for_run(const char *hardware, const char *offload_dir, const char *device,
                              const fg_model_config *c, uint64_t disk_bytes, fg_hw *hw);

@@ -7,12 +7,16 @@
  *
  * The file: {"flexgen_profile": 2, "host", "cores", "offload_dir",
  * "created", "gpu": {the gpu worker's --profile of the first shape},
- * "cpu": {...}, "runtime": {"cmd_s", "rtt_s"}, "shapes": [{hidden, ffn,
- * heads, model, mm, mm_q4, attn_decode_GBps, attn_prefill_TFLOPS}, ...],
+ * "cpu": {...}, "runtime": {"cmd_s", "rtt_s"}, "shapes": [{model, hidden,
+ * q_dim, kv_dim, ffn, ffn_kind (the key: a model's layer shape), heads, mm,
+ * mm_q4, attn_decode_GBps, attn_prefill_TFLOPS}, ...],
  * "disk": {... "file_bytes"} (only once a run or `flexgen profile` needed
  * the disk), "engine": {...} (only from `flexgen profile`)}. Each part is
- * measured once, when first needed, and kept: a shape per layer shape, the
- * disk again only for a run that reads far more than its test file. */
+ * measured once, when first needed, and kept: a shape per layer shape (a
+ * run measures its own where the profile has none with its kind of MLP,
+ * through the workers' --profile --shape, so any model is measured at its
+ * own), the disk again only for a run that reads far more than its test
+ * file. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -198,22 +202,26 @@ static json_t *load_profile(const fg_profile_opts *o, const char *path, int fres
     return new_profile(o);
 }
 
-int fg_profile_has_shape(json_t *prof, const fg_model_config *c) {
+/* The nearest of prof's shapes to c's (fg_hw_shape_distance; no shapes:
+ * HUGE_VAL). */
+static double nearest_shape(json_t *prof, const fg_model_config *c) {
     json_t *s;
     size_t i;
+    double best = HUGE_VAL, d;
     json_array_foreach(json_object_get(prof, "shapes"), i, s) {
-        if (json_integer_value(json_object_get(s, "hidden")) == c->hidden &&
-            json_integer_value(json_object_get(s, "ffn")) == c->ffn_dim)
-            return 1;
+        if (fg_hw_shape_distance("profile", s, c, &d) == FG_OK && d < best) best = d;
     }
-    return 0;
+    return best;
 }
 
-/* The shape-dependent part of a gpu worker's profile. */
-static json_t *shape_of(json_t *gpu) {
-    static const char *const keys[] = {"model", "hidden", "ffn", "heads", "mm", "mm_q4", "attn_decode_GBps",
-                                       "attn_prefill_TFLOPS"};
-    json_t *s = json_object();
+int fg_profile_has_shape(json_t *prof, const fg_model_config *c) { return nearest_shape(prof, c) == 0; }
+
+/* The shape-dependent part of a gpu worker's profile, keyed by c's layer
+ * shape (fg_hw_shape_distance reads the key). */
+static json_t *shape_of(json_t *gpu, const fg_model_config *c) {
+    static const char *const keys[] = {"heads", "mm", "mm_q4", "attn_decode_GBps", "attn_prefill_TFLOPS"};
+    json_t *s = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i}", "model", c->name, "hidden", c->hidden, "q_dim",
+                          fg_config_q_dim(c), "kv_dim", fg_config_kv_dim(c), "ffn", c->ffn_dim, "ffn_kind", c->ffn_kind);
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         json_t *v = json_object_get(gpu, keys[i]);
         if (v) json_object_set(s, keys[i], v);
@@ -225,20 +233,24 @@ static json_t *shape_of(json_t *gpu) {
  * cpu worker's and the runtime's where not measured yet. */
 static fg_status measure_shape(const fg_profile_opts *o, const fg_model_config *c, json_t *prof, progress *pg) {
     const char *q = o->quick ? "--quick" : NULL;
-    const char *gflags[] = {"--device", o->device, "--model", o->model, q, NULL};
-    char what[128];
-    snprintf(what, sizeof what, "the gpu tier (%s backend) at %s's layer shape", o->device, o->model);
+    /* the model's own layer shape, by name or (any model) as its description */
+    char desc[512];
+    fg_config_desc_text(c, desc, sizeof desc);
+    const char *mflag = o->shape ? "--shape" : "--model", *mval = o->shape ? desc : o->model;
+    const char *gflags[] = {"--device", o->device, mflag, mval, q, NULL};
+    char what[160];
+    snprintf(what, sizeof what, "the gpu tier (%s backend) at %s's layer shape", o->device, c->name);
     step_begin(pg, what, est_gpu_s(c, o->quick, o->device));
     pg->left_s -= est_gpu_s(c, o->quick, o->device);
     json_t *gpu = NULL;
     fg_status st = worker_profile("gpu", gflags, &gpu);
     if (st) return st;
     if (!json_object_get(prof, "shapes")) json_object_set_new(prof, "shapes", json_array());
-    json_array_append_new(json_object_get(prof, "shapes"), shape_of(gpu));
+    json_array_append_new(json_object_get(prof, "shapes"), shape_of(gpu, c));
     if (!json_object_get(prof, "gpu")) json_object_set(prof, "gpu", gpu);
     json_decref(gpu);
     if (!json_object_get(prof, "cpu")) {
-        const char *cflags[] = {"--model", o->model, q, NULL};
+        const char *cflags[] = {mflag, mval, q, NULL};
         step_begin(pg, "the cpu tier", EST_CPU_S);
         pg->left_s -= EST_CPU_S;
         json_t *cpu = NULL;
@@ -278,14 +290,22 @@ static int disk_stale(json_t *prof, uint64_t want) {
  * run, `flexgen profile` and the measuring itself. */
 enum { LACK_SHAPE = 1, LACK_DISK = 2, LACK_ENGINE = 4 };
 static unsigned lacks(json_t *prof, const fg_profile_opts *o, const fg_model_config *c) {
-    int shape = !json_array_size(json_object_get(prof, "shapes")) || (o->new_shape && !fg_profile_has_shape(prof, c));
+    /* c's own shape where new_shape; else one with c's kind of MLP */
+    double near = nearest_shape(prof, c);
+    int shape = o->new_shape ? near > 0 : !(near < FG_HW_SHAPE_OTHER_KIND);
     return (shape ? LACK_SHAPE : 0) | (disk_stale(prof, o->disk_test_bytes) ? LACK_DISK : 0) |
            (o->calibrate && !json_object_get(prof, "engine") ? LACK_ENGINE : 0);
 }
 
+/* The config whose layer shape o measures: o->shape, else o->model's. */
+static fg_status opts_config(const fg_profile_opts *o, fg_model_config *c) {
+    if (o->shape) return *c = *o->shape, FG_OK;
+    return fg_config_by_name(o->model, c);
+}
+
 int fg_profile_complete(const fg_profile_opts *o, const char *path) {
     fg_model_config c;
-    if (access(path, R_OK) != 0 || fg_config_by_name(o->model, &c) != FG_OK) return 0;
+    if (access(path, R_OK) != 0 || opts_config(o, &c) != FG_OK) return 0;
     json_t *prof = load_profile(o, path, 0);
     unsigned lack = lacks(prof, o, &c);
     json_decref(prof);
@@ -294,7 +314,7 @@ int fg_profile_complete(const fg_profile_opts *o, const char *path) {
 
 fg_status fg_profile_measure(const fg_profile_opts *o, const char *path, int fresh) {
     fg_model_config c;
-    fg_status st = fg_config_by_name(o->model, &c);
+    fg_status st = opts_config(o, &c);
     if (st) return st;
     json_t *prof = load_profile(o, path, fresh);
     unsigned lack = lacks(prof, o, &c);
@@ -324,16 +344,16 @@ fg_status fg_profile_for_run(const char *hardware, const char *offload_dir, cons
     if (st) return st;
     uint64_t test = disk_bytes < FG_PROFILE_DISK_MIN_BYTES ? FG_PROFILE_DISK_MIN_BYTES
                     : disk_bytes > FG_PROFILE_DISK_TEST_BYTES ? FG_PROFILE_DISK_TEST_BYTES : disk_bytes;
-    fg_profile_opts o = {.offload_dir = offload_dir, .device = device, .model = fg_config_nearest_size(c),
+    fg_profile_opts o = {.offload_dir = offload_dir, .device = device, .model = c->name, .shape = c,
                          .disk_test_bytes = disk_bytes ? test : 0};
     if (!fg_profile_complete(&o, path)) {
         fg_info("measuring what this run's policy depends on (cached in %s; `flexgen profile` measures more: "
                 "other shapes, the engine's own figures)", path);
         if ((st = fg_profile_measure(&o, path, 0))) return st;
     }
-    if ((st = fg_hw_load_for(path, c->hidden, hw))) return st;
-    if (hw->shape_hidden && hw->shape_hidden != c->hidden)
-        fg_info("profile: the gpu figures of the measured layer shape nearest this model's (hidden %d for %d; "
-                "`flexgen profile --model %s` measures its own)", hw->shape_hidden, c->hidden, o.model);
+    if ((st = fg_hw_load_for(path, c, hw))) return st;
+    if (hw->shape_hidden && !hw->shape_own)
+        fg_info("profile: the gpu figures of the measured layer shape nearest this model's (%s's, hidden %d for %d; "
+                "`flexgen profile --model NAME` measures a size's own)", hw->shape_model, hw->shape_hidden, c->hidden);
     return FG_OK;
 }

@@ -1,5 +1,5 @@
 /* cpu_profile.c - `flexgen-cpu-worker --profile [--json] [--quick]
- * [--model NAME]`: the cpu tier measured alone (no coordinator), for the
+ * [--model NAME | --shape DESC]`: the cpu tier measured alone (no coordinator), for the
  * cost model. Attention goes through what an ATTN_CORE command runs: the op
  * laid out by fg_op_args_layout (the op table's slots, checked and resolved
  * by fg_op_args_parse, as a command's are) and run by fg_cpu_attn_core_run,
@@ -35,7 +35,7 @@
 #include "fg_profile.h"
 
 #define PROG "flexgen-cpu-worker"
-#define USAGE PROG " --profile [--model NAME] [--quick] [--json]"
+#define USAGE PROG " --profile [--model NAME | --shape DESC] [--quick] [--json]"
 
 static const uint32_t attn_B[] = {1, 8, 32}, attn_ctx[] = {32, 256, 1024};
 #define N_B (sizeof attn_B / sizeof attn_B[0])

@@ -1,5 +1,5 @@
 /* gpu_profile.c - `flexgen-gpu-worker --profile [--json] [--quick]
- * [--device NAME] [--model NAME] [--gpu-mem SIZE]`: the gpu tier measured
+ * [--device NAME] [--model NAME | --shape DESC] [--gpu-mem SIZE]`: the gpu tier measured
  * alone (no coordinator), for the cost model. It goes through what the
  * worker's commands run: the backend --device names, opened and given an
  * arena by its own open and device_init; each op laid out by
@@ -17,7 +17,8 @@
  *                        so its work does not overlap theirs (the host
  *                        backend); false for a device of its own
  *   model, hidden, ffn, heads
- *                        --model (default opt-1.3b) and its H, F, heads
+ *                        --model (default opt-1.3b), or "shape" for --shape
+ *                        DESC (a run's own model), and its H, F, heads
  *   mm_q4                [{"rows": R, "TFLOPS": x}] for R = 1, 4, 16, 64, 256,
  *                        1024: the same with --compress-weight's 4-bit
  *                        weights, counted as the same FLOPs, so mm_q4 / mm
@@ -72,7 +73,7 @@
 #endif
 
 #define PROG "flexgen-gpu-worker"
-#define USAGE PROG " --profile [--device NAME] [--model NAME] [--gpu-mem SIZE] [--quick] [--json]"
+#define USAGE PROG " --profile [--device NAME] [--model NAME | --shape DESC] [--gpu-mem SIZE] [--quick] [--json]"
 
 static const uint32_t mm_rows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
 #define N_MM (sizeof mm_rows / sizeof mm_rows[0])

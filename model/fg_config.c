@@ -5,7 +5,10 @@
  * descriptions (fg_family.h); shapes are derived here from the fields. */
 #include "fg_config.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,21 +44,6 @@ fg_status fg_config_by_name(const char *name, fg_model_config *cfg) {
     char known[1024] = "";
     for (size_t i = 0; i < N_FAMILIES; i++) families[i]->list_names(known, sizeof known);
     return fg_err_set(FG_EINPUT, "unknown model name '%s'; known:%s", name, known);
-}
-
-const char *fg_config_nearest_size(const fg_model_config *c) {
-    static const char *const opt_names[] = {"opt-125m", "opt-350m", "opt-1.3b", "opt-2.7b", "opt-6.7b",
-                                            "opt-13b", "opt-30b", "opt-66b", "opt-175b"};
-    const char *n = strchr(c->name, '/') ? strchr(c->name, '/') + 1 : c->name;
-    size_t best = 0;
-    int best_h = 0;
-    for (size_t i = 0; i < sizeof opt_names / sizeof opt_names[0]; i++) {
-        fg_model_config o;
-        fg_family_opt.by_name(opt_names[i], &o);
-        if (!strcmp(n, opt_names[i])) return opt_names[i];
-        if (!best_h || abs(o.hidden - c->hidden) < abs(best_h - c->hidden)) best = i, best_h = o.hidden;
-    }
-    return opt_names[best];
 }
 
 int fg_config_is_eos(const fg_model_config *c, int tok) {
@@ -360,4 +348,27 @@ fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_model_
     char origin[64];
     snprintf(origin, sizeof origin, "%s: model", who);
     return fg_config_validate(c, origin);
+}
+
+void fg_config_desc_text(const fg_model_config *c, char *out, size_t cap) {
+    fg_model_desc d = fg_config_desc(c);
+    size_t len = (size_t)snprintf(out, cap, "%u", (unsigned)d.family);
+    for (uint32_t i = 0; i < d.n && len < cap; i++) len += (size_t)snprintf(out + len, cap - len, ",%u", (unsigned)d.v[i]);
+}
+
+fg_status fg_config_from_desc_text(const char *text, const char *who, fg_model_config *c) {
+    fg_model_desc d = {.n = FG_MODEL_DESC_N};
+    const char *p = text;
+    for (int i = 0; i <= FG_MODEL_DESC_N; i++) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(p, &end, 10);
+        if (end == p || errno || v > UINT32_MAX || *end != (i < FG_MODEL_DESC_N ? ',' : 0))
+            return fg_err_set(FG_EINPUT, "%s: '%s' is not a model description (%d numbers after the family, "
+                                         "comma-separated)", who, text, FG_MODEL_DESC_N);
+        if (i == 0) d.family = (uint32_t)v;
+        else d.v[i - 1] = (uint32_t)v;
+        p = end + 1;
+    }
+    return fg_config_from_desc(&d, who, c);
 }

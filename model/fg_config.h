@@ -56,10 +56,6 @@ typedef struct {
  * "opt-350m", "llama-3.1-8b", ...; an optional "facebook/" prefix is
  * accepted). FG_EINPUT listing the known names if unknown. */
 fg_status fg_config_by_name(const char *name, fg_model_config *cfg);
-/* The OPT size whose shapes are closest to c's: its own name if it is one,
- * else the one nearest in hidden size (what a hardware profile is measured
- * with for c). */
-const char *fg_config_nearest_size(const fg_model_config *c);
 
 /* Parse a Hugging Face config.json (model_type picks the family; a
  * generation_config.json beside it gives the EOS list). Errors name the
@@ -121,12 +117,28 @@ fg_model_desc fg_config_desc(const fg_model_config *cfg);
 /* A description -> a one-layer config to run ops with; FG_EINPUT naming
  * `who` for an unknown family, a wrong count or an out-of-range number. */
 fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_model_config *cfg);
+/* The description as text, "FAMILY,V0,...,V16" (a worker's --profile
+ * --shape), and back: FG_EINPUT naming `who` for text that is not one. */
+void fg_config_desc_text(const fg_model_config *cfg, char *out, size_t cap);
+fg_status fg_config_from_desc_text(const char *text, const char *who, fg_model_config *cfg);
 
 static inline int fg_config_head_dim(const fg_model_config *c) { return c->head_dim; }
 static inline int fg_config_has_proj(const fg_model_config *c) { return c->word_embed_proj_dim != c->hidden; }
 /* Widths of q (and the attention context) and of k and v (and the cache). */
 static inline int fg_config_q_dim(const fg_model_config *c) { return c->n_heads * c->head_dim; }
 static inline int fg_config_kv_dim(const fg_model_config *c) { return c->n_kv_heads * c->head_dim; }
+/* Keys a query at a context of ctx positions attends: ctx, or the sliding
+ * window where it is shorter. */
+static inline double fg_config_attn_keys(const fg_model_config *c, double ctx) {
+    return c->sliding_window > 0 && c->sliding_window < ctx ? c->sliding_window : ctx;
+}
+/* (query, key) pairs of a causal prefill of S positions, counted as S^2/2
+ * (the cost model's causal half); a window W < S cuts off the triangle
+ * beyond it: S W - W^2/2. */
+static inline double fg_config_prefill_attn_pairs(const fg_model_config *c, double S) {
+    double W = fg_config_attn_keys(c, S);
+    return S * W - W * W / 2;
+}
 /* Weight matrices of the MLP: 2 (fc1, fc2) or 3 (gate, up, down). */
 static inline int fg_config_ffn_mats(const fg_model_config *c) { return c->ffn_kind == FG_FFN_SWIGLU ? 3 : 2; }
 /* FLOPs of a decoder layer's Linear layers per row: 2 x (q, k, v, o, MLP). */

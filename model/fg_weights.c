@@ -410,14 +410,18 @@ fg_status fg_wsrc_open_dummy(const char *name, uint64_t seed, fg_wsrc **out) {
         snprintf(flag, sizeof flag, "--dummy %s: LAYERS after ':' (%s has %d)", name, base, full);
         if ((st = fg_parse_int(flag, colon + 1, 1, full, &cfg.n_layers))) return st;
     }
-    fg_wsrc *ws = fg_wsrc__alloc(&cfg);
+    if ((st = fg_wsrc_open_dummy_config(&cfg, seed, out)) || cfg.n_layers == full) return st;
+    fg_wsrc *ws = *out;
+    snprintf(ws->desc, sizeof ws->desc, "dummy %s weights, its first %d of %d layers (seed %llu)", cfg.name,
+             cfg.n_layers, full, (unsigned long long)seed);
+    return FG_OK;
+}
+
+fg_status fg_wsrc_open_dummy_config(const fg_model_config *cfg, uint64_t seed, fg_wsrc **out) {
+    fg_wsrc *ws = fg_wsrc__alloc(cfg);
     ws->kind = WS_DUMMY;
     ws->seed = seed;
-    if (cfg.n_layers < full)
-        snprintf(ws->desc, sizeof ws->desc, "dummy %s weights, its first %d of %d layers (seed %llu)", cfg.name,
-                 cfg.n_layers, full, (unsigned long long)seed);
-    else
-        snprintf(ws->desc, sizeof ws->desc, "dummy %s weights (seed %llu)", cfg.name, (unsigned long long)seed);
+    snprintf(ws->desc, sizeof ws->desc, "dummy %s weights (seed %llu)", cfg->name, (unsigned long long)seed);
     *out = ws;
     return FG_OK;
 }

@@ -23,6 +23,9 @@ fg_status fg_wsrc_open_dir(const char *dir, const char *name_hint, fg_wsrc **out
  * "NAME:LAYERS" keeps the first LAYERS decoder layers (the size's shapes,
  * a shorter model: what `flexgen profile` runs the engine on). */
 fg_status fg_wsrc_open_dummy(const char *name, uint64_t seed, fg_wsrc **out);
+/* The same for any config (a description's one-layer config, say: what a
+ * worker's --profile --shape measures). */
+fg_status fg_wsrc_open_dummy_config(const fg_model_config *cfg, uint64_t seed, fg_wsrc **out);
 
 const fg_model_config *fg_wsrc_config(const fg_wsrc *ws);
 fg_model_config *fg_wsrc_config_mut(fg_wsrc *ws);   /* e.g. token ids from a tokenizer */

@@ -17,7 +17,7 @@ int fg_profile_parse(fg_profile_args *pa, const char *program, int argc, char **
                      void *own_ctx, const char *usage) {
     memset(pa, 0, sizeof *pa);
     pa->program = program;
-    const char *model = DEFAULT_MODEL;
+    const char *model = DEFAULT_MODEL, *shape = NULL;
     int used;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -29,6 +29,8 @@ int fg_profile_parse(fg_profile_args *pa, const char *program, int argc, char **
             pa->quick = 1;
         } else if (!strcmp(a, "--model") && val) {
             model = argv[++i];
+        } else if (!strcmp(a, "--shape") && val) {
+            shape = argv[++i];
         } else if (own && (used = own(own_ctx, a, val)) != 0) {
             if (used < 0) return 2;
             i += used - 1;
@@ -37,10 +39,12 @@ int fg_profile_parse(fg_profile_args *pa, const char *program, int argc, char **
             return 2;
         }
     }
-    if (fg_config_by_name(model, &pa->cfg) != FG_OK) {
-        fprintf(stderr, "%s: --profile: --model: %s\n", program, fg_err_msg());
+    if (shape ? fg_config_from_desc_text(shape, "--shape", &pa->cfg) != FG_OK
+              : fg_config_by_name(model, &pa->cfg) != FG_OK) {
+        fprintf(stderr, "%s: --profile: %s\n", program, fg_err_msg());
         return 2;
     }
+    if (shape) snprintf(pa->cfg.name, sizeof pa->cfg.name, "shape");
     return 0;
 }
 
@@ -82,7 +86,9 @@ fg_status fg_profile_fill(const fg_msg *m, void *image, const fg_profile_args *p
     const fg_op_info *oi = fg_op_info_get(c->op);
     if (!oi) return fg_err_set(FG_EINPUT, "%s is not an engine op", fg_op_name(c->op));
     fg_wsrc *dummy = NULL;
-    fg_status st = fg_wsrc_open_dummy(pa->cfg.name, 1, &dummy);
+    fg_model_config plain = pa->cfg;
+    plain.compress_weight = 0;
+    fg_status st = fg_wsrc_open_dummy_config(&plain, 1, &dummy);
     if (!st) fg_wsrc_config_mut(dummy)->compress_weight = pa->cfg.compress_weight;   /* read as the tiers hold them */
     for (uint32_t i = 0; !st && i < c->n_in; i++) {
         const fg_op_slot *s = &oi->in[i];

@@ -5,8 +5,8 @@
  * to the log on stderr) or a short summary. The disk worker's --profile is
  * disk_worker/disk_profile.c.
  *
- * Shared here: the flags both take (--json, --quick, --model NAME), the
- * median timer, and random contents for an op's tensors as
+ * Shared here: the flags both take (--json, --quick, --model NAME, --shape
+ * DESC), the median timer, and random contents for an op's tensors as
  * fg_op_args_layout (runtime/fg_op_args.h) places them. The printing is
  * every worker's: fg_worker_profile_print (fg_worker.h). */
 #ifndef FG_PROFILE_H
@@ -18,8 +18,10 @@
 
 /* The flags both profiles take, for their --help (options_help). */
 #define FG_PROFILE_OPTIONS_HELP                                                              \
-    "  --model NAME        with --profile: the OPT size whose shapes to measure\n"           \
+    "  --model NAME        with --profile: the model size whose shapes to measure\n"         \
     "                      (default opt-1.3b)\n"                                             \
+    "  --shape DESC        with --profile: instead of --model, a layer shape as the\n"      \
+    "                      model description (FAMILY,V0,...,V16; what a run passes)\n"      \
     "  --quick             with --profile: fewer repetitions and smaller buffers, for\n"     \
     "                      tests; not the real measurement\n"                                \
     "  --json              with --profile: one JSON object on stdout\n"
@@ -28,7 +30,7 @@ typedef struct {
     const char *program;   /* "flexgen-gpu-worker", for messages */
     int as_json;           /* --json */
     int quick;             /* --quick */
-    fg_model_config cfg;     /* --model's config (default opt-1.3b) */
+    fg_model_config cfg;     /* --model's config (default opt-1.3b), or --shape's one-layer config */
 } fg_profile_args;
 
 /* A profile's own flag (fg_worker_def.option's contract): the arguments it

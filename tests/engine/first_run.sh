@@ -9,6 +9,9 @@
 #     file sized to the model's store (at least FG_PROFILE_DISK_MIN_BYTES);
 #  4. a model of another shape: nothing measured, the nearest shape's
 #     figures used (the log says which);
+#  5. a Llama-family model (GQA, a gated MLP) after these OPT shapes: the gpu
+#     tier measured again, at its own layer shape (the profile's new entry
+#     keyed by its q and kv widths, ffn size and kind), nothing else;
 # each output equal to the reference engine's (--device host: its bits).
 # Usage: first_run.sh FLEXGEN WORKDIR
 set -uo pipefail
@@ -74,6 +77,21 @@ if run shape m2 --gpu-mem 700K --cpu-mem 64M --offload-dir "$work/deep/a/b"; the
   grep -q "the gpu figures of the measured layer shape nearest" "$work/shape.log" ||
     fail "shape: the log does not say whose shape's figures it took"
   echo "ok   another shape: nothing measured"
+fi
+# 5. a Llama-family shape: measured at its own
+"$py" "$ref/make_llama_checkpoint.py" --out "$work/m3" --layers 2 --hidden 64 --heads 4 --kv-heads 2 --ffn 160 \
+  --vocab 300 --max-pos 64 --seed 5 >/dev/null || exit 1
+"$flexgen" run --engine reference --model "$work/m3" "${common[@]}" --out "$work/ref3.jsonl" 2>/dev/null || exit 1
+if run llama m3 --gpu-mem 300K --cpu-mem 64M --offload-dir "$work/deep/a/b"; then
+  what=$(measured llama)
+  case "$what" in "profile [1/1]: the gpu tier"*) ;; *) fail "llama: measured '$what', expected the gpu tier alone" ;; esac
+  "$py" -c 'import json, sys
+s = json.load(open(sys.argv[1]))["shapes"][-1]
+assert (s["hidden"], s["q_dim"], s["kv_dim"], s["ffn"], s["ffn_kind"]) == (64, 64, 32, 160, 1), s' "$(profile)" ||
+    fail "llama: the profile's new shape is not the model's own"
+  ! grep -q "the gpu figures of the measured layer shape nearest" "$work/llama.log" ||
+    fail "llama: the run took another shape's figures"
+  echo "ok   a Llama shape after OPT's: measured $what"
 fi
 [ $fails -eq 0 ] && echo "first_run: passed" || echo "first_run: $fails failed"
 exit $((fails > 0))
