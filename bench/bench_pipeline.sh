@@ -58,5 +58,6 @@ for P in (1, 2, 3):
         sent = statistics.median(statistics.mean(x["sent_bytes"] for x in p) for p in per) / 1e6
     print(f"{P:>2} {tp:9.3f} {tp / base:6.2f}x {pre:9.2f} {dec:9.2f} {bub:15.1f} {snd:13.2f} {sent:13.2f}")
 print(f"(medians of {reps} interleaved runs; bubble: mean over ranks of the time blocked on the ring, per token "
-      "step of a block; send: sends posted to seen complete)")
+      "step of a block; send: sends posted to seen complete, which includes the wait for the next rank to post "
+      "its receive, so it is an upper bound of the transfer)")
 PY
