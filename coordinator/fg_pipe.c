@@ -75,16 +75,19 @@ static fg_status flush(fg_engine *e) {
     return st;
 }
 
-/* Wait for r (flushing first when asked): a short sleep between tests
- * leaves the cores to the workers, as MPI's own wait would spin. */
+/* A pause between two tests of the ring, 20 us doubling to 1 ms: it leaves
+ * the cores to the workers, where MPI's own wait would spin. */
+static void nap(unsigned *us) {
+    usleep(*us);
+    if (*us < 1000) *us *= 2;
+}
+
+/* Wait for r, flushing first when asked. */
 static fg_status wait_req(fg_engine *e, fg_ring_req *r, uint64_t *n, int do_flush) {
     if (fg_ring_test(r, n)) return FG_OK;
     fg_status st = do_flush ? flush(e) : FG_OK;
     double t0 = fg_now();
-    for (unsigned us = 20; !st && !fg_ring_test(r, n); us = us < 1000 ? 2 * us : us) {
-        st = fg_pipe_poll(e);
-        usleep(us);
-    }
+    for (unsigned us = 20; !st && !fg_ring_test(r, n); nap(&us)) st = fg_pipe_poll(e);
     e->pipe.wait_s += fg_now() - t0;
     return st;
 }
@@ -200,7 +203,7 @@ static fg_status recv_outputs(fg_engine *e, fg_seq_out *out, int first, int coun
     fg_pipe *p = &e->pipe;
     uint64_t n = 0;
     double t0 = fg_now();
-    for (unsigned us = 20; !fg_ring_probe(p->P - 1, FG_RING_TAG_OUT, &n); us = us < 1000 ? 2 * us : us) usleep(us);
+    for (unsigned us = 20; !fg_ring_probe(p->P - 1, FG_RING_TAG_OUT, &n);) nap(&us);
     p->wait_s += fg_now() - t0;
     int32_t *buf = fg_xcalloc(n / 4 + 1, 4);
     fg_status st = fg_ring_recv(buf, n, p->P - 1, FG_RING_TAG_OUT);
