@@ -1,22 +1,19 @@
 /* fg_cost_pipe.c - the cost model of a pipeline of machines (see fg_cost_pipe.h). */
 #include "fg_cost_pipe.h"
 
+#include "fg_plan.h"
+#include "fg_ring.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Model-level tensors a stage holds: the input side (token and position
- * embeddings, OPT-350m's project_in) on the first, the output side (final
- * norm, project_out, the head: a tied head is the token embedding) on the
- * last; the rest are absent from its spec, as from its memory. */
+/* Model-level tensors a stage does not hold (fg_stage_holds_global) are
+ * absent from its spec, as from its memory. */
 static void keep_globals(fg_spec *g, int embed, int head) {
-    const int tied = !g[FG_GW_LM_HEAD].present;
-    for (int i = 0; i < FG_GW_COUNT; i++) {
-        int keep = i == FG_GW_EMBED_TOKENS                       ? embed || (head && tied)
-                   : i == FG_GW_EMBED_POS || i == FG_GW_PROJ_IN ? embed
-                                                                 : head;
-        if (!keep) g[i].present = 0;
-    }
+    fg_stage st = {0, 0, embed, head};
+    for (int i = 0; i < FG_GW_COUNT; i++)
+        if (!fg_stage_holds_global(&st, i)) g[i].present = 0;
 }
 
 static int kind_of(fg_pipecost *pp, const fg_model_config *c, const fg_spec *sp, int first, int count, int r) {
@@ -55,8 +52,10 @@ fg_status fg_pipecost_init(fg_pipecost *pp, const fg_model_config *c, const fg_s
     pp->kind = fg_xcalloc((size_t)P, sizeof *pp->kind);
     pp->kinds = fg_xcalloc((size_t)P, sizeof *pp->kinds);
     double most = -1;
-    for (int r = 0; r < P; r++) {   /* balanced: rank r holds [r*L/P, (r+1)*L/P) */
-        pp->first[r] = (int)((long)r * L / P), pp->count[r] = (int)((long)(r + 1) * L / P) - pp->first[r];
+    for (int r = 0; r < P; r++) {   /* balanced, as the ranks split them (fg_ring_stage) */
+        int hi;
+        fg_ring_stage(L, r, P, &pp->first[r], &hi);
+        pp->count[r] = hi - pp->first[r];
         pp->kind[r] = kind_of(pp, c, sp, pp->first[r], pp->count[r], r);
         const fg_pipecost_kind *kd = &pp->kinds[pp->kind[r]];
         fg_cost_case cs = {0};

@@ -124,13 +124,26 @@ fg_status fg_plan_build_stage(fg_plan *pl, const fg_model_config *c, const fg_sp
                               const fg_stage *stage);
 void fg_plan_free(fg_plan *pl);
 
+/* Model-level tensor i (FG_GW_*) is one a stage holds: the
+ * input side (token and position embeddings, project_in) where it has the
+ * embedding, the output side (final norm, project_out, the head) where it
+ * has the head; the token embedding on both, as the LM_HEAD op carries it
+ * (a tied head's matrix) for every model. The engine's plan and the
+ * pipeline's cost model (fg_cost_pipe.c) both ask this. */
+static inline int fg_stage_holds_global(const fg_stage *st, int i) {
+    if (i == FG_GW_EMBED_TOKENS) return st->embed || st->head;
+    if (i == FG_GW_EMBED_POS || i == FG_GW_PROJ_IN) return st->embed;
+    return st->head;
+}
+
 /* Weight group g (-1 the model-level tensors, else a decoder layer) is
  * this stage's; spec index i is present and this stage's. */
 static inline int fg_plan_has_group(const fg_plan *pl, int g) {
     return g < 0 ? pl->st.embed || pl->st.head : g >= pl->st.lo && g < pl->st.hi;
 }
 static inline int fg_plan_spec_here(const fg_plan *pl, int i) {
-    return pl->sp[i].present && fg_plan_has_group(pl, i < FG_GW_COUNT ? -1 : (i - FG_GW_COUNT) / FG_LW_COUNT);
+    if (i < FG_GW_COUNT) return pl->sp[i].present && fg_stage_holds_global(&pl->st, i);
+    return pl->sp[i].present && fg_plan_has_group(pl, (i - FG_GW_COUNT) / FG_LW_COUNT);
 }
 
 /* Device bytes (arena + workspace) and shared-memory bytes it needs. */
