@@ -192,7 +192,7 @@ fg_status fg_sample_until(fg_engine *e, fg_sampler *sm, int k);
 fg_status fg_spill_claim(const char *dir, const char *path, int *fd);
 
 /* ---- fg_pipe.c ---- */
-fg_status fg_pipe_init(fg_engine *e);
+void fg_pipe_init(fg_engine *e);
 void fg_pipe_free(fg_engine *e);
 /* Unit u takes its hidden state from the rank before / gives it to the next. */
 static inline int fg_pipe_recvs(const fg_engine *e, const fg_unit *u) {

@@ -16,7 +16,7 @@
 
 #include "fg_flex_int.h"
 
-fg_status fg_pipe_init(fg_engine *e) {
+void fg_pipe_init(fg_engine *e) {
     fg_pipe *p = &e->pipe;
     memset(p, 0, sizeof *p);
     p->P = fg_ring_size(), p->r = fg_ring_rank();
@@ -26,7 +26,6 @@ fg_status fg_pipe_init(fg_engine *e) {
         p->ids_req = fg_xcalloc((size_t)e->pl.K, sizeof *p->ids_req);
         p->ids_copy = fg_xcalloc((size_t)e->pl.K, sizeof *p->ids_copy);
     }
-    return FG_OK;
 }
 
 void fg_pipe_free(fg_engine *e) {

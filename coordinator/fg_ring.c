@@ -168,10 +168,6 @@ fg_status fg_ring_gather(const void *send, uint64_t n, void *recv, int root) {
     return st ? st : mpi_err(MPI_Gather(send, c, MPI_BYTE, recv, c, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Gather");
 }
 
-fg_status fg_ring_max_int(int *x) {
-    if (!ring_mpi) return FG_OK;
-    return mpi_err(MPI_Allreduce(MPI_IN_PLACE, x, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
-}
 #else
 /* One rank: nothing to send to, nothing to wait for. */
 static fg_status no_mpi(void) { return fg_err_set(FG_ERUNTIME, "this flexgen was built without MPI"); }
@@ -186,5 +182,4 @@ fg_status fg_ring_gather(const void *send, uint64_t n, void *recv, int root) {
     memcpy(recv, send, n);
     return FG_OK;
 }
-fg_status fg_ring_max_int(int *x) { return FG_OK; }
 #endif

@@ -36,7 +36,7 @@ typedef struct {
     double t0;            /* when it was posted */
 } fg_ring_req;
 
-enum { FG_RING_TAG_HIDDEN = 1, FG_RING_TAG_IDS = 2, FG_RING_TAG_OUT = 3, FG_RING_TAG_STATS = 4 };
+enum { FG_RING_TAG_HIDDEN = 1, FG_RING_TAG_IDS = 2, FG_RING_TAG_OUT = 3 };
 
 fg_status fg_ring_isend(const void *buf, uint64_t n, int dest, int tag, fg_ring_req *r);
 fg_status fg_ring_irecv(void *buf, uint64_t cap, int src, int tag, fg_ring_req *r);
@@ -57,7 +57,5 @@ fg_status fg_ring_recv(void *buf, uint64_t n, int src, int tag);
  * schedule). */
 fg_status fg_ring_bcast(void *buf, uint64_t n, int root);
 fg_status fg_ring_gather(const void *send, uint64_t n, void *recv, int root);
-/* The largest of x over the ranks, on every rank. */
-fg_status fg_ring_max_int(int *x);
 
 #endif
