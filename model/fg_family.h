@@ -46,6 +46,14 @@ typedef struct {
 
 extern const fg_family fg_family_opt, fg_family_llama;
 
+/* The Llama family's rows of a layer role w (-1: a global tensor) stored in
+ * interleaved rotary order, as GGUF's llama architecture and llama2.c
+ * checkpoints store q and k: the heads to unpermute with, or 0. */
+int fg_family_llama_unpermute_interleaved(const fg_model_config *cfg, int w);
+/* The rest of a llama2.c checkpoint's config, once its header has filled
+ * the sizes and `tied`: the family's kinds, eps, theta and token ids. */
+void fg_family_llama_llama2c(fg_model_config *cfg);
+
 /* The family with id `id`, or NULL. */
 const fg_family *fg_family_get(int id);
 /* The family that reads GGUF architecture `arch`, or NULL. */

@@ -351,10 +351,26 @@ static fg_status llama_from_gguf(const fg_gguf *g, const char *arch, fg_model_co
 /* llama.cpp permutes q and k rows (weights and biases) of architecture
  * llama for its interleaved rotary; qwen2 rotates NEOX-style, unpermuted. */
 static int llama_gguf_unpermute(const fg_model_config *c, const char *arch, int w) {
-    if (strcmp(arch, "llama")) return 0;
+    return strcmp(arch, "llama") ? 0 : fg_family_llama_unpermute_interleaved(c, w);
+}
+
+int fg_family_llama_unpermute_interleaved(const fg_model_config *c, int w) {
     if (w == FG_LW_Q_W || w == FG_LW_Q_B) return c->n_heads;
     if (w == FG_LW_K_W || w == FG_LW_K_B) return c->n_kv_heads;
     return 0;
+}
+
+/* llama2.c's model.py and run.c: RMSNorm eps 1e-5, rotary theta 10000 over
+ * the whole head, no biases. Its training data (TinyStories) separates
+ * stories with BOS (1), and run.c ends a sequence when it samples BOS: that
+ * is the EOS here. */
+void fg_family_llama_llama2c(fg_model_config *c) {
+    llama_common(c, "llama");
+    c->norm_eps = 1e-5f;
+    c->rope_theta = 10000;
+    c->rope_scaling = FG_ROPE_NONE;
+    c->bos_id = 1, c->pad_id = 0;
+    c->n_eos = 1, c->eos_ids[0] = 1;
 }
 
 static const char *const llama_gguf_archs[] = {"llama", "qwen2", NULL};

@@ -94,6 +94,13 @@ int64_t fg_gguf_tensor_count(const fg_gguf *g);
 const fg_gguf_tensor *fg_gguf_tensor_at(const fg_gguf *g, int64_t i);
 const fg_gguf_tensor *fg_gguf_find_tensor(const fg_gguf *g, const char *name); /* NULL if absent */
 
+/* Undo the interleaved rotary row order of a q or k projection (llama.cpp's
+ * Q/K permutation, which llama2.c checkpoints also have): of `rows` rows of
+ * `rowlen` fp16 values split into `heads` heads of d rows, stored row
+ * h*d + 2i + s becomes row h*d + s*d/2 + i (the rotate-half layout). -1,
+ * x untouched, when the rows do not split into heads of an even size. */
+int fg_rows_unpermute(uint16_t *x, uint64_t rows, uint64_t rowlen, int heads);
+
 typedef struct {
     /* > 0: undo llama.cpp's Q/K row permutation with this many heads: n_head
      * for attn_q, n_head_kv for attn_k (the converter's rule), for weights

@@ -186,23 +186,27 @@ static uint64_t convert(const fg_gguf_tensor *t, const uint8_t *src, uint16_t *d
     return bad;
 }
 
-/* Stored row h*d + 2i + s -> row h*d + s*d/2 + i, rows of ne[0] values
- * (one value each for a 1-D tensor). */
-static fg_status unpermute(const fg_gguf *g, const fg_gguf_tensor *t, uint16_t *dst, int heads) {
-    uint64_t rowlen = t->n_dims == 1 ? 1 : t->ne[0];
-    uint64_t rows = t->numel / rowlen;
-    if (heads <= 0 || rows % (uint64_t)heads || (rows / (uint64_t)heads) % 2)
-        return fg_err_set(FG_EINPUT, "%s: tensor '%s': %llu rows cannot be split into %d heads of an even size "
-                          "(to undo the Q/K permutation)", fg_gguf_path(g), t->name, (unsigned long long)rows, heads);
+int fg_rows_unpermute(uint16_t *x, uint64_t rows, uint64_t rowlen, int heads) {
+    if (heads <= 0 || rows % (uint64_t)heads || (rows / (uint64_t)heads) % 2) return -1;
     uint64_t d = rows / (uint64_t)heads;
-    uint16_t *tmp = fg_xmalloc((size_t)t->numel * 2);
-    memcpy(tmp, dst, (size_t)t->numel * 2);
+    uint16_t *tmp = fg_xmalloc((size_t)(rows * rowlen) * 2);
+    memcpy(tmp, x, (size_t)(rows * rowlen) * 2);
     for (uint64_t r = 0; r < rows; r++) {
         uint64_t h = r / d, j = r % d;
         uint64_t to = h * d + (j % 2) * (d / 2) + j / 2;
-        memcpy(dst + to * rowlen, tmp + r * rowlen, (size_t)rowlen * 2);
+        memcpy(x + to * rowlen, tmp + r * rowlen, (size_t)rowlen * 2);
     }
     free(tmp);
+    return 0;
+}
+
+/* Rows of ne[0] values (one value each for a 1-D tensor). */
+static fg_status unpermute(const fg_gguf *g, const fg_gguf_tensor *t, uint16_t *dst, int heads) {
+    uint64_t rowlen = t->n_dims == 1 ? 1 : t->ne[0];
+    uint64_t rows = t->numel / rowlen;
+    if (fg_rows_unpermute(dst, rows, rowlen, heads))
+        return fg_err_set(FG_EINPUT, "%s: tensor '%s': %llu rows cannot be split into %d heads of an even size "
+                          "(to undo the Q/K permutation)", fg_gguf_path(g), t->name, (unsigned long long)rows, heads);
     return FG_OK;
 }
 

@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 static const int dt_size[] = {2, 2, 4};   /* bytes of a value of each dtype */
+#define L2C_PROBE_BYTES 64                 /* enough of a file to tell its format */
 
 /* ---- helpers ---- */
 
@@ -340,13 +341,28 @@ fg_wsrc *fg_wsrc__alloc(const fg_model_config *cfg) {
     return ws;
 }
 
+/* A model in one file: GGUF by its magic, else a llama2.c checkpoint by
+ * its header, else refused. */
+static fg_status open_model_file(const char *path, fg_wsrc **out) {
+    uint8_t head[L2C_PROBE_BYTES];
+    size_t n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return fg_err_set(FG_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+    n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    if (n >= 4 && !memcmp(head, "GGUF", 4)) return fg_wsrc__open_gguf(path, out);
+    if (fg_wsrc__is_llama2c(head, n)) return fg_wsrc__open_llama2c(path, out);
+    return fg_err_set(FG_EINPUT, "%s: neither a GGUF file (magic \"GGUF\") nor a llama2.c checkpoint (its header "
+                                 "of seven sizes, or version 1's magic \"ak42\")", path);
+}
+
 fg_status fg_wsrc_open_dir(const char *dir, const char *name_hint, fg_wsrc **out) {
     *out = NULL;
     char p[PATH_MAX];
     struct stat st_dir;
-    if (stat(dir, &st_dir) == 0 && S_ISREG(st_dir.st_mode)) return fg_wsrc__open_gguf(dir, out);
+    if (stat(dir, &st_dir) == 0 && S_ISREG(st_dir.st_mode)) return open_model_file(dir, out);
     if (stat(dir, &st_dir) != 0 || !S_ISDIR(st_dir.st_mode))
-        return fg_err_set(FG_EINPUT, "%s: not a model directory (or a GGUF file)", dir);
+        return fg_err_set(FG_EINPUT, "%s: not a model directory (or a GGUF file or llama2.c checkpoint)", dir);
     fg_model_config cfg;
     fg_status st;
     snprintf(p, sizeof p, "%s/config.json", dir);
@@ -557,6 +573,13 @@ fg_status fg_wsrc_read(fg_wsrc *ws, int idx, fg_half *dst) {
                 buf[i] = fg_bf16_to_float(b);
             }
         narrow_counted(buf, dst + i0, m, &over, &flushed);
+    }
+    if (l->unpermute) {
+        const fg_spec *s = &ws->specs[idx];
+        if (fg_rows_unpermute(dst, (uint64_t)s->dims[0], s->ndim == 2 ? (uint64_t)s->dims[1] : 1, l->unpermute))
+            return fg_err_set(FG_EINPUT, "%s: tensor '%s': %lld rows cannot be split into %d heads of an even size "
+                              "(to undo the interleaved rotary order)", f->path, s->name, (long long)s->dims[0],
+                              l->unpermute);
     }
     if (over || flushed)   /* reported, never hidden: the engine computes on the fp16 values */
         fg_warn("%s: tensor '%s' (%s): %llu of %zu values overflow fp16 (stored as inf), %llu underflow it "

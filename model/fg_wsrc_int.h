@@ -20,13 +20,13 @@ typedef struct {
                            length + JSON, .npy preamble + dict) */
 } mapped_file;
 
-typedef enum { WS_SAFETENSORS = 1, WS_NPY = 2, WS_DUMMY = 3, WS_GGUF = 4 } wsrc_kind;
+typedef enum { WS_SAFETENSORS = 1, WS_NPY = 2, WS_DUMMY = 3, WS_GGUF = 4, WS_LLAMA2C = 5 } wsrc_kind;
 
 typedef struct {
     int file;            /* index into ws->files; -1 = not mapped yet */
     size_t offset;       /* absolute offset of the first byte in the file (GGUF: the tensor's index) */
     dtype dt;
-    int unpermute;       /* GGUF: heads whose llama.cpp Q/K row permutation to undo, or 0 */
+    int unpermute;       /* GGUF, llama2.c: heads whose interleaved Q/K row order to undo, or 0 */
 } tensor_loc;
 
 struct fg_wsrc {
@@ -50,5 +50,10 @@ fg_wsrc *fg_wsrc__alloc(const fg_model_config *cfg);
 /* fg_wsrc_gguf.c: a GGUF file as a source; tensor idx read into dst (n values). */
 fg_status fg_wsrc__open_gguf(const char *path, fg_wsrc **out);
 fg_status fg_wsrc__read_gguf(fg_wsrc *ws, int idx, fg_half *dst, size_t n);
+/* fg_wsrc_llama2c.c: 1 if the first n bytes of a file read as a llama2.c
+ * checkpoint's header (version 1's magic, or seven plausible sizes); the
+ * file as a source (every size checked against its length). */
+int fg_wsrc__is_llama2c(const uint8_t *head, size_t n);
+fg_status fg_wsrc__open_llama2c(const char *path, fg_wsrc **out);
 
 #endif
