@@ -24,6 +24,7 @@
 
 typedef struct {
     const char *model_dir, *dummy, *hardware, *offload_dir, *device, *prompt_ids, *prompts, *chat_template;
+    const char *tokenizer;   /* --tokenizer FILE: instead of the model's */
     int S, G, n_prompts, truncate, json, have_percent, gbs, K, cpu_attn;
     int stages;                            /* machines in a pipeline (1: one) */
     double net_gbit, net_latency_us;       /* > 0, >= 0: the network, over the profile's */
@@ -46,7 +47,8 @@ static void usage(FILE *f) {
         "  --prompt-len S      prompt length (tokens, padded)\n"
         "  --prompts FILE      or the job's prompts, as flexgen run reads them (text or JSONL, tokenized\n"
         "                      with the model's tokenizer; --truncate as in flexgen run): their count\n"
-        "                      and longest length; --chat-template FILE as in flexgen run\n"
+        "                      and longest length; --chat-template FILE and --tokenizer FILE\n"
+        "                      as in flexgen run\n"
         "  --prompt-ids FILE   or the job's prompts as token ids (a JSON list of lists)\n"
         "  --gen-len N         new tokens per prompt (default 32)\n"
         "  --num-prompts N     prompts in the job (default: as many as the best block holds)\n"
@@ -81,7 +83,7 @@ static fg_status parse_num(const char *flag, const char *v, int zero_ok, double 
 
 static fg_status parse(int argc, char **argv, policy_args *a) {
     enum { O_MODEL = 256, O_DUMMY, O_S, O_G, O_N, O_PIDS, O_HW, O_GPU, O_CPU, O_DISK, O_OFF, O_DEV, O_JSON, O_PCT,
-           O_GBS, O_NGB, O_CA, O_CW, O_CC, O_PROMPTS, O_TRUNC, O_CHAT, O_STAGES, O_NETG, O_NETL };
+           O_GBS, O_NGB, O_CA, O_CW, O_CC, O_PROMPTS, O_TRUNC, O_CHAT, O_STAGES, O_NETG, O_NETL, O_TOK };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},       {"dummy", required_argument, 0, O_DUMMY},
         {"prompt-len", required_argument, 0, O_S},      {"gen-len", required_argument, 0, O_G},
@@ -95,6 +97,7 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
         {"compress-weight", no_argument, 0, O_CW},      {"compress-cache", no_argument, 0, O_CC},
         {"prompts", required_argument, 0, O_PROMPTS},   {"truncate", no_argument, 0, O_TRUNC},
         {"chat-template", required_argument, 0, O_CHAT},   {"stages", required_argument, 0, O_STAGES},
+        {"tokenizer", required_argument, 0, O_TOK},
         {"net-gbps", required_argument, 0, O_NETG},     {"net-latency-us", required_argument, 0, O_NETL},
         {0, 0, 0, 0},
     };
@@ -114,6 +117,7 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
         case O_PROMPTS: a->prompts = optarg; break;
         case O_TRUNC: a->truncate = 1; break;
         case O_CHAT: a->chat_template = optarg; break;
+        case O_TOK: a->tokenizer = optarg; break;
         case O_HW: a->hardware = optarg; break;
         case O_GPU: st = fg_parse_size(optarg, &a->gpu_mem); break;
         case O_CPU: st = fg_parse_size(optarg, &a->cpu_mem); break;
@@ -264,7 +268,7 @@ static void read_workload(const policy_args *a, fg_wsrc *ws, const fg_model_conf
     if (a->prompts) {
         fg_tok *tok = NULL;
         fg_prompt_list text = {0};
-        fg_exit_on(fg_prompt_tokenizer(a->model_dir, a->dummy != NULL, 1, ws, &tok));
+        fg_exit_on(fg_prompt_tokenizer(a->model_dir, a->tokenizer, a->dummy != NULL, 1, ws, &tok));
         fg_chat_src chat = {a->model_dir, a->chat_template};
         fg_exit_on(fg_prompt_encode(a->prompts, tok, c, &chat, a->G, a->truncate, &text, &in, &nn));
         fg_prompts_free(&text);

@@ -18,6 +18,7 @@ typedef struct {
     int resume;                  /* --resume: continue the job in the job directory */
     const char *model_dir, *dummy, *prompts, *prompt_ids, *out, *dump_logits, *engine, *report;
     const char *chat_template;   /* --chat-template FILE: renders "messages" prompts instead of the model's */
+    const char *tokenizer;       /* --tokenizer FILE: a tokenizer.json or llama2.c tokenizer.bin, not the model's */
     const char *stop[FG_MAX_STOPS];
     int n_stop;
     int gen_len, batch, ignore_eos, truncate;
@@ -32,7 +33,7 @@ typedef struct {
 /* Option codes (getopt_long's values); RUN_GIVEN(code) is its bit in `given`. */
 enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE,
        O_REPORT, O_PROMPTS, O_STOP, O_TRUNC, O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM,
-       O_OFFDIR, O_NOOVERLAP, O_TRACE, O_DEVICE, O_POLICY, O_HW, O_JOB, O_RESUME, O_ATTACH, O_CW, O_CC, O_CHAT,
+       O_OFFDIR, O_NOOVERLAP, O_TRACE, O_DEVICE, O_POLICY, O_HW, O_JOB, O_RESUME, O_ATTACH, O_CW, O_CC, O_CHAT, O_TOK,
        O_CMDTIMEOUT };
 #define RUN_GIVEN(o) (1ull << ((o) - O_MODEL))
 

@@ -23,7 +23,9 @@ static void run_usage(FILE *f) {
         "model:\n"
         "  --model DIR|FILE      Hugging Face directory of an OPT or Llama-family model (config.json +\n"
         "                        safetensors; llama, mistral, qwen2), a FlexGen numpy directory\n"
-        "                        (opt-30b-np/), or a llama.cpp GGUF file (llama, qwen2)\n"
+        "                        (opt-30b-np/), a llama.cpp GGUF file (llama, qwen2), or a llama2.c\n"
+        "                        checkpoint (FILE.bin, version 0 or 1: ends a sequence at BOS)\n"
+        "  --tokenizer FILE      a tokenizer.json, or llama2.c's tokenizer.bin, instead of the model's\n"
         "  --dummy NAME[:L]      seeded random weights of a published size (opt-125m ... opt-175b,\n"
         "                        tinyllama-1.1b, llama-3.2-1b, llama-2-7b/13b/70b, llama-3.1-8b/70b,\n"
         "                        mistral-7b, qwen2.5-7b); :L keeps its first L decoder layers\n"
@@ -139,6 +141,7 @@ static fg_status apply_option(int o, run_args *a, int argc, char **argv) {
     case O_REPORT: a->report = optarg; break;
     case O_PROMPTS: a->prompts = optarg; break;
     case O_CHAT: a->chat_template = optarg; break;
+    case O_TOK: a->tokenizer = optarg; break;
     case O_PERCENT:
         st = fg_policy_parse_percent(&a->flex.policy, optarg, argc, argv, &optind);
         a->have_percent = 1;
@@ -230,7 +233,7 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
         {"attach", required_argument, 0, O_ATTACH},    {"cmd-timeout", required_argument, 0, O_CMDTIMEOUT},
         {"compress-weight", no_argument, 0, O_CW},     {"compress-cache", no_argument, 0, O_CC},
         {"resume", no_argument, 0, O_RESUME},          {"help", no_argument, 0, 'h'},
-        {"chat-template", required_argument, 0, O_CHAT},
+        {"chat-template", required_argument, 0, O_CHAT}, {"tokenizer", required_argument, 0, O_TOK},
         {0, 0, 0, 0},
     };
     *a = (run_args){.gen_len = DEFAULT_GEN_LEN, .top_p = 1.0f, .engine = "flexgen", .policy = "auto"};

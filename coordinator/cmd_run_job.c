@@ -86,6 +86,12 @@ json_t *fg_run_job_record(const run_args *a, uint64_t model_id, uint64_t prompts
         json_object_set_new(r, "chat_template", abs_path(a->chat_template));
         json_object_set_new(r, "chat_template_xxh3", file_sum(a->chat_template, &tsum) ? json_null() : hex64(tsum));
     }
+    /* --tokenizer makes the prompts' ids: which file, and (compared) what it held */
+    if (a->tokenizer) {
+        uint64_t ksum = 0;
+        json_object_set_new(r, "tokenizer", abs_path(a->tokenizer));
+        json_object_set_new(r, "tokenizer_xxh3", file_sum(a->tokenizer, &ksum) ? json_null() : hex64(ksum));
+    }
     json_object_set_new(r, "out", abs_path(a->out));
     json_object_set_new(r, "engine", json_string(a->engine));
     json_object_set_new(r, "gen_len", json_integer(a->gen_len));
@@ -147,6 +153,8 @@ fg_status fg_run_job_apply(run_args *a, const json_t *rec) {
     TAKE(O_OUT, rec, "out", JSON_STRING, 0, a->out = json_string_value(v));
     if (json_object_get(rec, "chat_template"))
         TAKE(O_CHAT, rec, "chat_template", JSON_STRING, 1, a->chat_template = json_string_value(v));
+    if (json_object_get(rec, "tokenizer"))
+        TAKE(O_TOK, rec, "tokenizer", JSON_STRING, 1, a->tokenizer = json_string_value(v));
     /* settings */
     TAKE(O_ENGINE, rec, "engine", JSON_STRING, 0, a->engine = json_string_value(v));
     TAKE(O_GEN, rec, "gen_len", JSON_INTEGER, 0, a->gen_len = (int)json_integer_value(v));
@@ -193,7 +201,7 @@ fg_status fg_run_job_apply(run_args *a, const json_t *rec) {
 fg_status fg_run_job_check(const char *dir, const json_t *job, const json_t *run) {
     /* where the inputs live may change (a moved model, another --out); what they are may not */
     static const char *const paths[] = {"model", "dummy", "prompts", "prompt_ids", "out", "resources", "chat_template",
-                                        NULL};
+                                        "tokenizer", NULL};
     char diff[2048];
     if (!fg_job_diff(job, run, paths, diff, sizeof diff)) return FG_OK;
     return fg_err_set(FG_EINPUT, "--resume: %s was started with another model, prompt file or settings: %s (run it "

@@ -21,7 +21,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: flexgen tokenize (--model DIR | --gpt2) [--decode] [--no-bos] [--keep-special]\n"
+            "usage: flexgen tokenize (--model DIR | --tokenizer FILE | --gpt2) [--decode] [--no-bos] [--keep-special]\n"
             "                        [--split-special] [--prompts FILE [--gen-len N] [--truncate] [--chat-template F]]\n"
             "\n"
             "Reads all of stdin as one UTF-8 text and prints its token ids as one JSON array.\n"
@@ -30,6 +30,8 @@ static void usage(FILE *f) {
             "                   (with tokenizer_config.json) when it has one, else vocab.json +\n"
             "                   merges.txt; BOS as the tokenizer adds it (an OPT vocabulary:\n"
             "                   </s>; tokenizer.json: its post-processor or add_bos_token)\n"
+            "  --tokenizer FILE a tokenizer.json, or llama2.c's tokenizer.bin (BOS <s> put\n"
+            "                   first, as llama2.c does); with --model, instead of its tokenizer\n"
             "  --gpt2           GPT-2's vocabulary (the dummy models'), from the FlexGen cache\n"
             "                   (scripts/fetch-gpt2-vocab.sh); BOS is <|endoftext|>\n"
             "  --decode         read a JSON array of ids instead and print the text\n"
@@ -161,7 +163,7 @@ static fg_status encode_prompts(fg_tok *t, const char *model, const char *chat_t
 }
 
 typedef struct {
-    const char *model, *prompts, *chat_template;
+    const char *model, *tokenizer, *prompts, *chat_template;
     int gpt2, decode, no_bos, keep_special, split_special, truncate, gen_len;
 } tok_args;
 
@@ -177,6 +179,7 @@ static int parse(int argc, char **argv, tok_args *a) {
         } else if (!strcmp(s, "--model") && more) a->model = argv[++i];
         else if (!strncmp(s, "--model=", 8)) a->model = s + 8;
         else if (!strcmp(s, "--prompts") && more) a->prompts = argv[++i];
+        else if (!strcmp(s, "--tokenizer") && more) a->tokenizer = argv[++i];
         else if (!strcmp(s, "--chat-template") && more) a->chat_template = argv[++i];
         else if (!strcmp(s, "--gen-len") && more) {
             if (fg_parse_int("--gen-len", argv[++i], 1, 1 << 20, &a->gen_len)) {
@@ -191,13 +194,13 @@ static int parse(int argc, char **argv, tok_args *a) {
         else if (!strcmp(s, "--truncate")) a->truncate = 1;
         else {
             int arg = !strcmp(s, "--model") || !strcmp(s, "--prompts") || !strcmp(s, "--gen-len") ||
-                      !strcmp(s, "--chat-template");
+                      !strcmp(s, "--chat-template") || !strcmp(s, "--tokenizer");
             fprintf(stderr, "flexgen: error: tokenize: %s '%s'\n", arg ? "missing value after" : "unknown option", s);
             usage(stderr);
             return 2;
         }
     }
-    const char *bad = !a->model == !a->gpt2 ? "give exactly one of --model DIR and --gpt2"
+    const char *bad = !(a->model || a->tokenizer) == !a->gpt2 ? "give --model DIR or --tokenizer FILE (or both), or --gpt2"
                       : a->prompts && (a->decode || a->no_bos || a->split_special)
                           ? "--prompts prints what `flexgen run` feeds: not with --decode, --no-bos or --split-special"
                           : NULL;
@@ -214,7 +217,8 @@ int fg_cmd_tokenize(int argc, char **argv) {
     int rc = parse(argc, argv, &a);
     if (rc) return rc == 1 ? 0 : 2;
     fg_tok *t = NULL;
-    fg_exit_on(a.gpt2 ? fg_tok_open_gpt2_cache(&t) : fg_tok_open_model_dir(a.model, &t));
+    fg_exit_on(a.gpt2 ? fg_tok_open_gpt2_cache(&t)
+                      : a.tokenizer ? fg_tok_open_file(a.tokenizer, &t) : fg_tok_open_model_dir(a.model, &t));
     fg_status st;
     if (a.prompts) {
         st = encode_prompts(t, a.model, a.chat_template, a.prompts, a.gen_len, a.truncate);

@@ -8,8 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-fg_status fg_prompt_open_tok(const char *model_dir, int dummy, int need, fg_tok **tok) {
+fg_status fg_prompt_open_tok(const char *model_dir, const char *tok_file, int dummy, int need, fg_tok **tok) {
     *tok = NULL;
+    if (tok_file) return fg_tok_open_file(tok_file, tok);
     if (dummy) {
         fg_status st = fg_tok_open_gpt2_cache(tok);
         return st && need ? st : FG_OK;   /* ids alone need no tokenizer */
@@ -20,31 +21,34 @@ fg_status fg_prompt_open_tok(const char *model_dir, int dummy, int need, fg_tok 
     if (access(tj, F_OK) != 0 && access(vj, F_OK) != 0) {
         if (need)
             return fg_err_set(FG_EINPUT, "%s: no tokenizer.json and no vocab.json + merges.txt, so text prompts and "
-                                         "--stop cannot be tokenized; use --prompt-ids", model_dir);
+                                         "--stop cannot be tokenized; give one with --tokenizer FILE (a "
+                                         "tokenizer.json or llama2.c's tokenizer.bin), or use --prompt-ids",
+                              model_dir);
         return FG_OK;
     }
     return fg_tok_open_model_dir(model_dir, tok);
 }
 
-fg_status fg_prompt_tokenizer(const char *model_dir, int dummy, int need, fg_wsrc *ws, fg_tok **tok) {
-    fg_status st = fg_prompt_open_tok(model_dir, dummy, need, tok);
+fg_status fg_prompt_tokenizer(const char *model_dir, const char *tok_file, int dummy, int need, fg_wsrc *ws,
+                             fg_tok **tok) {
+    fg_status st = fg_prompt_open_tok(model_dir, tok_file, dummy, need, tok);
     if (st || !*tok) return st;
     fg_model_config *c = fg_wsrc_config_mut(ws);
-    if (dummy && fg_tok_vocab_size(*tok) > c->vocab_size) {   /* a dummy whose vocabulary cannot hold GPT-2's */
+    if (dummy && !tok_file && fg_tok_vocab_size(*tok) > c->vocab_size) {   /* a dummy whose vocabulary cannot hold GPT-2's */
         fg_tok_destroy(tok);
         return need ? fg_err_set(FG_EINPUT, "--dummy %s: its vocabulary (%d) cannot hold GPT-2's, so text prompts "
                                             "and --stop cannot be tokenized; use --prompt-ids", c->name, c->vocab_size)
                     : FG_OK;
     }
-    if (dummy) {
+    if (dummy && !tok_file) {
         /* GPT-2's vocabulary has one special token for BOS, EOS and padding */
         c->bos_id = c->eos_ids[0] = c->pad_id = fg_tok_eos_id(*tok);
         c->n_eos = 1;
         return FG_OK;
     }
     if (fg_tok_vocab_size(*tok) > c->vocab_size)
-        return fg_err_set(FG_EINPUT, "%s: the tokenizer has %d tokens but the model's vocab_size is %d", model_dir,
-                          fg_tok_vocab_size(*tok), c->vocab_size);
+        return fg_err_set(FG_EINPUT, "%s: the tokenizer has %d tokens but the model's vocab_size is %d",
+                          tok_file ? tok_file : model_dir, fg_tok_vocab_size(*tok), c->vocab_size);
     return FG_OK;
 }
 

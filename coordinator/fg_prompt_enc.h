@@ -9,18 +9,21 @@
 #include "fg_tokenizer.h"
 #include "fg_weights.h"
 
-/* The tokenizer of a model directory (its tokenizer.json, with
- * tokenizer_config.json and generation_config.json where present; else its
- * vocab.json + merges.txt: fg_tok_open_model_dir), or GPT-2's for a dummy
- * model. *tok stays NULL where there is none and need is 0 (ids alone need
- * no tokenizer); with need, that is FG_EINPUT naming the dir. What `flexgen
- * run` and `flexgen tokenize` both open. */
-fg_status fg_prompt_open_tok(const char *model_dir, int dummy, int need, fg_tok **tok);
+/* The tokenizer file tok_file when given (--tokenizer: a tokenizer.json or
+ * llama2.c's tokenizer.bin, fg_tok_open_file); else that of a model
+ * directory (its tokenizer.json, with tokenizer_config.json and
+ * generation_config.json where present; else its vocab.json + merges.txt:
+ * fg_tok_open_model_dir), or GPT-2's for a dummy model. *tok stays NULL
+ * where there is none and need is 0 (ids alone need no tokenizer); with
+ * need, that is FG_EINPUT naming the model. What `flexgen run` and
+ * `flexgen tokenize` both open. */
+fg_status fg_prompt_open_tok(const char *model_dir, const char *tok_file, int dummy, int need, fg_tok **tok);
 
 /* fg_prompt_open_tok for a run's model: a dummy model's config also takes
  * GPT-2's BOS, EOS and padding ids; a directory's tokenizer must fit the
  * model's vocab_size. */
-fg_status fg_prompt_tokenizer(const char *model_dir, int dummy, int need, fg_wsrc *ws, fg_tok **tok);
+fg_status fg_prompt_tokenizer(const char *model_dir, const char *tok_file, int dummy, int need, fg_wsrc *ws,
+                             fg_tok **tok);
 
 /* Reads `path` into *text and tokenizes each prompt as the model is fed it:
  * the tokenizer's prefix (fg_tok_prefix_ids: BOS where the tokenizer puts

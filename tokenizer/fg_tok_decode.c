@@ -65,6 +65,10 @@ fg_status fg_tok_decode(fg_tok *t, const int32_t *ids, size_t n, int skip_specia
         if (skip_special && t->special[ids[i]]) continue;
         if (first && t->hf && t->hf->meta_dec_first) {
             w += fg_tok_meta_first(t, ids[i], raw + w);   /* never longer than its bytes */
+        } else if (i > 0 && t->hf && t->hf->strip_after_bos && ids[i - 1] == t->hf->bos_id &&
+                   t->bytes_len[ids[i]] && t->bytes[t->bytes_off[ids[i]]] == ' ') {
+            memcpy(raw + w, t->bytes + t->bytes_off[ids[i]] + 1, t->bytes_len[ids[i]] - 1);
+            w += t->bytes_len[ids[i]] - 1;
         } else {
             memcpy(raw + w, t->bytes + t->bytes_off[ids[i]], t->bytes_len[ids[i]]);
             w += t->bytes_len[ids[i]];

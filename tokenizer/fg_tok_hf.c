@@ -290,28 +290,26 @@ static fg_status load_hf(fg_tok *t, json_t *root, const char *path) {
     return FG_OK;
 }
 
-fg_status fg_tok_open_hf(const char *tokenizer_json, const char *tokenizer_config_json, fg_tok **out) {
-    *out = NULL;
-    json_t *root = NULL;
-    fg_status st = fg_tok_json_load(tokenizer_json, 0, &root);
-    if (st) {
-        json_decref(root);
-        return st;
-    }
+fg_status fg_tok_open_hf_root(json_t *root, const char *path, fg_tok **out) {
     fg_tok *t = fg_xcalloc(1, sizeof *t);
     t->cache_on = 1;
     t->bos_eos = -1;
     t->hf = fg_xcalloc(1, sizeof *t->hf);
     t->hf->bos_id = -1;
-    st = load_hf(t, root, tokenizer_json);
-    json_decref(root);
-    if (!st && tokenizer_config_json) st = fg_tok_load_config(t, tokenizer_config_json);
-    if (st) {
-        fg_tok_destroy(&t);
-        return st;
-    }
+    fg_status st = load_hf(t, root, path);
+    if (st) fg_tok_destroy(&t);
     *out = t;
-    return FG_OK;
+    return st;
+}
+
+fg_status fg_tok_open_hf(const char *tokenizer_json, const char *tokenizer_config_json, fg_tok **out) {
+    *out = NULL;
+    json_t *root = NULL;
+    fg_status st = fg_tok_json_load(tokenizer_json, 0, &root);
+    if (!st) st = fg_tok_open_hf_root(root, tokenizer_json, out);
+    json_decref(root);
+    if (!st && tokenizer_config_json && (st = fg_tok_load_config(*out, tokenizer_config_json))) fg_tok_destroy(out);
+    return st;
 }
 
 void fg_tok_hf_free(fg_tok_hf *hf) {

@@ -110,6 +110,7 @@ typedef struct fg_tok_hf {
     char *strip_content;      /* Strip after Fuse: up to strip_start leading and */
     size_t strip_len;         /* strip_stop trailing copies of strip_content */
     int strip_start, strip_stop;
+    int strip_after_bos;      /* llama2.c: a piece right after BOS loses one leading ' ' */
 
     /* post-processor (single template) and special ids */
     int32_t pre[FG_TOK_MAX_TEMPLATE], suf[FG_TOK_MAX_TEMPLATE];
@@ -150,6 +151,10 @@ typedef fg_status (*fg_tok_step_fn)(void *ctx, json_t *step, const char *type, c
 fg_status fg_tok_json_steps(json_t *j, const char *path, const char *section, const char *list,
                             fg_tok_step_fn fn, void *ctx);
 void fg_tok_hf_free(fg_tok_hf *hf);
+/* A tokenizer from a tokenizer.json already parsed (ROOT; PATH names it in
+ * messages): what fg_tok_open_hf does after reading the file, and what
+ * other loaders (fg_tok_l2c.c) build their vocabularies into. */
+fg_status fg_tok_open_hf_root(json_t *root, const char *path, fg_tok **out);
 
 /* fg_tok_split.c: pre_tokenizer (null, Split, ByteLevel, Metaspace or a
  * Sequence of them); sets byte_level, prefix_space and meta_*. */

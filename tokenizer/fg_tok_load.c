@@ -439,3 +439,13 @@ int fg_tok_is_special(const fg_tok *t, int32_t id) {
 }
 
 int fg_tok_is_hf(const fg_tok *t) { return t->hf != NULL; }
+
+fg_status fg_tok_open_file(const char *path, fg_tok **out) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return fg_err_set(FG_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+    int c;
+    while ((c = fgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r') {}
+    fclose(f);
+    return c == '{' ? fg_tok_open_hf(path, NULL, out) : fg_tok_open_llama2c(path, out);
+}

@@ -56,6 +56,16 @@ void fg_tok_destroy(fg_tok **p);
  * mis-tokenization. */
 fg_status fg_tok_open_hf(const char *tokenizer_json, const char *tokenizer_config_json, fg_tok **out);
 
+/* llama2.c's tokenizer.bin (any model's; fg_tok_l2c.c): encoding and
+ * decoding as llama2.c's run.c does them, BOS (1) put first, </s> (2) the
+ * EOS. FG_EINPUT naming the file and the token for a bad length, bytes that
+ * are not UTF-8, or a file that ends early. */
+fg_status fg_tok_open_llama2c(const char *path, fg_tok **out);
+
+/* A tokenizer in one file: a tokenizer.json (its first non-blank byte is
+ * "{"), else llama2.c's tokenizer.bin. */
+fg_status fg_tok_open_file(const char *path, fg_tok **out);
+
 /* DIR's tokenizer.json (with tokenizer_config.json and generation_config.json
  * where present: fg_tok_load_generation_config) when it has one, else its
  * vocab.json + merges.txt (a Hugging Face model directory). */
