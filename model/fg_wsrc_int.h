@@ -50,10 +50,8 @@ fg_wsrc *fg_wsrc__alloc(const fg_model_config *cfg);
 /* fg_wsrc_gguf.c: a GGUF file as a source; tensor idx read into dst (n values). */
 fg_status fg_wsrc__open_gguf(const char *path, fg_wsrc **out);
 fg_status fg_wsrc__read_gguf(fg_wsrc *ws, int idx, fg_half *dst, size_t n);
-/* fg_wsrc_llama2c.c: 1 if the first n bytes of a file read as a llama2.c
- * checkpoint's header (version 1's magic, or seven plausible sizes); the
- * file as a source (every size checked against its length). */
-int fg_wsrc__is_llama2c(const uint8_t *head, size_t n);
+/* fg_wsrc_llama2c.c: a llama2.c checkpoint as a source (every header
+ * field and size checked against the file's length). */
 fg_status fg_wsrc__open_llama2c(const char *path, fg_wsrc **out);
 
 #endif

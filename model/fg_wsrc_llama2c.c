@@ -71,18 +71,6 @@ static void bind_parts(fg_wsrc *ws, const l2c_part *parts, size_t n, int fi, uin
     }
 }
 
-int fg_wsrc__is_llama2c(const uint8_t *head, size_t n) {
-    if (n >= 8 && rd_i32(head) == (int32_t)L2C_MAGIC) return 1;
-    if (n < L2C_LEGACY_HEAD) return 0;
-    /* a legacy header: seven plausible sizes (vocab_size may be negative) */
-    for (int i = 0; i < 7; i++) {
-        int32_t v = rd_i32(head + 4 * i);
-        if (i == 5 ? v == 0 || v < -FG_CONFIG_DIM_MAX || v > FG_CONFIG_DIM_MAX : v <= 0 || v > FG_CONFIG_DIM_MAX)
-            return 0;
-    }
-    return 1;
-}
-
 fg_status fg_wsrc__open_llama2c(const char *path, fg_wsrc **out) {
     *out = NULL;
     fg_wsrc probe = {0};
