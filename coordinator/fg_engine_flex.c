@@ -370,7 +370,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     memset(fs, 0, sizeof *fs);
     int S = 1;
     for (int q = 0; q < n; q++) S = in[q].len > S ? in[q].len : S;
-    fg_engine e = {.ws = ws, .spill_fd = -1, .progress = isatty(2), .temperature = opt->samp.temperature, .top_p = opt->samp.top_p,
+    fg_engine e = {.ws = ws, .spill_fd = -1, .progress = isatty(2),
                    .q = {.overlap = fo_in->policy.overlap, .tracing = fo_in->trace != NULL}};
     /* the disk worker resolves relative paths under its --offload-dir: every
      * process gets the directory as an absolute path */
@@ -396,6 +396,8 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     e.store_sum = fg_xcalloc((size_t)nspec, sizeof *e.store_sum);
     e.store_checked = fg_xcalloc((size_t)nspec, 1);
     e.sampled_copy = fg_xcalloc((size_t)pl->K, sizeof *e.sampled_copy);
+    e.samp_max_t = fg_xcalloc((size_t)pl->K, sizeof *e.samp_max_t);
+    e.samp_min_p = fg_xcalloc((size_t)pl->K, sizeof *e.samp_min_p);
     e.unrecorded_batch = fg_xcalloc((size_t)pl->K, sizeof *e.unrecorded_batch);
     e.unrecorded_token = fg_xcalloc((size_t)pl->K, sizeof *e.unrecorded_token);
     fs->gpu_bytes = fg_plan_gpu_bytes(pl);
@@ -448,7 +450,7 @@ out:
     fg_cmdq_free(&e.q);
     fg_pipe_free(&e);
     free(e.store_file), free(e.store_off), free(e.store_sum), free(e.store_checked);
-    free(e.sampled_copy), free(e.unrecorded_batch), free(e.unrecorded_token);
+    free(e.sampled_copy), free(e.samp_max_t), free(e.samp_min_p), free(e.unrecorded_batch), free(e.unrecorded_token);
     fg_plan_free(&e.pl);
     return st;
 }

@@ -123,7 +123,7 @@ typedef struct {
     fg_pslot par[FG_NSLOTS];
     fg_pending_store ps;           /* the last computed unit's stores, not yet issued */
     /* sampling: one batch at a time behind the LM heads still computing */
-    float temperature, top_p;
+    float *samp_max_t, *samp_min_p;   /* (K) per batch: SAMPLE's bounds on its rows' settings */
     uint64_t *sampled_copy;        /* (K) per batch: the copy out of its logits and sampled ids */
     /* batches whose LM head went out, not yet recorded: a FIFO ring of at
      * most K (batch, token) pairs from unrecorded_head */
