@@ -112,11 +112,22 @@ static int token_order(const fg_engine *e, const fg_flex_opts *fo, int i, const 
     return x;
 }
 
+/* The tokens a block runs for: the most any of its prompts may generate
+ * (with per-prompt max_tokens, a block of short requests ends early
+ * instead of computing finished rows to the run's longest). */
+static int block_tokens(const fg_gen_opts *opt, int first, int count, int G) {
+    if (!opt->seq) return G;
+    int g = 1;
+    for (int q = first; q < first + count; q++) g = fg_gen_max_new(opt, q) > g ? fg_gen_max_new(opt, q) : g;
+    return g < G ? g : G;
+}
+
 /* One block: the prompts first..first+K*B-1, G tokens each. */
 static fg_status run_block(fg_engine *e, const fg_seq_in *in, int n, int first, const fg_gen_opts *opt,
                            const fg_flex_opts *fo, fg_seq_out *out, fg_gen_stats *stats) {
     const fg_plan *pl = &e->pl;
-    int K = pl->K, B = pl->gbs, G = pl->G, L = pl->L, more_blocks = first + K * B < n;
+    int K = pl->K, B = pl->gbs, L = pl->L, more_blocks = first + K * B < n;
+    int G = e->block_G = block_tokens(opt, first, n - first < K * B ? n - first : K * B, pl->G);
     int *S_k = fg_xcalloc((size_t)K, sizeof *S_k);
     uint8_t *done = fg_xcalloc((size_t)K * B, 1);
     fg_unit *order = fg_xcalloc((size_t)(L + 2) * K, sizeof *order);
@@ -136,7 +147,7 @@ static fg_status run_block(fg_engine *e, const fg_seq_in *in, int n, int first, 
         if (!st && e->progress) {   /* a terminal: one self-overwriting line */
             double spent = stats->prefill_s + stats->decode_s;
             long made = stats->generated + (long)(n - first < K * B ? n - first : K * B) * (i + 1);
-            long total = (long)(n - opt->start) * G;   /* a resumed job's finished blocks are not counted */
+            long total = (long)(n - opt->start) * pl->G;   /* a resumed job's finished blocks are not counted */
             double rate = spent > 0 ? made / spent : 0;
             fprintf(stderr, "\rblock %d/%d  token %d/%d  %.1f tokens/s  ETA %.0f s   ", first / (K * B) + 1,
                     (n + K * B - 1) / (K * B), i + 1, G, rate, rate > 0 ? (total - made) / rate : 0.0);

@@ -105,6 +105,7 @@ typedef struct {
     fg_cmdq q;
     fg_pipe pipe;
     fg_sampler *sm;                /* the block's, while one runs */
+    int block_G;                   /* the tokens the running block generates (<= pl.G) */
     fg_super *sup;
     uint32_t seg_idx[NSEG];        /* shm segments' indices */
     fg_wsrc *ws;
