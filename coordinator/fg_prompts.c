@@ -43,8 +43,42 @@ static void push(fg_prompt_list *l, size_t *cap, fg_prompt p) {
         if (l->n) memcpy(items, l->items, l->n * sizeof *items);
         free(l->items);
         l->items = items;
+        if (l->req) {   /* a batch file's requests grow beside its prompts */
+            fg_batch_req *req = fg_xcalloc(*cap, sizeof *req);
+            memcpy(req, l->req, l->n * sizeof *req);
+            free(l->req);
+            l->req = req;
+        }
     }
     l->items[l->n++] = p;
+}
+
+/* A Batch API file: the first line that is JSON at all is a request. */
+static int is_batch_file(const char *data, size_t len) {
+    for (size_t pos = 0; pos < len;) {
+        const char *line = data + pos, *eol = memchr(line, '\n', len - pos);
+        size_t n = eol ? (size_t)(eol - line) : len - pos;
+        pos += n + 1;
+        json_t *o = is_blank(line, n) ? NULL : json_loadb(line, n, 0, NULL);
+        if (!o) continue;
+        json_decref(o);
+        return fg_batch_line_is_request(line, n);
+    }
+    return 0;
+}
+
+/* One line of a batch file: its request, and its prompt for the encoder. */
+static void push_request(const char *path, int lineno, const char *s, size_t n, fg_prompt_list *l, size_t *cap) {
+    fg_batch_req r;
+    fg_prompt p = {.line = lineno};
+    fg_batch_parse_line(path, lineno, s, n, &r, &p.text, &p.messages);
+    p.len = strlen(p.text);
+    json_t *id = r.custom_id ? json_string(r.custom_id) : json_null();
+    p.id_json = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(id);
+    if (!p.id_json) fg_exit_on(fg_err_set(FG_ERUNTIME, "out of memory serializing JSON"));
+    push(l, cap, p);
+    l->req[l->n - 1] = r;
 }
 
 /* A "messages" value: a non-empty list of {"role": string, "content": string, ...}. */
@@ -131,6 +165,10 @@ fg_status fg_prompts_read(const char *path, fg_prompt_list *out) {
         out->jsonl = c == '{';
         break;
     }
+    if (is_batch_file(data + pos0, len - pos0)) {
+        out->jsonl = 1;
+        out->req = fg_xcalloc(1, sizeof *out->req);   /* push grows it */
+    }
     size_t cap = 0;
     int lineno = 0;
     int content = 0; /* any non-blank line seen */
@@ -143,7 +181,9 @@ fg_status fg_prompts_read(const char *path, fg_prompt_list *out) {
         if (n && line[n - 1] == '\r') n--;
         int blank = is_blank(line, n);
         content |= !blank;
-        if (out->jsonl) {
+        if (out->req) {
+            if (!blank) push_request(path, lineno, line, n, out, &cap);
+        } else if (out->jsonl) {
             if (blank) continue;
             fg_prompt p = {0};
             st = parse_jsonl(path, lineno, line, n, &p);
@@ -161,6 +201,13 @@ fg_status fg_prompts_read(const char *path, fg_prompt_list *out) {
         out->n--;
         free(out->items[out->n].id_json);
         free(out->items[out->n].text);
+    }
+    if (out->req) {
+        int *lines = fg_xcalloc(out->n ? out->n : 1, sizeof *lines);
+        for (size_t i = 0; i < out->n; i++) lines[i] = out->items[i].line;
+        st = fg_batch_check_unique(path, out->req, lines, out->n);
+        free(lines);
+        if (st) goto fail;
     }
     if (!content) {
         st = fg_err_set(FG_EINPUT, "%s:1: no prompts (the file is empty or blank; expected one "
@@ -180,8 +227,10 @@ void fg_prompts_free(fg_prompt_list *l) {
         free(l->items[i].id_json);
         free(l->items[i].text);
         free(l->items[i].messages);
+        if (l->req) fg_batch_req_free(&l->req[i]);
     }
     free(l->items);
+    free(l->req);
     memset(l, 0, sizeof *l);
 }
 
