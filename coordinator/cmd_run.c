@@ -469,7 +469,7 @@ int fg_cmd_run(int argc, char **argv) {
         if (a.dump_logits)
             fg_exit_on(fg_err_set(FG_EINPUT, "run: --dump-logits with a Batch API file: its requests generate "
                                              "different lengths; dump the logits of a prompt file"));
-        fg_run_batch_plan(&a, &io.text, &in, &n, &batch);
+        fg_run_batch_plan(&a, &io.text, c->max_pos, &in, &n, &batch);
         io.batch = &batch;
         go.seq = batch.seq, go.stop = stop_check;
         /* the plan and the policy are sized for the longest request; the

@@ -78,8 +78,10 @@ typedef struct {
 
 /* The requests that run, grouped (--batch-order grouped: by max_tokens,
  * then prompt length) or in file order; *in (text->n, file order) becomes
- * the engine's prompts (*n, engine order). Failed requests are logged. */
-void fg_run_batch_plan(const run_args *a, const fg_prompt_list *text, fg_seq_in **in, int *n, run_batch *b);
+ * the engine's prompts (*n, engine order). A prompt that does not fit
+ * max_pos beside the file's longest max_tokens fails; failed requests are
+ * logged. */
+void fg_run_batch_plan(const run_args *a, fg_prompt_list *text, int max_pos, fg_seq_in **in, int *n, run_batch *b);
 /* The stop strings of engine prompt e: its request's, else --stop's. */
 int fg_run_batch_stops(const run_batch *b, const run_args *a, int e, const char *const **stops);
 /* The ids' key and "created", from the job's model and prompt file. */

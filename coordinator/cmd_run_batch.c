@@ -27,8 +27,29 @@ static int by_work(const void *x, const void *y) {
     return a->i - b->i;
 }
 
-void fg_run_batch_plan(const run_args *a, const fg_prompt_list *text, fg_seq_in **in, int *n, run_batch *b) {
+/* The engine left-pads a batch's prompts to its longest and runs a block
+ * for its longest request, and each step's positions must fit the model's
+ * (EMBED checks past + S): so every prompt must fit beside the file's
+ * longest max_tokens, as a prompt file's must beside --gen-len. A request
+ * that fits with its own max_tokens but not with that one fails, named. */
+static void fail_past_context(const run_args *a, fg_prompt_list *text, const fg_seq_in *in, int max_pos) {
+    int m = (int)text->n, g = 1, gi = -1;
+    for (int i = 0; i < m; i++) {
+        const fg_batch_req *r = &text->req[i];
+        int want = r->max_tokens ? r->max_tokens : a->gen_len;
+        if (!r->err_code && want > g) g = want, gi = i;
+    }
+    for (int i = 0; i < m; i++)
+        if (!text->req[i].err_code && in[i].len + g > max_pos)
+            fg_batch_fail(&text->req[i], "context_length_exceeded", "%s:%d: the prompt is %d tokens; the longest "
+                          "max_tokens of the file (%d, line %d) leaves %d of the model's %d positions (a batch's "
+                          "prompts are padded together)", a->prompts, text->items[i].line, in[i].len, g,
+                          gi >= 0 ? text->items[gi].line : 0, max_pos - g, max_pos);
+}
+
+void fg_run_batch_plan(const run_args *a, fg_prompt_list *text, int max_pos, fg_seq_in **in, int *n, run_batch *b) {
     int m = (int)text->n;
+    fail_past_context(a, text, *in, max_pos);
     b->text = text;
     b->order = fg_xcalloc((size_t)(m ? m : 1), sizeof *b->order);
     b->seq = fg_xcalloc((size_t)(m ? m : 1), sizeof *b->seq);
