@@ -14,7 +14,9 @@ rm -rf "$work" && mkdir -p "$work"
 "$py" "$here/../ref/make_checkpoint.py" --out "$work/m" --layers 4 --hidden 32 --heads 2 --ffn 64 --vocab 600 \
   --max-pos 256 --seed 5 --std 0.6 --synth-vocab >/dev/null || exit 1
 "$py" "$here/make_batch.py" "$work/b.jsonl" 120 --bad --max-pos 256 2>/dev/null || exit 1
-common=(--model "$work/m" --prompts "$work/b.jsonl" --gpu-batch-size 4 --device host --percent 100 0 100 0 100 0)
+printf '{%% for m in messages %%}<|{{ m.role }}|>{{ m.content }}\n{%% endfor %%}<|assistant|>' >"$work/chat.jinja"
+common=(--model "$work/m" --prompts "$work/b.jsonl" --chat-template "$work/chat.jinja" --gpu-batch-size 4 --device host
+        --percent 100 0 100 0 100 0)
 "$flexgen" run "${common[@]}" --num-gpu-batches 4 --offload-dir "$work/off1" --out "$work/single.jsonl" 2>"$work/single.err"
 rc=$?
 [ $rc -eq 3 ] || { echo "FAIL single process: exit $rc: $(grep error: "$work/single.err")"; exit 1; }
@@ -24,4 +26,6 @@ timeout 300 mpirun -np 1 "$flexgen" run "${common[@]}" --num-gpu-batches 2 --off
 rc=$?
 [ $rc -eq 3 ] || { echo "FAIL mpirun -np 2: exit $rc: $(grep -m3 -E 'error|noticed' "$work/mpi.log")"; exit 1; }
 cmp -s "$work/single.jsonl" "$work/mpi.jsonl" || { echo "FAIL mpirun -np 2: the output differs from one process's"; exit 1; }
+good=$(grep -c '"error":null' "$work/mpi.jsonl")
+[ "$good" -eq 120 ] || { echo "FAIL mpirun -np 2: $good of 120 good requests answered"; exit 1; }
 echo "ok   mpirun -np 2: $(wc -l <"$work/mpi.jsonl") lines byte-identical to one process's"
