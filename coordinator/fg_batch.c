@@ -9,18 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *kind_of(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
+#include "fg_config.h"
 
 int fg_batch_line_is_request(const char *s, size_t n) {
     json_t *o = json_loadb(s, n, 0, NULL);
@@ -47,7 +36,7 @@ static char *message_text(const char *path, int line, size_t i, const json_t *c,
     if (json_is_string(c)) return strdup(json_string_value(c));
     if (!json_is_array(c)) {
         fg_batch_fail(r, "invalid_request", "%s:%d: body.messages[%zu].content must be a string or a list of text "
-                      "parts, got %s", path, line, i, c ? kind_of(c) : "nothing");
+                      "parts, got %s", path, line, i, c ? fg_json_kind(c) : "nothing");
         return NULL;
     }
     size_t len = 0, k;
@@ -78,7 +67,7 @@ static char *message_text(const char *path, int line, size_t i, const json_t *c,
 static void take_messages(const char *path, int line, const json_t *m, fg_batch_req *r, char **messages) {
     if (!json_is_array(m) || !json_array_size(m)) {
         fg_batch_fail(r, "invalid_request", "%s:%d: body.messages must be a non-empty list of messages, got %s", path,
-                      line, m ? (json_is_array(m) ? "an empty list" : kind_of(m)) : "nothing");
+                      line, m ? (json_is_array(m) ? "an empty list" : fg_json_kind(m)) : "nothing");
         return;
     }
     json_t *out = json_array();
@@ -111,7 +100,7 @@ static void take_prompt(const char *path, int line, const json_t *p, fg_batch_re
     size_t n = json_is_array(p) ? json_array_size(p) : 0;
     if (!n) {
         fg_batch_fail(r, "invalid_request", "%s:%d: body.prompt must be a string or a non-empty list of token ids, "
-                      "got %s", path, line, p ? (json_is_array(p) ? "an empty list" : kind_of(p)) : "nothing");
+                      "got %s", path, line, p ? (json_is_array(p) ? "an empty list" : fg_json_kind(p)) : "nothing");
         return;
     }
     r->ids = fg_xcalloc(n, sizeof *r->ids);
@@ -163,7 +152,7 @@ static void take_settings(const char *path, int line, json_t *body, fg_batch_req
             if (json_is_null(v)) continue;
             if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1 << 20)
                 FAIL("invalid_request", "%s:%d: body.%s must be a positive integer, got %s", path,
-                                     line, key, json_is_integer(v) ? "a smaller one" : kind_of(v));
+                                     line, key, json_is_integer(v) ? "a smaller one" : fg_json_kind(v));
             /* max_completion_tokens is the newer name; given both, it rules */
             if (!r->max_tokens || !strcmp(key, "max_completion_tokens")) r->max_tokens = (int)json_integer_value(v);
         } else if (!strcmp(key, "temperature")) {
@@ -181,7 +170,7 @@ static void take_settings(const char *path, int line, json_t *body, fg_batch_req
             if (json_is_null(v)) continue;
             if (!json_is_integer(v))
                 FAIL("invalid_request", "%s:%d: body.seed must be an integer, got %s", path, line,
-                                     kind_of(v));
+                                     fg_json_kind(v));
             r->seed = (uint64_t)json_integer_value(v), r->has_seed = 1;
         } else if (!strcmp(key, "stop")) {
             if (json_is_null(v)) continue;
@@ -224,10 +213,10 @@ void fg_batch_parse_line(const char *path, int lineno, const char *s, size_t n, 
         fg_batch_fail(r, "invalid_json", "%s:%d: not JSON (column %d: %s)", path, lineno, jerr.column, jerr.text);
     } else if (!json_is_object(o)) {
         fg_batch_fail(r, "invalid_request", "%s:%d: expected a request object {\"custom_id\", \"method\", \"url\", "
-                      "\"body\"}, got %s", path, lineno, kind_of(o));
+                      "\"body\"}, got %s", path, lineno, fg_json_kind(o));
     } else if (!json_is_string(id)) {
         fg_batch_fail(r, "invalid_request", "%s:%d: custom_id must be a string, got %s", path, lineno,
-                      id ? kind_of(id) : "nothing");
+                      id ? fg_json_kind(id) : "nothing");
     } else if (method && (!json_is_string(method) || strcmp(json_string_value(method), "POST"))) {
         fg_batch_fail(r, "invalid_request", "%s:%d: method must be \"POST\"", path, lineno);
     } else if (strcmp(u, "/v1/chat/completions") && strcmp(u, "/v1/completions")) {
@@ -235,7 +224,7 @@ void fg_batch_parse_line(const char *path, int lineno, const char *s, size_t n, 
                       path, lineno, json_is_string(url) ? u : "missing");
     } else if (!json_is_object(body)) {
         fg_batch_fail(r, "invalid_request", "%s:%d: body must be an object, got %s", path, lineno,
-                      body ? kind_of(body) : "nothing");
+                      body ? fg_json_kind(body) : "nothing");
     } else {
         r->kind = strcmp(u, "/v1/chat/completions") ? FG_BATCH_COMPLETION : FG_BATCH_CHAT;
         json_t *m = json_object_get(body, "messages"), *p = json_object_get(body, "prompt");

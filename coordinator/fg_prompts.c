@@ -23,19 +23,6 @@ static char *dup_bytes(const char *s, size_t n) {
     return d;
 }
 
-static const char *json_kind(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
 static void push(fg_prompt_list *l, size_t *cap, fg_prompt p) {
     if (l->n == *cap) {
         *cap = *cap ? 2 * *cap : 64;
@@ -85,19 +72,19 @@ static void push_request(const char *path, int lineno, const char *s, size_t n, 
 static fg_status check_messages(const char *path, int lineno, const json_t *m) {
     if (!json_is_array(m) || !json_array_size(m))
         return fg_err_set(FG_EINPUT, "%s:%d: \"messages\" must be a non-empty list of {\"role\": ..., \"content\": ...}, "
-                          "got %s", path, lineno, json_is_array(m) ? "an empty list" : json_kind(m));
+                          "got %s", path, lineno, json_is_array(m) ? "an empty list" : fg_json_kind(m));
     size_t i;
     json_t *x;
     json_array_foreach(m, i, x) {
         if (!json_is_object(x))
             return fg_err_set(FG_EINPUT, "%s:%d: \"messages\"[%zu] must be an object, got %s", path, lineno, i,
-                              json_kind(x));
+                              fg_json_kind(x));
         static const char *const keys[] = {"role", "content"};
         for (int k = 0; k < 2; k++) {
             json_t *v = json_object_get(x, keys[k]);
             if (!json_is_string(v))
                 return fg_err_set(FG_EINPUT, "%s:%d: \"messages\"[%zu]: \"%s\" must be a string, got %s", path, lineno,
-                                  i, keys[k], v ? json_kind(v) : "nothing");
+                                  i, keys[k], v ? fg_json_kind(v) : "nothing");
         }
     }
     return FG_OK;
@@ -115,14 +102,14 @@ static fg_status parse_jsonl(const char *path, int lineno, const char *s, size_t
     json_t *prompt = json_object_get(o, "prompt"), *msgs = json_object_get(o, "messages");
     if (!json_is_object(o)) {
         st = fg_err_set(FG_EINPUT, "%s:%d: expected a JSON object {\"id\": ..., \"prompt\": \"...\"}, "
-                        "got %s", path, lineno, json_kind(o));
+                        "got %s", path, lineno, fg_json_kind(o));
     } else if (!prompt && !msgs) {
         st = fg_err_set(FG_EINPUT, "%s:%d: missing \"prompt\" (or \"messages\")", path, lineno);
     } else if (prompt && msgs) {
         st = fg_err_set(FG_EINPUT, "%s:%d: both \"prompt\" and \"messages\": give one", path, lineno);
     } else if (prompt && !json_is_string(prompt)) {
         st = fg_err_set(FG_EINPUT, "%s:%d: \"prompt\" must be a string, got %s", path, lineno,
-                        json_kind(prompt));
+                        fg_json_kind(prompt));
     } else if (!(st = msgs ? check_messages(path, lineno, msgs) : FG_OK)) {
         json_t *id = json_object_get(o, "id");
         char num[32];
@@ -264,7 +251,7 @@ fg_status fg_prompt_ids_read(const char *path, int vocab_size, fg_seq_in **out, 
             json_t *x = json_array_get(p, j);
             if (!json_is_integer(x)) {
                 st = fg_err_set(FG_EINPUT, "%s: prompt %zu, token %zu: %s is not a token id in [0, %d)", path, i,
-                                j, json_kind(x), vocab_size);
+                                j, fg_json_kind(x), vocab_size);
                 break;
             }
             if (json_integer_value(x) < 0 || json_integer_value(x) >= vocab_size) {
