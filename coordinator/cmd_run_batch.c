@@ -136,8 +136,9 @@ char *fg_run_batch_line(const run_batch *b, int e, const char *content, fg_finis
     int i = b->order[e], chat = b->text->req[i].kind == FG_BATCH_CHAT;
     json_t *text = content ? json_string(content) : json_null();
     const char *finish = fg_finish_name(f);
-    json_t *choice = chat ? json_pack("{s:i, s:{s:s, s:o}, s:n, s:s}", "index", 0, "message", "role", "assistant",
-                                      "content", text, "logprobs", "finish_reason", finish)
+    /* "refusal": null as OpenAI writes it (its clients' ChatCompletionMessage requires the key) */
+    json_t *choice = chat ? json_pack("{s:i, s:{s:s, s:o, s:n}, s:n, s:s}", "index", 0, "message", "role", "assistant",
+                                      "content", text, "refusal", "logprobs", "finish_reason", finish)
                           : json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "text", text, "logprobs", "finish_reason",
                                       finish);
     json_t *body = json_pack("{s:o, s:s, s:I, s:s, s:[o], s:{s:i, s:i, s:i}}", "id",
