@@ -72,8 +72,9 @@ static fg_status render_chat(const char *path, fg_prompt *p, fg_tok *tok, const 
 /* One prompt: prefix, text ids, suffix, cut from the left to CTX. A
  * rendered conversation gets neither prefix nor suffix: the template wrote
  * the special tokens the model wants, as apply_chat_template does. */
-static fg_status encode_one(fg_tok *tok, const fg_prompt *p, const char *path, int ctx, int gen_len, int max_pos,
-                            int truncate, int *too_long, fg_seq_in *in) {
+/* budget names what set gen_len: "--gen-len", or a request's "max_tokens". */
+static fg_status encode_one(fg_tok *tok, const fg_prompt *p, const char *path, int ctx, int gen_len, const char *budget,
+                            int max_pos, int truncate, int *too_long, fg_seq_in *in) {
     const int32_t *pre, *suf;
     size_t n_pre = fg_tok_prefix_ids(tok, &pre), n_suf = fg_tok_suffix_ids(tok, &suf);
     if (p->messages) n_pre = n_suf = 0;
@@ -91,14 +92,15 @@ static fg_status encode_one(fg_tok *tok, const fg_prompt *p, const char *path, i
         *too_long = !truncate;
         if (!truncate) {
             free(ids);
-            return fg_err_set(FG_EINPUT, "%s:%d: the prompt is %zu tokens; with --gen-len %d the model's %d positions "
+            return fg_err_set(FG_EINPUT, "%s:%d: the prompt is %zu tokens; with %s %d the model's %d positions "
                                          "allow %d (use --truncate to cut it from the left)",
-                              path, p->line, total, gen_len, max_pos, ctx);
+                              path, p->line, total, budget, gen_len, max_pos, ctx);
         }
         if ((size_t)ctx < n_pre + n_suf + 1) {
             free(ids);
-            return fg_err_set(FG_EINPUT, "%s:%d: --gen-len %d leaves %d positions, fewer than the tokenizer's %zu "
-                                         "special tokens and one of text", path, p->line, gen_len, ctx, n_pre + n_suf);
+            return fg_err_set(FG_EINPUT, "%s:%d: %s %d leaves %d positions, fewer than the tokenizer's %zu "
+                                         "special tokens and one of text", path, p->line, budget, gen_len, ctx,
+                              n_pre + n_suf);
         }
         keep = (size_t)ctx;
         fg_warn("%s:%d: prompt cut from %zu to its last %zu tokens (--truncate)", path, p->line, total, keep);
@@ -149,7 +151,8 @@ static void encode_request(fg_tok *tok, fg_prompt *p, fg_batch_req *r, const cha
     }
     int too_long = 0;
     fg_status st = p->messages ? render_chat(path, p, tok, chat, pc) : FG_OK;
-    if (!st) st = encode_one(tok, p, path, ctx, want, c->max_pos, truncate, &too_long, in);
+    if (!st) st = encode_one(tok, p, path, ctx, want, r->max_tokens ? "max_tokens" : "--gen-len", c->max_pos, truncate,
+                             &too_long, in);
     if (st == FG_ERUNTIME) fg_exit_on(st);   /* not the request's fault: the run stops */
     if (st) fg_batch_fail(r, too_long ? "context_length_exceeded" : "invalid_request", "%s", fg_err_msg());
 }
@@ -176,7 +179,7 @@ fg_status fg_prompt_encode(const char *path, fg_tok *tok, const fg_model_config 
     for (int i = 0; i < n && !st; i++) {
         fg_prompt *p = &text->items[i];
         if (!p->messages || !(st = render_chat(path, p, tok, chat, &pc)))
-            st = encode_one(tok, p, path, ctx, gen_len, c->max_pos, truncate, &(int){0}, &in[i]);
+            st = encode_one(tok, p, path, ctx, gen_len, "--gen-len", c->max_pos, truncate, &(int){0}, &in[i]);
     }
     fg_prompt_chat_close(&pc);
     if (st) {
