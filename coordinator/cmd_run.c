@@ -36,6 +36,8 @@ typedef struct {
     fg_prompt_list text;      /* --prompts; empty with --prompt-ids */
     const char *const *stop;  /* --stop strings */
     int n_stop;
+    const run_batch *batch;   /* a Batch API file's requests (engine order), else NULL */
+    const run_args *a;
 } run_io;
 
 /* Text of generated ids: special tokens and ids with no text (OPT's
@@ -54,38 +56,52 @@ static char *ids_text(fg_tok *tok, const int32_t *ids, int n) {
     return text;
 }
 
-/* Where the first stop string starts in text, or -1. */
-static long stop_at(const run_io *io, const char *text) {
+/* Where the first of prompt q's stop strings starts in text, or -1. */
+static long stop_at(const run_io *io, int q, const char *text) {
+    const char *const *stop = io->stop;
+    int n_stop = io->batch ? fg_run_batch_stops(io->batch, io->a, q, &stop) : io->n_stop;
     long best = -1;
-    for (int k = 0; k < io->n_stop; k++) {
-        const char *hit = strstr(text, io->stop[k]);
+    for (int k = 0; k < n_stop; k++) {
+        const char *hit = strstr(text, stop[k]);
         if (hit && (best < 0 || hit - text < best)) best = hit - text;
     }
     return best;
 }
 
 static int stop_check(void *ctx, int seq, const int32_t *ids, int n) {
-    (void)seq;
     run_io *io = ctx;
     char *text = ids_text(io->tok, ids, n);
-    long at = stop_at(io, text);
+    long at = stop_at(io, seq, text);
     free(text);
     return at >= 0;
 }
 
+/* The completion of prompt i: the text before EOS and before any stop
+ * string (heap; NULL without a tokenizer). */
+static char *completion_text(const run_io *io, const fg_seq_out *out, int i) {
+    if (!io->tok) return NULL;
+    int m = out[i].n - (out[i].finish == FG_FINISH_EOS);
+    char *ct = ids_text(io->tok, out[i].ids, m);
+    long at = out[i].finish == FG_FINISH_STOP ? stop_at(io, i, ct) : -1;
+    if (at >= 0) ct[at] = 0;
+    return ct;
+}
+
 /* The output line of prompt i, '\n' included (heap string). */
 static char *format_line(const run_io *io, const fg_seq_in *in, const fg_seq_out *out, int i) {
+    if (io->batch) {   /* a Batch API request's response line */
+        char *ct = completion_text(io, out, i);
+        char *line = fg_run_batch_line(io->batch, i, ct, out[i].finish, in[i].len, out[i].n);
+        free(ct);
+        return line;
+    }
     json_t *ids = json_array();
     for (int j = 0; j < out[i].n; j++) json_array_append_new(ids, json_integer(out[i].ids[j]));
     json_t *id = io->text.n ? json_loads(io->text.items[i].id_json, JSON_DECODE_ANY, NULL) : json_integer(i);
     json_t *prompt = json_null(), *completion = json_null();
     if (io->tok) {
         char *pt = io->text.n ? strdup(io->text.items[i].text) : ids_text(io->tok, in[i].ids, in[i].len);
-        /* the completion is the text before EOS and before any stop string */
-        int m = out[i].n - (out[i].finish == FG_FINISH_EOS);
-        char *ct = ids_text(io->tok, out[i].ids, m);
-        long at = out[i].finish == FG_FINISH_STOP ? stop_at(io, ct) : -1;
-        if (at >= 0) ct[at] = 0;
+        char *ct = completion_text(io, out, i);
         prompt = json_string(pt);
         completion = json_string(ct);
         free(pt);
@@ -436,7 +452,7 @@ int fg_cmd_run(int argc, char **argv) {
         jobrec = resume_record(&a);
         fg_exit_on(fg_run_job_apply(&a, jobrec));
     }
-    run_io io = {.stop = a.stop, .n_stop = a.n_stop};
+    run_io io = {.stop = a.stop, .n_stop = a.n_stop, .a = &a};
     fg_wsrc *ws = open_model(&a, &io);
     const fg_model_config *c = fg_wsrc_config(ws);
     fg_seq_in *in = NULL;
@@ -447,18 +463,37 @@ int fg_cmd_run(int argc, char **argv) {
     fg_gen_opts go = {.gen_len = a.gen_len, .batch = a.batch, .ignore_eos = a.ignore_eos,
                       .samp = {.temperature = a.temperature, .top_p = a.top_p, .seed = a.seed},
                       .stop = a.n_stop ? stop_check : NULL, .stop_ctx = &io};
+    run_batch batch = {.model = c->name};
+    int default_gen = a.gen_len;
+    if (io.text.req) {   /* a Batch API file: the requests that run, grouped, each with its own settings */
+        if (a.dump_logits)
+            fg_exit_on(fg_err_set(FG_EINPUT, "run: --dump-logits with a Batch API file: its requests generate "
+                                             "different lengths; dump the logits of a prompt file"));
+        fg_run_batch_plan(&a, &io.text, c->max_pos, &in, &n, &batch);
+        io.batch = &batch;
+        go.seq = batch.seq, go.stop = stop_check;
+        /* the plan and the policy are sized for the longest request; the
+         * record keeps --gen-len, the default of requests without max_tokens */
+        go.gen_len = a.gen_len = batch.gen_len;
+    }
     fg_search_result pred = {0};   /* the cost model's prediction (cases 0: none) */
-    int block = a.batch ? a.batch : n;
-    if (!strcmp(a.engine, "flexgen")) block = plan_flexgen(&a, ws, in, n, &go, &pred);
+    int block = a.batch ? a.batch : n ? n : 1;
+    if (!strcmp(a.engine, "flexgen") && n) block = plan_flexgen(&a, ws, in, n, &go, &pred);
+    a.gen_len = default_gen;
     run_journal rj = {.io = &io, .in = in, .n = n, .block = block};
     if (rank == 0) open_job(&a, jobrec, ws, n, block, &rj, &go);   /* a pipeline's job is rank 0's */
+    if (rank == 0 && io.text.req) {
+        uint64_t psum;
+        fg_exit_on(fg_run_prompts_sum(&a, &psum));
+        fg_exit_on(fg_run_batch_ids(&a, fg_wsrc_identity(ws), psum, &batch));
+    }
     fg_exit_on(fg_ring_bcast(&go.start, sizeof go.start, 0));
 
     if (a.dump_logits) {
         int64_t shape[3] = {n, a.gen_len, c->vocab_size};
         fg_exit_on(fg_npy_create(a.dump_logits, shape, 3, &go.logits));
     }
-    fg_seq_out *out = fg_xcalloc((size_t)n, sizeof *out);
+    fg_seq_out *out = fg_xcalloc((size_t)(n ? n : 1), sizeof *out);   /* a Batch API file may run none */
     rj.out = out;
     fg_gen_stats stats = {0};
     fg_flex_stats fs = {0};
@@ -470,11 +505,17 @@ int fg_cmd_run(int argc, char **argv) {
     }
     if (go.logits) fg_exit_on(fg_npy_commit(&go.logits));
     if (rank == 0) {
-        fg_exit_on(fg_job_finish(&rj.job, a.out));
+        fg_exit_on(fg_job_finish_as(&rj.job, a.out, io.batch ? fg_run_batch_output : NULL, &batch));
         if (a.report) fg_exit_on(write_report(a.report, &a, c, n, go.start, &stats, &fs, &pred));
         log_summary(&a, n, &go, &stats, &fs);
     }
     fg_ring_finish();
+    /* some requests failed (their error lines are in --out): not a clean run, not a failed one */
+    int rc = batch.failed ? 3 : 0;
+    if (rank == 0 && batch.failed)
+        fg_warn("%d of %d requests failed: their error lines are in %s (exit status 3)", batch.failed,
+                (int)io.text.n, a.out);
+    fg_run_batch_free(&batch);
     free(fs.rank);
     for (int i = 0; i < n; i++) free(out[i].ids);
     fg_prompt_ids_free(in, (size_t)n);
@@ -483,5 +524,5 @@ int fg_cmd_run(int argc, char **argv) {
     fg_prompts_free(&io.text);
     fg_tok_destroy(&io.tok);
     fg_wsrc_destroy(&ws);
-    return 0;
+    return rank == 0 ? rc : 0;
 }

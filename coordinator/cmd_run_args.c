@@ -41,6 +41,12 @@ static void run_usage(FILE *f) {
         "  --truncate            cut prompts longer than the context (max positions - gen-len) from\n"
         "                        the left, keeping BOS, instead of refusing them; reported in the log\n"
         "  --out FILE.jsonl      one object per prompt, in input order\n"
+        "                        (an OpenAI Batch API file, lines {\"custom_id\", \"method\", \"url\",\n"
+        "                        \"body\"}: one Batch API output line per request, each with its own\n"
+        "                        max_tokens, temperature, top_p, seed and stop; a bad request gets an\n"
+        "                        error line, the others run, and the exit status is 3; see docs/CLI.md)\n"
+        "  --batch-order grouped|input  a Batch API file's requests computed grouped by prompt length\n"
+        "                        and max_tokens (default; output still in file order), or in file order\n"
         "  --dump-logits FILE    float32 .npy (prompts, gen_len, vocab): the logits each token came from\n"
         "  --trace FILE.json     Chrome trace events of every command on every worker and stream\n"
         "                        (open in Perfetto); engine flexgen\n"
@@ -181,6 +187,11 @@ static fg_status apply_option(int o, run_args *a, int argc, char **argv) {
         break;
     }
     case O_TRUNC: a->truncate = 1; break;
+    case O_BORDER:
+        if (strcmp(optarg, "grouped") && strcmp(optarg, "input"))
+            st = fg_err_set(FG_EINPUT, "--batch-order: expected grouped or input, got '%s'", optarg);
+        a->batch_input_order = !strcmp(optarg, "input");
+        break;
     case O_STOP:
         if (a->n_stop == FG_MAX_STOPS) st = fg_err_set(FG_EINPUT, "--stop: at most %d stop strings", FG_MAX_STOPS);
         else if (!*optarg) st = fg_err_set(FG_EINPUT, "--stop: the stop string is empty");
@@ -234,6 +245,7 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
         {"compress-weight", no_argument, 0, O_CW},     {"compress-cache", no_argument, 0, O_CC},
         {"resume", no_argument, 0, O_RESUME},          {"help", no_argument, 0, 'h'},
         {"chat-template", required_argument, 0, O_CHAT}, {"tokenizer", required_argument, 0, O_TOK},
+        {"batch-order", required_argument, 0, O_BORDER},
         {0, 0, 0, 0},
     };
     *a = (run_args){.gen_len = DEFAULT_GEN_LEN, .top_p = 1.0f, .engine = "flexgen", .policy = "auto"};

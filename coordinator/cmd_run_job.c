@@ -100,6 +100,8 @@ json_t *fg_run_job_record(const run_args *a, uint64_t model_id, uint64_t prompts
     json_object_set_new(r, "seed", json_string(seed));
     json_object_set_new(r, "ignore_eos", json_boolean(a->ignore_eos));
     json_object_set_new(r, "truncate", json_boolean(a->truncate));
+    /* a Batch API file's requests in the journal: grouped or in file order */
+    json_object_set_new(r, "batch_order", json_string(a->batch_input_order ? "input" : "grouped"));
     json_object_set_new(r, "stop", stop);
     json_object_set_new(r, "compress_weight", json_boolean(a->flex.policy.compress_weight));   /* both engines */
     json_object_set_new(r, "compress_cache", json_boolean(a->flex.policy.compress_cache));
@@ -163,6 +165,8 @@ fg_status fg_run_job_apply(run_args *a, const json_t *rec) {
     TAKE(O_SEED, rec, "seed", JSON_STRING, 0, a->seed = strtoull(json_string_value(v), NULL, 10));
     TAKE(O_NOEOS, rec, "ignore_eos", JSON_TRUE, 0, a->ignore_eos = json_is_true(v));
     TAKE(O_TRUNC, rec, "truncate", JSON_TRUE, 0, a->truncate = json_is_true(v));
+    if (json_object_get(rec, "batch_order"))   /* a record without it predates Batch API files: grouped */
+        TAKE(O_BORDER, rec, "batch_order", JSON_STRING, 0, a->batch_input_order = !strcmp(json_string_value(v), "input"));
     TAKE(O_CW, rec, "compress_weight", JSON_TRUE, 0, a->flex.policy.compress_weight = json_is_true(v));
     TAKE(O_CC, rec, "compress_cache", JSON_TRUE, 0, a->flex.policy.compress_cache = json_is_true(v));
     TAKE(O_STOP, rec, "stop", JSON_ARRAY, 0, {

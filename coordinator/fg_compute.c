@@ -111,7 +111,7 @@ static fg_status lm_head(fg_engine *e, const fg_unit *u, int s, fg_deps d, const
     /* nothing is stored from its hidden-state slot: the next load into the
      * slot waits for this, its last reader */
     if (pl->atier != FG_TIER_GPU) e->par[p].h.read[0] = last;
-    fg_op_sample sp = {.step = *st, .temperature = e->temperature, .top_p = e->top_p};
+    fg_op_sample sp = {.step = *st, .temperature = e->samp_max_t[k], .top_p = e->samp_min_p[k]};
     sp.step.S = 1;
     if ((rc = op(e, FG_OP_SAMPLE, u, s, &sp, sizeof sp, NULL, &smp))) return rc;
     fg_deps after = {{[ST_COMPUTE] = smp}};

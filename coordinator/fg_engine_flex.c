@@ -112,11 +112,22 @@ static int token_order(const fg_engine *e, const fg_flex_opts *fo, int i, const 
     return x;
 }
 
+/* The tokens a block runs for: the most any of its prompts may generate
+ * (with per-prompt max_tokens, a block of short requests ends early
+ * instead of computing finished rows to the run's longest). */
+static int block_tokens(const fg_gen_opts *opt, int first, int count, int G) {
+    if (!opt->seq) return G;
+    int g = 1;
+    for (int q = first; q < first + count; q++) g = fg_gen_max_new(opt, q) > g ? fg_gen_max_new(opt, q) : g;
+    return g < G ? g : G;
+}
+
 /* One block: the prompts first..first+K*B-1, G tokens each. */
 static fg_status run_block(fg_engine *e, const fg_seq_in *in, int n, int first, const fg_gen_opts *opt,
                            const fg_flex_opts *fo, fg_seq_out *out, fg_gen_stats *stats) {
     const fg_plan *pl = &e->pl;
-    int K = pl->K, B = pl->gbs, G = pl->G, L = pl->L, more_blocks = first + K * B < n;
+    int K = pl->K, B = pl->gbs, L = pl->L, more_blocks = first + K * B < n;
+    int G = e->block_G = block_tokens(opt, first, n - first < K * B ? n - first : K * B, pl->G);
     int *S_k = fg_xcalloc((size_t)K, sizeof *S_k);
     uint8_t *done = fg_xcalloc((size_t)K * B, 1);
     fg_unit *order = fg_xcalloc((size_t)(L + 2) * K, sizeof *order);
@@ -136,7 +147,7 @@ static fg_status run_block(fg_engine *e, const fg_seq_in *in, int n, int first, 
         if (!st && e->progress) {   /* a terminal: one self-overwriting line */
             double spent = stats->prefill_s + stats->decode_s;
             long made = stats->generated + (long)(n - first < K * B ? n - first : K * B) * (i + 1);
-            long total = (long)(n - opt->start) * G;   /* a resumed job's finished blocks are not counted */
+            long total = (long)(n - opt->start) * pl->G;   /* a resumed job's finished blocks are not counted */
             double rate = spent > 0 ? made / spent : 0;
             fprintf(stderr, "\rblock %d/%d  token %d/%d  %.1f tokens/s  ETA %.0f s   ", first / (K * B) + 1,
                     (n + K * B - 1) / (K * B), i + 1, G, rate, rate > 0 ? (total - made) / rate : 0.0);
@@ -370,7 +381,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     memset(fs, 0, sizeof *fs);
     int S = 1;
     for (int q = 0; q < n; q++) S = in[q].len > S ? in[q].len : S;
-    fg_engine e = {.ws = ws, .spill_fd = -1, .progress = isatty(2), .temperature = opt->samp.temperature, .top_p = opt->samp.top_p,
+    fg_engine e = {.ws = ws, .spill_fd = -1, .progress = isatty(2),
                    .q = {.overlap = fo_in->policy.overlap, .tracing = fo_in->trace != NULL}};
     /* the disk worker resolves relative paths under its --offload-dir: every
      * process gets the directory as an absolute path */
@@ -396,6 +407,8 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     e.store_sum = fg_xcalloc((size_t)nspec, sizeof *e.store_sum);
     e.store_checked = fg_xcalloc((size_t)nspec, 1);
     e.sampled_copy = fg_xcalloc((size_t)pl->K, sizeof *e.sampled_copy);
+    e.samp_max_t = fg_xcalloc((size_t)pl->K, sizeof *e.samp_max_t);
+    e.samp_min_p = fg_xcalloc((size_t)pl->K, sizeof *e.samp_min_p);
     e.unrecorded_batch = fg_xcalloc((size_t)pl->K, sizeof *e.unrecorded_batch);
     e.unrecorded_token = fg_xcalloc((size_t)pl->K, sizeof *e.unrecorded_token);
     fs->gpu_bytes = fg_plan_gpu_bytes(pl);
@@ -448,7 +461,7 @@ out:
     fg_cmdq_free(&e.q);
     fg_pipe_free(&e);
     free(e.store_file), free(e.store_off), free(e.store_sum), free(e.store_checked);
-    free(e.sampled_copy), free(e.unrecorded_batch), free(e.unrecorded_token);
+    free(e.sampled_copy), free(e.samp_max_t), free(e.samp_min_p), free(e.unrecorded_batch), free(e.unrecorded_token);
     fg_plan_free(&e.pl);
     return st;
 }

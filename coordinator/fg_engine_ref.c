@@ -76,8 +76,9 @@ static fg_status run_batch(const fg_model_config *c, const ref_weights *rw, cons
     void *scratch = fg_alloc_tensor(sizeof(float) * 2 * (size_t)V);
     int32_t *next = fg_xcalloc((size_t)B, sizeof *next);
     fg_rng *rng = fg_xcalloc((size_t)B, sizeof *rng);
+    fg_sampler_cfg *samp = fg_xcalloc((size_t)B, sizeof *samp);
     for (int b = 0; b < B; b++) {
-        fg_rng_init(&rng[b], opt->samp.seed, (uint64_t)(first + b));
+        samp[b] = fg_gen_sampler(opt, first + b, &rng[b]);
         out[first + b].ids = fg_xcalloc((size_t)(G ? G : 1), sizeof(int32_t));
         out[first + b].n = 0;
         out[first + b].finish = FG_FINISH_LENGTH;
@@ -98,7 +99,7 @@ static fg_status run_batch(const fg_model_config *c, const ref_weights *rw, cons
         fg_fwd_lm_head(logits, h, &step, c, &rw->g, &ws);
         for (int b = 0; b < B; b++) {
             const float *lg = logits + (size_t)b * V;
-            int tok = fg_sample(lg, V, &opt->samp, &rng[b], scratch);
+            int tok = fg_sample(lg, V, &samp[b], &rng[b], scratch);
             next[b] = tok;
             if (opt->logits && (st = fg_npy_write(opt->logits, ((int64_t)(first + b) * G + i) * V, lg, (size_t)V)))
                 goto out;
@@ -111,6 +112,8 @@ static fg_status run_batch(const fg_model_config *c, const ref_weights *rw, cons
             } else if (opt->stop && opt->stop(opt->stop_ctx, first + b, o->ids, o->n)) {
                 o->finish = FG_FINISH_STOP;
                 done[b] = 1;
+            } else if (o->n == fg_gen_max_new(opt, first + b)) {
+                done[b] = 1;   /* its own max_tokens: finish stays "length" */
             }
         }
         double dt = fg_now() - t0;
@@ -124,7 +127,7 @@ out:
         free(kc[l]);
         free(vc[l]);
     }
-    free(kc); free(vc); free(h); free(logits); free(scratch); free(next); free(rng); free(done);
+    free(kc); free(vc); free(h); free(logits); free(scratch); free(next); free(rng); free(samp); free(done);
     free(ids); free(mask);
     return st;
 }

@@ -105,6 +105,7 @@ typedef struct {
     fg_cmdq q;
     fg_pipe pipe;
     fg_sampler *sm;                /* the block's, while one runs */
+    int block_G;                   /* the tokens the running block generates (<= pl.G) */
     fg_super *sup;
     uint32_t seg_idx[NSEG];        /* shm segments' indices */
     fg_wsrc *ws;
@@ -123,7 +124,7 @@ typedef struct {
     fg_pslot par[FG_NSLOTS];
     fg_pending_store ps;           /* the last computed unit's stores, not yet issued */
     /* sampling: one batch at a time behind the LM heads still computing */
-    float temperature, top_p;
+    float *samp_max_t, *samp_min_p;   /* (K) per batch: SAMPLE's bounds on its rows' settings */
     uint64_t *sampled_copy;        /* (K) per batch: the copy out of its logits and sampled ids */
     /* batches whose LM head went out, not yet recorded: a FIFO ring of at
      * most K (batch, token) pairs from unrecorded_head */

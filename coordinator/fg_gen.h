@@ -28,8 +28,18 @@ typedef fg_status (*fg_block_fn)(void *ctx, int first, int count);
 /* Ends a sequence early (stop strings): returns 1 when ids[0..n) should stop. */
 typedef int (*fg_stop_fn)(void *ctx, int seq, const int32_t *ids, int n);
 
+/* One prompt's own settings (a Batch API request's: fg_batch.h), in place
+ * of the run's: at most max_new tokens, its sampler, and its generator,
+ * fg_rng_init(samp.seed, rng_key), keyed by the request and not by where
+ * it lands, so its samples are the same in whatever batch it runs. */
 typedef struct {
-    int gen_len;              /* new tokens per prompt */
+    int max_new;              /* 1..gen_len */
+    fg_sampler_cfg samp;
+    uint64_t rng_key;
+} fg_seq_opts;
+
+typedef struct {
+    int gen_len;              /* new tokens per prompt (with seq: the most any prompt asks) */
     int batch;                /* sequences computed together */
     fg_sampler_cfg samp;
     int ignore_eos;           /* keep going past EOS (benchmarks, oracle tests) */
@@ -41,7 +51,19 @@ typedef struct {
                                  index, so skipping them changes nothing after) */
     fg_block_fn block_done;   /* optional, after every block */
     void *block_ctx;
+    const fg_seq_opts *seq;   /* optional (one per prompt); NULL: every prompt gen_len tokens, samp, and
+                                 the generator fg_rng_init(samp.seed, its index) */
 } fg_gen_opts;
+
+/* Prompt q's sampler settings and its generator, as every engine starts it. */
+static inline fg_sampler_cfg fg_gen_sampler(const fg_gen_opts *o, int q, fg_rng *r) {
+    fg_sampler_cfg c = o->seq ? o->seq[q].samp : o->samp;
+    fg_rng_init(r, c.seed, o->seq ? o->seq[q].rng_key : (uint64_t)q);
+    return c;
+}
+
+/* The tokens prompt q may generate. */
+static inline int fg_gen_max_new(const fg_gen_opts *o, int q) { return o->seq ? o->seq[q].max_new : o->gen_len; }
 
 typedef struct {
     double load_s;            /* weights read and converted */

@@ -200,7 +200,9 @@ fg_status fg_job_append(fg_job *j, int first, int count, const char *lines, size
     return st;
 }
 
-fg_status fg_job_finish(fg_job **jp, const char *out) {
+fg_status fg_job_finish(fg_job **jp, const char *out) { return fg_job_finish_as(jp, out, NULL, NULL); }
+
+fg_status fg_job_finish_as(fg_job **jp, const char *out, fg_job_out_fn fn, void *ctx) {
     fg_job *j = *jp;
     if (j->done != j->n)
         return fg_err_set(FG_ERUNTIME, "%s: %d of %d prompts journaled; the output is not complete", j->journal,
@@ -209,6 +211,14 @@ fg_status fg_job_finish(fg_job **jp, const char *out) {
     size_t len;
     fg_status st = fg_read_file(j->journal, &data, &len);
     if (st) return st;
+    if (fn) {
+        char *made = NULL;
+        size_t mlen = 0;
+        st = fn(ctx, data, len, &made, &mlen);
+        free(data);
+        if (st) return st;
+        data = made, len = mlen;
+    }
     st = fg_fs_write_atomic(out, data, len, FG_FS_DURABLE);
     free(data);
     if (st) return st;

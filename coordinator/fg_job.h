@@ -51,6 +51,12 @@ fg_status fg_job_append(fg_job *j, int first, int count, const char *lines, size
  * remove the job's files and its directory (when empty). */
 fg_status fg_job_finish(fg_job **j, const char *out);
 
+/* The output made from the journal: *out (heap, *out_len bytes) from the
+ * journal's `len` bytes (a Batch API file's lines back in file order). */
+typedef fg_status (*fg_job_out_fn)(void *ctx, const char *journal, size_t len, char **out, size_t *out_len);
+/* fg_job_finish with the output made by fn from the journal. */
+fg_status fg_job_finish_as(fg_job **j, const char *out, fg_job_out_fn fn, void *ctx);
+
 /* A failed run: the job stays, to resume, when it holds a finished block;
  * one with none is removed (a rerun starts from nothing either way). */
 void fg_job_close(fg_job **j);

@@ -95,7 +95,7 @@ fg_status fg_pipe_block_start(fg_engine *e) {
     fg_pipe *p = &e->pipe;
     if (p->P == 1) return FG_OK;
     p->out_next = p->out_posted = p->in_next = p->in_posted = 0;
-    p->in_total = e->pl.st.embed ? 0 : (long)e->pl.G * e->pl.K;
+    p->in_total = e->pl.st.embed ? 0 : (long)e->block_G * e->pl.K;
     return fg_pipe_poll(e);
 }
 
@@ -169,7 +169,7 @@ fg_status fg_pipe_load_ids(fg_engine *e, const fg_unit *u, fg_deps *ld) {
 
 fg_status fg_pipe_send_ids(fg_engine *e, int i, int k) {
     fg_pipe *p = &e->pipe;
-    if (p->P == 1 || e->pl.st.embed || i == e->pl.G - 1) return FG_OK;   /* the block's last token embeds nothing */
+    if (p->P == 1 || e->pl.st.embed || i == e->block_G - 1) return FG_OK;   /* the block's last token embeds nothing */
     int B = e->pl.gbs;
     /* this batch's last ids were taken long ago (rank 0 embedded them
      * before this token reached the head): no flush, no cycle */

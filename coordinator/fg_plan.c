@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fg_devsize.h"
+#include "fg_sample.h"
 #include "fg_shm.h"
 
 const char *fg_plan_seg_name(int seg) {
@@ -120,8 +121,8 @@ static void plan_io(fg_plan *pl) {
     pl->ids_dev = locs(K), pl->ids_io = locs(K), pl->mask_dev = locs(K), pl->mask_io = locs(K);
     pl->rng_dev = locs(K), pl->rng_io = locs(K), pl->logits_io = locs(K);
     for (int k = 0; k < K; k++) {
-        pl->rng_dev[k] = place(pl, SEG_DEV, 8 * B);
-        pl->rng_io[k] = place(pl, SEG_IO, 8 * B);
+        pl->rng_dev[k] = place(pl, SEG_DEV, sizeof(fg_sample_row) * B);
+        pl->rng_io[k] = place(pl, SEG_IO, sizeof(fg_sample_row) * B);
         pl->ids_dev[k] = place(pl, SEG_DEV, 4 * B * pl->S);
         pl->mask_dev[k] = place(pl, SEG_DEV, B * pl->Tmax);
         pl->ids_io[k] = place(pl, SEG_IO, 4 * B * pl->S);

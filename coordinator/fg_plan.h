@@ -100,7 +100,7 @@ typedef struct {
     /* per batch (K): inputs and what comes out */
     fg_loc *ids_dev, *ids_io;        /* (B, S) int32: the prompts, then each token's sampled ids */
     fg_loc *mask_dev, *mask_io;      /* (B, Tmax) uint8 */
-    fg_loc *rng_dev, *rng_io;        /* (B) u64 generator states */
+    fg_loc *rng_dev, *rng_io;        /* (B) fg_sample_row: generator states and settings */
     fg_loc *logits_io;               /* (B, V) fp32 */
     fg_loc logits_dev[FG_NSLOTS];    /* (B, V) fp32, by parity */
     /* CPU attention's exchange (decode: one new token per sequence) */

@@ -76,8 +76,9 @@ static fg_status render_chat(const char *path, fg_prompt *p, fg_tok *tok, const 
 /* One prompt: prefix, text ids, suffix, cut from the left to CTX. A
  * rendered conversation gets neither prefix nor suffix: the template wrote
  * the special tokens the model wants, as apply_chat_template does. */
-static fg_status encode_one(fg_tok *tok, const fg_prompt *p, const char *path, int ctx, int gen_len, int max_pos,
-                            int truncate, fg_seq_in *in) {
+/* budget names what set gen_len: "--gen-len", or a request's "max_tokens". */
+static fg_status encode_one(fg_tok *tok, const fg_prompt *p, const char *path, int ctx, int gen_len, const char *budget,
+                            int max_pos, int truncate, int *too_long, fg_seq_in *in) {
     const int32_t *pre, *suf;
     size_t n_pre = fg_tok_prefix_ids(tok, &pre), n_suf = fg_tok_suffix_ids(tok, &suf);
     if (p->messages) n_pre = n_suf = 0;
@@ -92,16 +93,18 @@ static fg_status encode_one(fg_tok *tok, const fg_prompt *p, const char *path, i
                           path, p->line);
     }
     if (total > (size_t)ctx) {
+        *too_long = !truncate;
         if (!truncate) {
             free(ids);
-            return fg_err_set(FG_EINPUT, "%s:%d: the prompt is %zu tokens; with --gen-len %d the model's %d positions "
+            return fg_err_set(FG_EINPUT, "%s:%d: the prompt is %zu tokens; with %s %d the model's %d positions "
                                          "allow %d (use --truncate to cut it from the left)",
-                              path, p->line, total, gen_len, max_pos, ctx);
+                              path, p->line, total, budget, gen_len, max_pos, ctx);
         }
         if ((size_t)ctx < n_pre + n_suf + 1) {
             free(ids);
-            return fg_err_set(FG_EINPUT, "%s:%d: --gen-len %d leaves %d positions, fewer than the tokenizer's %zu "
-                                         "special tokens and one of text", path, p->line, gen_len, ctx, n_pre + n_suf);
+            return fg_err_set(FG_EINPUT, "%s:%d: %s %d leaves %d positions, fewer than the tokenizer's %zu "
+                                         "special tokens and one of text", path, p->line, budget, gen_len, ctx,
+                              n_pre + n_suf);
         }
         keep = (size_t)ctx;
         fg_warn("%s:%d: prompt cut from %zu to its last %zu tokens (--truncate)", path, p->line, total, keep);
@@ -116,10 +119,62 @@ static fg_status encode_one(fg_tok *tok, const fg_prompt *p, const char *path, i
     return FG_OK;
 }
 
+/* A Batch API request (fg_batch.h): rendered and encoded as a prompt is,
+ * against the context its own max_tokens leaves; whatever would refuse a
+ * prompt fails the request alone, which then has no ids. */
+static void encode_request(fg_tok *tok, fg_prompt *p, fg_batch_req *r, const char *path, const fg_model_config *c,
+                           const fg_chat_src *chat, int gen_len, int truncate, fg_prompt_chat **pc, fg_seq_in *in) {
+    int want = r->max_tokens ? r->max_tokens : gen_len, ctx = c->max_pos - want;
+    if (r->err_code) return;
+    if (ctx < 1) {
+        fg_batch_fail(r, "context_length_exceeded", "%s:%d: %d tokens to generate leave no room for a prompt in the "
+                      "model's %d positions", path, p->line, want, c->max_pos);
+        return;
+    }
+    if (r->ids) {   /* a completion given as token ids: no tokenizer, the ids as they are */
+        for (int t = 0; t < r->n_ids; t++)
+            if (r->ids[t] >= c->vocab_size) {
+                fg_batch_fail(r, "invalid_request", "%s:%d: body.prompt[%d]: id %d is out of range [0, %d)", path,
+                              p->line, t, r->ids[t], c->vocab_size);
+                return;
+            }
+        if (r->n_ids > ctx) {
+            fg_batch_fail(r, "context_length_exceeded", "%s:%d: the prompt is %d tokens; with max_tokens %d the "
+                          "model's %d positions allow %d", path, p->line, r->n_ids, want, c->max_pos, ctx);
+            return;
+        }
+        in->ids = fg_xmalloc(sizeof(int32_t) * (size_t)r->n_ids);
+        memcpy(in->ids, r->ids, sizeof(int32_t) * (size_t)r->n_ids);
+        in->len = r->n_ids;
+        return;
+    }
+    if (!tok) {
+        fg_batch_fail(r, "invalid_request", "%s:%d: the model has no tokenizer: only a completion's token ids can run",
+                      path, p->line);
+        return;
+    }
+    int too_long = 0;
+    fg_status st = p->messages ? render_chat(path, p, tok, chat, pc) : FG_OK;
+    if (!st) st = encode_one(tok, p, path, ctx, want, r->max_tokens ? "max_tokens" : "--gen-len", c->max_pos, truncate,
+                             &too_long, in);
+    if (st == FG_ERUNTIME) fg_exit_on(st);   /* not the request's fault: the run stops */
+    if (st) fg_batch_fail(r, too_long ? "context_length_exceeded" : "invalid_request", "%s", fg_err_msg());
+}
+
 fg_status fg_prompt_encode(const char *path, fg_tok *tok, const fg_model_config *c, const fg_chat_src *chat,
                            int gen_len, int truncate, fg_prompt_list *text, fg_seq_in **out, int *n_out) {
     fg_status st = fg_prompts_read(path, text);
     if (st) return st;
+    if (text->req) {
+        fg_seq_in *in = fg_xcalloc(text->n ? text->n : 1, sizeof *in);
+        fg_prompt_chat *pc = NULL;
+        for (size_t i = 0; i < text->n; i++)
+            encode_request(tok, &text->items[i], &text->req[i], path, c, chat, gen_len, truncate, &pc, &in[i]);
+        fg_prompt_chat_close(&pc);
+        *out = in;
+        *n_out = (int)text->n;
+        return FG_OK;
+    }
     int n = (int)text->n, ctx = c->max_pos - gen_len;
     if (ctx < 2)
         return fg_err_set(FG_EINPUT, "--gen-len %d leaves no room for a prompt in %d positions", gen_len, c->max_pos);
@@ -128,7 +183,7 @@ fg_status fg_prompt_encode(const char *path, fg_tok *tok, const fg_model_config 
     for (int i = 0; i < n && !st; i++) {
         fg_prompt *p = &text->items[i];
         if (!p->messages || !(st = render_chat(path, p, tok, chat, &pc)))
-            st = encode_one(tok, p, path, ctx, gen_len, c->max_pos, truncate, &in[i]);
+            st = encode_one(tok, p, path, ctx, gen_len, "--gen-len", c->max_pos, truncate, &(int){0}, &in[i]);
     }
     fg_prompt_chat_close(&pc);
     if (st) {

@@ -36,7 +36,10 @@ fg_status fg_prompt_tokenizer(const char *model_dir, const char *tok_file, int d
  * template writes BOS where the model wants it, as apply_chat_template
  * does. A prompt that leaves fewer than gen_len of the model's c->max_pos
  * positions is refused (FG_EINPUT naming the file and line), or with
- * truncate cut from the left (prefix and suffix kept). *out (n_out) is
+ * truncate cut from the left (prefix and suffix kept). A Batch API file's
+ * requests (text->req) are encoded each against its own max_tokens, and
+ * what would refuse a prompt fails that request alone (its ids NULL, len 0;
+ * fg_batch_fail). *out (n_out) is
  * freed with fg_prompt_ids_free, *text with fg_prompts_free. */
 fg_status fg_prompt_encode(const char *path, fg_tok *tok, const fg_model_config *c, const fg_chat_src *chat,
                            int gen_len, int truncate, fg_prompt_list *text, fg_seq_in **out, int *n_out);

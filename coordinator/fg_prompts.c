@@ -23,19 +23,6 @@ static char *dup_bytes(const char *s, size_t n) {
     return d;
 }
 
-static const char *json_kind(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
 static void push(fg_prompt_list *l, size_t *cap, fg_prompt p) {
     if (l->n == *cap) {
         *cap = *cap ? 2 * *cap : 64;
@@ -43,27 +30,61 @@ static void push(fg_prompt_list *l, size_t *cap, fg_prompt p) {
         if (l->n) memcpy(items, l->items, l->n * sizeof *items);
         free(l->items);
         l->items = items;
+        if (l->req) {   /* a batch file's requests grow beside its prompts */
+            fg_batch_req *req = fg_xcalloc(*cap, sizeof *req);
+            memcpy(req, l->req, l->n * sizeof *req);
+            free(l->req);
+            l->req = req;
+        }
     }
     l->items[l->n++] = p;
+}
+
+/* A Batch API file: the first line that is JSON at all is a request. */
+static int is_batch_file(const char *data, size_t len) {
+    for (size_t pos = 0; pos < len;) {
+        const char *line = data + pos, *eol = memchr(line, '\n', len - pos);
+        size_t n = eol ? (size_t)(eol - line) : len - pos;
+        pos += n + 1;
+        json_t *o = is_blank(line, n) ? NULL : json_loadb(line, n, 0, NULL);
+        if (!o) continue;
+        json_decref(o);
+        return fg_batch_line_is_request(line, n);
+    }
+    return 0;
+}
+
+/* One line of a batch file: its request, and its prompt for the encoder. */
+static void push_request(const char *path, int lineno, const char *s, size_t n, fg_prompt_list *l, size_t *cap) {
+    fg_batch_req r;
+    fg_prompt p = {.line = lineno};
+    fg_batch_parse_line(path, lineno, s, n, &r, &p.text, &p.messages);
+    p.len = strlen(p.text);
+    json_t *id = r.custom_id ? json_string(r.custom_id) : json_null();
+    p.id_json = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(id);
+    if (!p.id_json) fg_exit_on(fg_err_set(FG_ERUNTIME, "out of memory serializing JSON"));
+    push(l, cap, p);
+    l->req[l->n - 1] = r;
 }
 
 /* A "messages" value: a non-empty list of {"role": string, "content": string, ...}. */
 static fg_status check_messages(const char *path, int lineno, const json_t *m) {
     if (!json_is_array(m) || !json_array_size(m))
         return fg_err_set(FG_EINPUT, "%s:%d: \"messages\" must be a non-empty list of {\"role\": ..., \"content\": ...}, "
-                          "got %s", path, lineno, json_is_array(m) ? "an empty list" : json_kind(m));
+                          "got %s", path, lineno, json_is_array(m) ? "an empty list" : fg_json_kind(m));
     size_t i;
     json_t *x;
     json_array_foreach(m, i, x) {
         if (!json_is_object(x))
             return fg_err_set(FG_EINPUT, "%s:%d: \"messages\"[%zu] must be an object, got %s", path, lineno, i,
-                              json_kind(x));
+                              fg_json_kind(x));
         static const char *const keys[] = {"role", "content"};
         for (int k = 0; k < 2; k++) {
             json_t *v = json_object_get(x, keys[k]);
             if (!json_is_string(v))
                 return fg_err_set(FG_EINPUT, "%s:%d: \"messages\"[%zu]: \"%s\" must be a string, got %s", path, lineno,
-                                  i, keys[k], v ? json_kind(v) : "nothing");
+                                  i, keys[k], v ? fg_json_kind(v) : "nothing");
         }
     }
     return FG_OK;
@@ -81,14 +102,14 @@ static fg_status parse_jsonl(const char *path, int lineno, const char *s, size_t
     json_t *prompt = json_object_get(o, "prompt"), *msgs = json_object_get(o, "messages");
     if (!json_is_object(o)) {
         st = fg_err_set(FG_EINPUT, "%s:%d: expected a JSON object {\"id\": ..., \"prompt\": \"...\"}, "
-                        "got %s", path, lineno, json_kind(o));
+                        "got %s", path, lineno, fg_json_kind(o));
     } else if (!prompt && !msgs) {
         st = fg_err_set(FG_EINPUT, "%s:%d: missing \"prompt\" (or \"messages\")", path, lineno);
     } else if (prompt && msgs) {
         st = fg_err_set(FG_EINPUT, "%s:%d: both \"prompt\" and \"messages\": give one", path, lineno);
     } else if (prompt && !json_is_string(prompt)) {
         st = fg_err_set(FG_EINPUT, "%s:%d: \"prompt\" must be a string, got %s", path, lineno,
-                        json_kind(prompt));
+                        fg_json_kind(prompt));
     } else if (!(st = msgs ? check_messages(path, lineno, msgs) : FG_OK)) {
         json_t *id = json_object_get(o, "id");
         char num[32];
@@ -131,6 +152,10 @@ fg_status fg_prompts_read(const char *path, fg_prompt_list *out) {
         out->jsonl = c == '{';
         break;
     }
+    if (is_batch_file(data + pos0, len - pos0)) {
+        out->jsonl = 1;
+        out->req = fg_xcalloc(1, sizeof *out->req);   /* push grows it */
+    }
     size_t cap = 0;
     int lineno = 0;
     int content = 0; /* any non-blank line seen */
@@ -143,7 +168,9 @@ fg_status fg_prompts_read(const char *path, fg_prompt_list *out) {
         if (n && line[n - 1] == '\r') n--;
         int blank = is_blank(line, n);
         content |= !blank;
-        if (out->jsonl) {
+        if (out->req) {
+            if (!blank) push_request(path, lineno, line, n, out, &cap);
+        } else if (out->jsonl) {
             if (blank) continue;
             fg_prompt p = {0};
             st = parse_jsonl(path, lineno, line, n, &p);
@@ -161,6 +188,13 @@ fg_status fg_prompts_read(const char *path, fg_prompt_list *out) {
         out->n--;
         free(out->items[out->n].id_json);
         free(out->items[out->n].text);
+    }
+    if (out->req) {
+        int *lines = fg_xcalloc(out->n ? out->n : 1, sizeof *lines);
+        for (size_t i = 0; i < out->n; i++) lines[i] = out->items[i].line;
+        st = fg_batch_check_unique(path, out->req, lines, out->n);
+        free(lines);
+        if (st) goto fail;
     }
     if (!content) {
         st = fg_err_set(FG_EINPUT, "%s:1: no prompts (the file is empty or blank; expected one "
@@ -180,8 +214,10 @@ void fg_prompts_free(fg_prompt_list *l) {
         free(l->items[i].id_json);
         free(l->items[i].text);
         free(l->items[i].messages);
+        if (l->req) fg_batch_req_free(&l->req[i]);
     }
     free(l->items);
+    free(l->req);
     memset(l, 0, sizeof *l);
 }
 
@@ -215,7 +251,7 @@ fg_status fg_prompt_ids_read(const char *path, int vocab_size, fg_seq_in **out, 
             json_t *x = json_array_get(p, j);
             if (!json_is_integer(x)) {
                 st = fg_err_set(FG_EINPUT, "%s: prompt %zu, token %zu: %s is not a token id in [0, %d)", path, i,
-                                j, json_kind(x), vocab_size);
+                                j, fg_json_kind(x), vocab_size);
                 break;
             }
             if (json_integer_value(x) < 0 || json_integer_value(x) >= vocab_size) {

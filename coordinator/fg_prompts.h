@@ -12,6 +12,10 @@
  *    "content": "..."}, ...] (a non-empty list of objects with string role
  *    and content; their other keys are kept), to be rendered with the
  *    model's chat template (fg_prompt_enc.h);
+ *  - an OpenAI Batch API file, when the first line that is JSON at all is
+ *    an object with "custom_id" (fg_batch.h): one request a line, a bad
+ *    line a failed request (req[i].err_code) that keeps its place, not an
+ *    error of the file; a custom_id given twice is FG_EINPUT;
  * A file with no prompt (empty or only white space), invalid UTF-8, malformed
  * JSON, neither or both of "prompt" and "messages", a non-string "prompt",
  * a malformed "messages" are FG_EINPUT with a message naming the file and the
@@ -24,6 +28,7 @@
 
 #include <stddef.h>
 
+#include "fg_batch.h"
 #include "fg_common.h"
 #include "fg_gen.h"
 
@@ -39,6 +44,7 @@ typedef struct {
     fg_prompt *items; /* (n) in file order */
     size_t n;
     int jsonl;        /* 1 when the file was read as JSONL */
+    fg_batch_req *req; /* (n) a Batch API file's requests, else NULL; id_json is the custom_id */
 } fg_prompt_list;
 
 fg_status fg_prompts_read(const char *path, fg_prompt_list *out);

@@ -28,7 +28,8 @@ fg_status fg_block_inputs(fg_engine *e, fg_sampler *sm, int *S_k) {
          * engine pads a batch; rows past the prompts are padding */
         int32_t *ids = fg_engine_ptr(e, pl->ids_io[k]);   /* (B, S_k) */
         uint8_t *mask = fg_engine_ptr(e, pl->mask_io[k]); /* (B, Tmax) */
-        uint64_t *rng = fg_engine_ptr(e, pl->rng_io[k]);  /* (B) */
+        fg_sample_row *rng = fg_engine_ptr(e, pl->rng_io[k]);  /* (B) */
+        e->samp_max_t[k] = 0, e->samp_min_p[k] = 1;
         S_k[k] = 1;
         for (int b = 0; b < B; b++) {
             int q = sm->first + k * B + b;
@@ -46,10 +47,14 @@ fg_status fg_block_inputs(fg_engine *e, fg_sampler *sm, int *S_k) {
                 o->n = 0;
                 o->finish = FG_FINISH_LENGTH;
             }
-            /* each sequence's generator, as the reference engine seeds it */
+            /* each sequence's generator and settings, as the reference engine
+             * starts them; a padding row samples greedily */
             fg_rng r;
-            fg_rng_init(&r, sm->opt->samp.seed, (uint64_t)q);
-            rng[b] = r.state;
+            fg_sampler_cfg cfg = real ? fg_gen_sampler(sm->opt, q, &r) : (fg_sampler_cfg){0, 1, 0};
+            if (!real) r.state = 0;
+            rng[b] = (fg_sample_row){r.state, cfg.temperature, cfg.top_p};
+            if (cfg.temperature > e->samp_max_t[k]) e->samp_max_t[k] = cfg.temperature;
+            if (cfg.top_p < e->samp_min_p[k]) e->samp_min_p[k] = cfg.top_p;
         }
         fg_status st;
         if ((st = upload(e, fg_loc_sub(pl->ids_io[k], 0, 4ull * B * S_k[k]), fg_loc_sub(pl->ids_dev[k], 0, 4ull * B * S_k[k]))) ||
@@ -81,6 +86,8 @@ static fg_status record(fg_engine *e, fg_sampler *sm, int i, int k) {
         if (!sm->opt->ignore_eos && fg_config_is_eos(pl->c, ids[b])) o->finish = FG_FINISH_EOS, sm->done[r] = 1;
         else if (sm->opt->stop && sm->opt->stop(sm->opt->stop_ctx, q, o->ids, o->n))
             o->finish = FG_FINISH_STOP, sm->done[r] = 1;
+        else if (o->n == fg_gen_max_new(sm->opt, q))
+            sm->done[r] = 1;   /* its own max_tokens: finish stays "length" */
     }
     if ((st = fg_pipe_send_ids(e, i, k))) return st;   /* a pipeline's rank 0 embeds them next */
     if (k == pl->K - 1) {   /* token i is complete: its time, for the prefill/decode split */

@@ -257,16 +257,17 @@ static fg_status host_lm_head(void *ctx, const fg_op_args *a) {
 static fg_status host_sample(void *ctx, const fg_op_args *a) {
     host_ctx *hc = ctx;
     const float *logits = a->in[0];   /* (B, V) */
-    uint64_t *rng = a->in[1];         /* (B), advanced in place */
+    fg_sample_row *rows = a->in[1];   /* (B), states advanced in place */
     int32_t *ids = a->out[0];         /* (B) */
     int V = a->cfg.vocab_size;
-    fg_sampler_cfg cfg = {.temperature = a->temperature, .top_p = a->top_p};
-    for (int b = 0; b < a->st.B; b++) {
-        fg_rng r = {rng[b]};
+    fg_status st = fg_sample_rows_check(rows, a->st.B);
+    for (int b = 0; !st && b < a->st.B; b++) {
+        fg_sampler_cfg cfg = {.temperature = rows[b].temperature, .top_p = rows[b].top_p};
+        fg_rng r = {rows[b].state};
         ids[b] = fg_sample(logits + (size_t)b * V, V, &cfg, &r, hc->samp);
-        rng[b] = r.state;
+        rows[b].state = r.state;
     }
-    return FG_OK;
+    return st;
 }
 
 const fg_backend fg_backend_host = {

@@ -16,6 +16,17 @@ typedef struct {
     uint64_t state;
 } fg_rng;
 
+/* One sequence's sampler as the SAMPLE op holds it in its RNG slot: the
+ * generator's state and the sequence's own settings, so the sequences of
+ * one batch may each sample their own way (a Batch API file's requests).
+ * 16 bytes, no padding: the same bytes on every backend. */
+typedef struct {
+    uint64_t state;
+    float temperature;   /* 0 = greedy */
+    float top_p;         /* 1 = off */
+} fg_sample_row;
+_Static_assert(sizeof(fg_sample_row) == 16, "fg_sample_row: no hidden padding");
+
 /* The generator of sequence `index` of a run seeded with `seed`. */
 void fg_rng_init(fg_rng *r, uint64_t seed, uint64_t index);
 double fg_rng_uniform(fg_rng *r);   /* [0, 1) */

@@ -145,6 +145,19 @@ fg_status fg_json_id_list(json_t *v, const char *path, const char *key, int *ids
 
 fg_status fg_json_load_file(const char *path, json_t **root) { return fg_json_load_file_ex(path, 0, root); }
 
+const char *fg_json_kind(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
 fg_status fg_json_load_file_ex(const char *path, size_t flags, json_t **root) {
     json_error_t jerr;
     *root = json_load_file(path, flags, &jerr);

@@ -71,6 +71,8 @@ fg_status fg_json_load_file(const char *path, struct json_t **root);
  * file whose integers may exceed 64 bits, as tokenizer_config.json's
  * model_max_length of 1e30 does). */
 fg_status fg_json_load_file_ex(const char *path, size_t flags, struct json_t **root);
+/* A JSON value's kind as an error message says it: "an object", "a string", ... */
+const char *fg_json_kind(const struct json_t *v);
 
 /* Bounds on a config, far above any real model: every size at most
  * FG_CONFIG_DIM_MAX (what the workers accept in a model description, and

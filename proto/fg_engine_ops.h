@@ -41,7 +41,8 @@
  *   LAYER        gpu  ATTN then MLP as one command (half the commands)
  *   SAMPLE       gpu  logits, rng -> ids (B): the next token of each
  *                     sequence (fg_sample: greedy, or temperature and
- *                     top-p), generator states advanced in place; params
+ *                     top-p, each row its own: fg_sample_row), generator
+ *                     states advanced in place; params
  *                     fg_op_sample. Sampling where the logits are lets the
  *                     next embedding follow the LM head on the device
  *
@@ -83,7 +84,7 @@
  * (B*S, KV*d) (A query heads, KV kv heads of d values: the description's);
  * IDS (B*S) int32; MASK (B, mask_stride) uint8; CACHE (Tmax, B, KV*d) fp16
  * (fg_cache_row_bytes per position and sequence), which 0 = k, 1 = v; LOGITS
- * (B, V) fp32; RNG (B) u64; LW a decoder-layer weight FG_LW_<which>; GW a
+ * (B, V) fp32; RNG (B) fg_sample_row (a generator state and that sequence's temperature and top-p, 16 bytes); LW a decoder-layer weight FG_LW_<which>; GW a
  * model weight FG_GW_<which> (0 bytes where the model has none: a family's
  * ops share the slot lists, each reading the slots its model has). ATTN_QKV
  * reads the mask for rotary positions. */
@@ -166,11 +167,14 @@ typedef struct {
     uint32_t B, S, past, Tmax, mask_stride;
 } fg_op_step;
 
-/* SAMPLE's params: the step (B; S = 1), then the sampler's settings. */
+/* SAMPLE's params: the step (B; S = 1), then the batch's bounds on its
+ * rows' settings (each row's own are in the RNG slot, fg_sample_row):
+ * temperature 0 says every row is greedy, so a device may take the argmax
+ * without reading the rows. */
 typedef struct {
     fg_op_step step;
-    float temperature;   /* 0 = greedy */
-    float top_p;         /* 1 = off */
+    float temperature;   /* the rows' largest; 0 = all greedy */
+    float top_p;         /* the rows' smallest; 1 = no row cuts */
 } fg_op_sample;
 
 _Static_assert(sizeof(fg_op_init) == 104, "fg_op_init: no hidden padding");

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+
 /* Bounds that keep every size product inside uint64 and every row count
  * inside int, far above any real model or batch. */
 #define DIM_MAX (1u << 20)
@@ -33,7 +34,7 @@ static uint64_t slot_bytes(const fg_op_slot *s, const fg_op_args *a, const fg_sp
         snprintf(why, cap, a->cfg.compress_cache ? "Tmax*B*n_kv_heads 4-bit head slices" : "Tmax*B*KV*d fp16");
         return (uint64_t)a->p.Tmax * B * fg_cache_row_bytes(&a->cfg);
     case FG_SLOT_LOGITS: snprintf(why, cap, "B*V fp32"); return B * V * sizeof(float);
-    case FG_SLOT_RNG: snprintf(why, cap, "B u64"); return B * sizeof(uint64_t);
+    case FG_SLOT_RNG: snprintf(why, cap, "B fg_sample_row"); return B * sizeof(fg_sample_row);
     case FG_SLOT_LW:
     case FG_SLOT_GW: {
         int idx = s->kind == FG_SLOT_LW ? fg_spec_layer(0, s->which) : fg_spec_global(s->which);
@@ -53,11 +54,20 @@ static uint64_t slot_bytes(const fg_op_slot *s, const fg_op_args *a, const fg_sp
     return 0;
 }
 
+fg_status fg_sample_rows_check(const fg_sample_row *rows, int B) {
+    for (int b = 0; b < B; b++)
+        if (!(rows[b].temperature >= 0 && rows[b].temperature <= SAMPLE_MAX_TEMPERATURE) ||
+            !(rows[b].top_p > 0 && rows[b].top_p <= 1))
+            return fg_err_set(FG_EINPUT, "SAMPLE: row %d: temperature %g must be in [0, %g] and top_p %g in (0, 1]", b,
+                              (double)rows[b].temperature, (double)SAMPLE_MAX_TEMPERATURE, (double)rows[b].top_p);
+    return FG_OK;
+}
+
 /* The size of one element of a slot of this kind: its pointer's alignment. */
 static unsigned elem_bytes(fg_slot_kind k) {
     switch (k) {
     case FG_SLOT_MASK: return sizeof(uint8_t);
-    case FG_SLOT_RNG: return sizeof(uint64_t);
+    case FG_SLOT_RNG: return sizeof(uint64_t);   /* fg_sample_row starts with its u64 state */
     case FG_SLOT_IDS: return sizeof(int32_t);
     case FG_SLOT_LOGITS: return sizeof(float);
     default: return sizeof(fg_half);   /* fp16 tensors; 4-bit data is packed in bytes beside fp16 scales */

@@ -13,6 +13,7 @@
 
 #include "fg_engine_ops.h"
 #include "fg_fwd.h"
+#include "fg_sample.h"
 #include "fg_worker.h"
 
 /* A checked op. Pointers index fg_worker_ptr's view of the handles: host
@@ -31,6 +32,11 @@ typedef struct {
     void *out[FG_MSG_MAX_HANDLES];
     float temperature, top_p;                 /* SAMPLE only */
 } fg_op_args;
+
+/* SAMPLE's rows (B) as the worker reads them, before any is used: each
+ * temperature in [0, 100] and top-p in (0, 1], else FG_EINPUT naming the
+ * row. The rows come from the coordinator, so they are outside input here. */
+fg_status fg_sample_rows_check(const fg_sample_row *rows, int B);
 
 /* Resolves a device handle (segment FG_SEG_DEVICE) to a pointer the op's
  * kernels use: the gpu worker's backend. NULL + fg_err_set if out of range. */

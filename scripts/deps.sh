@@ -3,7 +3,7 @@
 # Sourced by scripts/demo and scripts/test; safe to run again.
 set -euo pipefail
 FG_DEBS=(build-essential cmake pkg-config libopenblas-dev libjansson-dev libzmq3-dev
-         libaio-dev libxxhash-dev libglpk-dev libpcre2-dev libutf8proc-dev python3-numpy python3-regex fio clang
+         libaio-dev libxxhash-dev libglpk-dev libpcre2-dev libutf8proc-dev python3-numpy python3-regex python3-jsonschema fio clang
          libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${FG_DEBS[@]}"; do

@@ -380,30 +380,32 @@ fg_status fg_cu_lm_head(void *ctx, const fg_op_args *a) {
 fg_status fg_cu_sample(void *ctx, const fg_op_args *a) {
     op_env env = env_of(ctx, a), *e = &env;
     const float *logits = a->in[0];   /* (B, V) */
-    uint64_t *rng = a->in[1];         /* (B), advanced in place */
+    fg_sample_row *rng = a->in[1];    /* (B), states advanced in place */
     int32_t *ids = a->out[0];         /* (B) */
     int B = a->st.B, V = a->cfg.vocab_size;
     if (a->temperature <= 0) {
         K(fg_cuk_argmax(ids, logits, B, V, e->s), "argmax");
         return FG_OK;
     }
-    const size_t su = sizeof(uint64_t);   /* the generator states after the logits, aligned */
+    const size_t su = sizeof(fg_sample_row);   /* the rows after the logits, aligned */
     size_t nl = ((size_t)B * V * sizeof(float) + su - 1) / su * su, nr = (size_t)B * su;
     uint8_t *pin = fg_cu_pinned(ctx, nl + nr + (size_t)B * sizeof(int32_t));
     float *scratch = fg_cu_samp(ctx, (size_t)V);
     if (!pin) return FG_ERUNTIME;
     if (!scratch) return fg_err_set(FG_ERUNTIME, "SAMPLE on cuda: out of host memory");
     float *hl = (float *)pin;
-    uint64_t *hr = (uint64_t *)(pin + nl);
+    fg_sample_row *hr = (fg_sample_row *)(pin + nl);
     int32_t *hi = (int32_t *)(pin + nl + nr);
     K(cudaMemcpyAsync(hl, logits, (size_t)B * V * sizeof(float), cudaMemcpyDeviceToHost, e->s), "logits to the host");
     K(cudaMemcpyAsync(hr, rng, nr, cudaMemcpyDeviceToHost, e->s), "states to the host");
     K(cudaStreamSynchronize(e->s), "SAMPLE");
-    fg_sampler_cfg cfg = {.temperature = a->temperature, .top_p = a->top_p};
+    fg_status st = fg_sample_rows_check(hr, B);
+    if (st) return st;
     for (int b = 0; b < B; b++) {
-        fg_rng r = {hr[b]};
+        fg_sampler_cfg cfg = {.temperature = hr[b].temperature, .top_p = hr[b].top_p};
+        fg_rng r = {hr[b].state};
         hi[b] = fg_sample(hl + (size_t)b * V, V, &cfg, &r, scratch);
-        hr[b] = r.state;
+        hr[b].state = r.state;
     }
     K(cudaMemcpyAsync(ids, hi, (size_t)B * sizeof(int32_t), cudaMemcpyHostToDevice, e->s), "ids to the device");
     K(cudaMemcpyAsync(rng, hr, nr, cudaMemcpyHostToDevice, e->s), "states to the device");

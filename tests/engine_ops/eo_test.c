@@ -422,18 +422,19 @@ static void sample_step(gen_step *g) {
     bench *b = g->b;
     int B = b->B, V = b->V;
     char what[160];
-    fg_shm_handle rng_dev = sized(b->a_dev[A_Q], 8ull * B), rng_shm = sized(b->a_shm[A_Q], 8ull * B);
+    fg_shm_handle rng_dev = sized(b->a_dev[A_Q], 16ull * B), rng_shm = sized(b->a_shm[A_Q], 16ull * B);
     fg_shm_handle sids_dev = sized(b->a_dev[A_IDS], 4ull * B), sids_shm = sized(b->a_shm[A_CTX], 4ull * B);
-    uint64_t *rs = P(b, rng_shm), want_rng[64];
+    fg_sample_row *rs = P(b, rng_shm), want_rng[64];
     int32_t want_ids[64];
     float *scratch = fg_xmalloc(sizeof(float) * 2 * (size_t)V);
-    fg_sampler_cfg cfg = {.temperature = 0.8f, .top_p = 0.9f};
     for (int i = 0; i < B && i < 64; i++) {
+        /* each row its own settings: greedy, a temperature, a temperature with top-p */
+        fg_sampler_cfg cfg = {.temperature = i % 3 ? 0.8f : 0.0f, .top_p = i % 3 == 2 ? 0.9f : 1.0f};
         fg_rng r;
         fg_rng_init(&r, 1234, (uint64_t)(g->step * B + i));
-        rs[i] = r.state;
+        rs[i] = (fg_sample_row){r.state, cfg.temperature, cfg.top_p};
         want_ids[i] = fg_sample(g->r->logits + (size_t)i * V, V, &cfg, &r, scratch);
-        want_rng[i] = r.state;
+        want_rng[i] = (fg_sample_row){r.state, cfg.temperature, cfg.top_p};
     }
     free(scratch);
     copy1(b, FG_ROLE_GPU, rng_shm, rng_dev, "rng to device");
@@ -447,7 +448,7 @@ static void sample_step(gen_step *g) {
     label(g, what, sizeof what, ": SAMPLE ids");
     same_bytes(P(b, sids_shm), want_ids, 4ull * B, what);
     label(g, what, sizeof what, ": SAMPLE generator states");
-    same_bytes(P(b, rng_shm), want_rng, 8ull * B, what);
+    same_bytes(P(b, rng_shm), want_rng, 16ull * B, what);
 }
 
 /* Run the variant's generation on the workers with one attention path

@@ -49,6 +49,9 @@
 #include "fg_devsize.h"
 #include "fg_sample.h"
 
+/* The settings check_sample gives SAMPLE's even rows (the odd ones are greedy). */
+static float sample_temp, sample_top_p = 1.0f;
+
 #define NMSE_TOL 1e-5
 #define MAX_TOL (1.0 / 64)
 
@@ -109,7 +112,9 @@ static void fill(const fg_msg *m, uint8_t *img, const fg_op_step *p, const fg_mo
             for (uint64_t k = 0; k < h.nbytes / 4; k++) ((float *)d)[k] = uni(-4, 4);
             break;
         case FG_SLOT_RNG:
-            for (uint64_t k = 0; k < h.nbytes / 8; k++) ((uint64_t *)d)[k] = (uint64_t)(urand() * 9e15);
+            for (uint64_t k = 0; k < h.nbytes / sizeof(fg_sample_row); k++)   /* SAMPLE's settings, and greedy rows between */
+                ((fg_sample_row *)d)[k] = (fg_sample_row){(uint64_t)(urand() * 9e15), k % 2 ? 0.0f : sample_temp,
+                                                          k % 2 ? 1.0f : sample_top_p};
             break;
         case FG_SLOT_LW:
         case FG_SLOT_GW: {
@@ -218,8 +223,10 @@ static fg_shm_handle next_h(void *ctx, const fg_op_info *oi, const fg_op_slot *s
 
 static int check_sample(side *host, side *cuda, const fg_model_desc *md, int V, uint32_t B, float temp, float top_p) {
     fg_op_sample sp = {.step = {.model = *md, .B = B, .S = 1}, .temperature = temp, .top_p = top_p};
-    uint64_t nl = (uint64_t)B * V * 4, a = FG_SHM_ALIGN, o1 = (nl + a - 1) / a * a, o2 = o1 + a;
-    placed pl = {.h = {{FG_SEG_DEVICE, 0, nl}, {FG_SEG_DEVICE, o1, 8ull * B}, {FG_SEG_DEVICE, o2, 4ull * B}}};
+    sample_temp = temp, sample_top_p = top_p;
+    uint64_t nl = (uint64_t)B * V * 4, a = FG_SHM_ALIGN, o1 = (nl + a - 1) / a * a;
+    uint64_t o2 = o1 + (sizeof(fg_sample_row) * B + a - 1) / a * a;
+    placed pl = {.h = {{FG_SEG_DEVICE, 0, nl}, {FG_SEG_DEVICE, o1, sizeof(fg_sample_row) * B}, {FG_SEG_DEVICE, o2, 4ull * B}}};
     fg_msg m;
     fg_op_build(&m, FG_OP_SAMPLE, 0, 0, &sp, sizeof sp, next_h, &pl);
     char label[64];
