@@ -290,6 +290,18 @@ static fg_status load_hf(fg_tok *t, json_t *root, const char *path) {
     return FG_OK;
 }
 
+fg_status fg_tok_open_hf_root(json_t *root, const char *path, fg_tok **out) {
+    fg_tok *t = fg_xcalloc(1, sizeof *t);
+    t->cache_on = 1;
+    t->bos_eos = -1;
+    t->hf = fg_xcalloc(1, sizeof *t->hf);
+    t->hf->bos_id = -1;
+    fg_status st = load_hf(t, root, path);
+    if (st) fg_tok_destroy(&t);
+    *out = t;
+    return st;
+}
+
 fg_status fg_tok_open_hf(const char *tokenizer_json, const char *tokenizer_config_json, fg_tok **out) {
     *out = NULL;
     json_t *root = NULL;
@@ -298,12 +310,8 @@ fg_status fg_tok_open_hf(const char *tokenizer_json, const char *tokenizer_confi
         json_decref(root);
         return st;
     }
-    fg_tok *t = fg_xcalloc(1, sizeof *t);
-    t->cache_on = 1;
-    t->bos_eos = -1;
-    t->hf = fg_xcalloc(1, sizeof *t->hf);
-    t->hf->bos_id = -1;
-    st = load_hf(t, root, tokenizer_json);
+    fg_tok *t = NULL;
+    st = fg_tok_open_hf_root(root, tokenizer_json, &t);
     json_decref(root);
     if (!st && tokenizer_config_json) st = fg_tok_load_config(t, tokenizer_config_json);
     if (st) {

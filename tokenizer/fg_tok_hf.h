@@ -150,6 +150,10 @@ typedef fg_status (*fg_tok_step_fn)(void *ctx, json_t *step, const char *type, c
 fg_status fg_tok_json_steps(json_t *j, const char *path, const char *section, const char *list,
                             fg_tok_step_fn fn, void *ctx);
 void fg_tok_hf_free(fg_tok_hf *hf);
+/* A tokenizer from a tokenizer.json's object ROOT (PATH names it in
+ * messages): fg_tok_open_hf without tokenizer_config.json, and the GGUF
+ * loader's way in (fg_tok_gguf.c builds ROOT from the file's metadata). */
+fg_status fg_tok_open_hf_root(json_t *root, const char *path, fg_tok **out);
 
 /* fg_tok_split.c: pre_tokenizer (null, Split, ByteLevel, Metaspace or a
  * Sequence of them); sets byte_level, prefix_space and meta_*. */
