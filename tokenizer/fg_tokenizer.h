@@ -71,7 +71,8 @@ fg_status fg_tok_open_gguf_file(const struct fg_gguf *g, fg_tok **out);
 
 /* DIR's tokenizer.json (with tokenizer_config.json and generation_config.json
  * where present: fg_tok_load_generation_config) when it has one, else its
- * vocab.json + merges.txt (a Hugging Face model directory). */
+ * vocab.json + merges.txt (a Hugging Face model directory). DIR ending in
+ * ".gguf" is a GGUF file: fg_tok_open_gguf. */
 fg_status fg_tok_open_model_dir(const char *dir, fg_tok **out);
 
 /* Adds the "eos_token_id" of a generation_config.json (an int or a list of
