@@ -15,6 +15,12 @@ fg_status fg_prompt_open_tok(const char *model_dir, const char *tok_file, int du
         fg_status st = fg_tok_open_gpt2_cache(tok);
         return st && need ? st : FG_OK;   /* ids alone need no tokenizer */
     }
+    size_t ml = strlen(model_dir);
+    if (ml > 5 && !strcmp(model_dir + ml - 5, ".gguf")) {
+        /* a GGUF file's own tokenizer (tokenizer.ggml.*); ids alone need none */
+        fg_status st = fg_tok_open_model_dir(model_dir, tok);
+        return st && need ? st : FG_OK;
+    }
     char tj[PATH_MAX], vj[PATH_MAX];
     snprintf(tj, sizeof tj, "%s/tokenizer.json", model_dir);
     snprintf(vj, sizeof vj, "%s/vocab.json", model_dir);

@@ -151,9 +151,10 @@ typedef fg_status (*fg_tok_step_fn)(void *ctx, json_t *step, const char *type, c
 fg_status fg_tok_json_steps(json_t *j, const char *path, const char *section, const char *list,
                             fg_tok_step_fn fn, void *ctx);
 void fg_tok_hf_free(fg_tok_hf *hf);
-/* A tokenizer from a tokenizer.json already parsed (ROOT; PATH names it in
- * messages): what fg_tok_open_hf does after reading the file, and what
- * other loaders (fg_tok_l2c.c) build their vocabularies into. */
+/* A tokenizer from a tokenizer.json's object ROOT (PATH names it in
+ * messages): fg_tok_open_hf without tokenizer_config.json, and the way in
+ * of the loaders that build ROOT from another format (fg_tok_l2c.c from
+ * llama2.c's tokenizer.bin, fg_tok_gguf.c from a GGUF file's metadata). */
 fg_status fg_tok_open_hf_root(json_t *root, const char *path, fg_tok **out);
 
 /* fg_tok_split.c: pre_tokenizer (null, Split, ByteLevel, Metaspace or a

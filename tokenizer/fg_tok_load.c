@@ -392,6 +392,9 @@ static fg_status open_pair(const char *dir, const char *vocab, const char *merge
 
 fg_status fg_tok_open_model_dir(const char *dir, fg_tok **out) {
     char tj[PATH_MAX], tc[PATH_MAX], gc[PATH_MAX];
+    /* a GGUF model is one file that carries its own tokenizer */
+    size_t dl = strlen(dir);
+    if (dl > 5 && !strcmp(dir + dl - 5, ".gguf")) return fg_tok_open_gguf(dir, out);
     if (snprintf(tj, sizeof tj, "%s/tokenizer.json", dir) >= (int)sizeof tj ||
         snprintf(tc, sizeof tc, "%s/tokenizer_config.json", dir) >= (int)sizeof tc ||
         snprintf(gc, sizeof gc, "%s/generation_config.json", dir) >= (int)sizeof gc)

@@ -66,9 +66,23 @@ fg_status fg_tok_open_llama2c(const char *path, fg_tok **out);
  * "{"), else llama2.c's tokenizer.bin. */
 fg_status fg_tok_open_file(const char *path, fg_tok **out);
 
+/* The tokenizer in a GGUF file's metadata (tokenizer.ggml.*): model "llama"
+ * (SentencePiece BPE by score, byte fallback, space prefix) or "gpt2"
+ * (byte-level BPE with the pre-tokenizer tokenizer.ggml.pre names), as
+ * llama.cpp tokenizes them; tokens of type control, unknown and user-defined
+ * are added tokens (the first two special); BOS, EOS (with eot and eom) and
+ * add_bos_token / add_eos_token as llama.cpp reads them. Anything else
+ * (bert, t5, rwkv, an unknown pre-tokenizer name) is FG_EINPUT naming the
+ * file, the key and the value. fg_tok_open_gguf_file takes an open reader
+ * (model/fg_gguf.h). */
+fg_status fg_tok_open_gguf(const char *path, fg_tok **out);
+struct fg_gguf;
+fg_status fg_tok_open_gguf_file(const struct fg_gguf *g, fg_tok **out);
+
 /* DIR's tokenizer.json (with tokenizer_config.json and generation_config.json
  * where present: fg_tok_load_generation_config) when it has one, else its
- * vocab.json + merges.txt (a Hugging Face model directory). */
+ * vocab.json + merges.txt (a Hugging Face model directory). DIR ending in
+ * ".gguf" is a GGUF file: fg_tok_open_gguf. */
 fg_status fg_tok_open_model_dir(const char *dir, fg_tok **out);
 
 /* Adds the "eos_token_id" of a generation_config.json (an int or a list of
