@@ -71,6 +71,15 @@ static void bind_parts(fg_wsrc *ws, const l2c_part *parts, size_t n, int fi, uin
     }
 }
 
+/* The model's name: the file's, without its folder and ".bin". */
+static void name_from_path(const char *path, char *name, size_t cap) {
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    size_t n = strlen(b);
+    if (n > 4 && !strcmp(b + n - 4, ".bin")) n -= 4;
+    snprintf(name, cap, "%.*s", (int)(n < cap ? n : cap - 1), b);
+}
+
 fg_status fg_wsrc__open_llama2c(const char *path, fg_wsrc **out) {
     *out = NULL;
     fg_wsrc probe = {0};
@@ -131,13 +140,7 @@ fg_status fg_wsrc__open_llama2c(const char *path, fg_wsrc **out) {
                         FG_CONFIG_MAX_LAYERS);
         goto out;
     }
-    {   /* the model's name: the file's, without its folder and ".bin" */
-        const char *b = strrchr(path, '/');
-        b = b ? b + 1 : path;
-        size_t n = strlen(b);
-        if (n > 4 && !strcmp(b + n - 4, ".bin")) n -= 4;
-        snprintf(cfg.name, sizeof cfg.name, "%.*s", (int)(n < sizeof cfg.name ? n : sizeof cfg.name - 1), b);
-    }
+    name_from_path(path, cfg.name, sizeof cfg.name);
     fg_family_llama_llama2c(&cfg);
     if ((st = fg_config_validate(&cfg, path))) goto out;
     ws = fg_wsrc__alloc(&cfg);

@@ -70,7 +70,7 @@ check "decode: negative id" 2 "element 1" "$flexgen" tokenize "${m[@]}" --decode
 input '[1, 5000]'
 check "decode: id outside the vocabulary" 2 "token id 5000 at position 1" "$flexgen" tokenize "${m[@]}" --decode
 input ''
-check "no tokenizer given" 2 "exactly one of --model DIR and --gpt2" "$flexgen" tokenize
+check "no tokenizer given" 2 "give --model DIR or --tokenizer FILE (or both), or --gpt2" "$flexgen" tokenize
 check "unknown option" 2 "unknown option '--bogus'" "$flexgen" tokenize "${m[@]}" --bogus
 check "missing model dir" 2 "/nonexistent/vocab.json" "$flexgen" tokenize --model /nonexistent
 check "--help" 0 "usage: flexgen tokenize" "$flexgen" tokenize --help
