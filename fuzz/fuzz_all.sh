@@ -13,7 +13,7 @@ build=${2:-$root/build}
 shift $(( $# >= 2 ? 2 : 1 ))
 targets=("$@")
 if (( ${#targets[@]} == 0 )); then
-  targets=(msg safetensors npy config tokenizer tokenizer_json chat_template prompts prompt_ids store profile gguf)
+  targets=(msg safetensors npy config tokenizer tokenizer_json chat_template prompts prompt_ids store profile gguf llama2c tokenizer_l2c)
 fi
 long=$build/fuzz/long
 

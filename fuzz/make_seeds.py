@@ -183,6 +183,30 @@ def tokenizer_json_seeds():
     put("tokenizer_json", "gpt2", json.dumps(gpt2))
 
 
+def llama2c_seeds():
+    """llama2.c checkpoints (legacy tied and untied, version 1) of a tiny
+    shape, and tokenizer.bin files: stories260K's and a small one."""
+    dim, hid, L, H, KV, V, T = 4, 4, 1, 2, 1, 8, 4
+    hs = dim // H
+    rng = np.random.default_rng(7)
+
+    def f32(n):
+        return rng.standard_normal(n).astype("<f4").tobytes()
+    body = f32(V * dim + L * dim + L * dim * dim + 2 * L * KV * hs * dim + L * dim * dim + L * dim
+               + 3 * L * hid * dim + dim)
+    rope = f32(2 * T * (hs // 2))
+    put("llama2c", "legacy-tied.bin", struct.pack("<7i", dim, hid, L, H, KV, V, T) + body + rope)
+    put("llama2c", "legacy-untied.bin", struct.pack("<7i", dim, hid, L, H, KV, -V, T) + body + rope + f32(V * dim))
+    head = struct.pack("<Ii7iB", 0x616B3432, 1, dim, hid, L, H, KV, V, T, 0)
+    put("llama2c", "v1-untied.bin", head + b"\0" * (256 - len(head)) + body + f32(V * dim))
+    put("llama2c", "stories-head.bin", read(os.path.join(root, "models", "stories260K", "stories260K.bin"))[:64])
+    put("tokenizer_l2c", "tok512.bin", read(os.path.join(root, "models", "stories260K", "tok512.bin")))
+    toks = [(0.0, b"<unk>"), (0.0, b"\n<s>\n"), (0.0, b"\n</s>\n")] + [(0.0, b"<0x%02X>" % i) for i in range(256)]
+    toks += [(-1.0, b" "), (-2.0, b"a"), (-3.0, b"b"), (-4.0, b" a"), (-5.0, b"ab"), (-6.0, b" ab"), (-7.0, b"\xc3\xa9")]
+    put("tokenizer_l2c", "small.bin", struct.pack("<i", 6) + b"".join(struct.pack("<fi", sc, len(t)) + t
+                                                                      for sc, t in toks))
+
+
 def main():
     shutil.rmtree(seeds, ignore_errors=True)
     tmp = tempfile.mkdtemp()
@@ -299,6 +323,7 @@ def main():
                     "mm_prefill_TFLOPS": 21.2, "mm_decode_TFLOPS": 4.3, "attn_prefill_TFLOPS": 5.0,
                     "attn_decode_GBps": 79},
             "cpu": {"attn_decode_GBps": 12.3}, "disk": {"disk_read_GBps": 0.5, "disk_write_GBps": 2.1}}))
+        llama2c_seeds()
     finally:
         shutil.rmtree(tmp)
 
