@@ -117,7 +117,7 @@ fg_status fg_wsrc__open_llama2c(const char *path, fg_wsrc **out) {
         }
     } else {
         shared = f[5] > 0;
-        if (f[5] < 0) f[5] = -f[5];
+        if (f[5] < 0) f[5] = f[5] == INT32_MIN ? 0 : -f[5];   /* 0: refused below, as out of range */
     }
     for (int i = 0; i < 7; i++)
         if (f[i] <= 0 || f[i] > FG_CONFIG_DIM_MAX) {
