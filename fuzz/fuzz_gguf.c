@@ -8,12 +8,16 @@
  * refused); and the file as a model (--model FILE.gguf, fg_wsrc_open_dir:
  * the config from the metadata, every tensor bound to the specs) either
  * opens, reads every tensor (a small model's) and gives an identity, or is
- * refused with FG_EINPUT. Seeds: fuzz/seeds/gguf, written by
+ * refused with FG_EINPUT; and the file's tokenizer (tokenizer.ggml.*,
+ * tokenizer/fg_tok_gguf.c) either loads, encodes a fixed text to ids inside
+ * its vocabulary and decodes them, or is refused with FG_EINPUT. Seeds:
+ * fuzz/seeds/gguf, written by
  * tests/ref/gguf_write.py --seeds. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fg_gguf.h"
+#include "fg_tokenizer.h"
 #include "fg_weights.h"
 #include "fuzz_util.h"
 
@@ -63,6 +67,29 @@ static void touch_tensor(const fg_gguf *g, const fg_gguf_tensor *t) {
     free(buf);
 }
 
+/* The file's own tokenizer: loads (then round-trips a text) or FG_EINPUT. */
+static void touch_tokenizer(const fg_gguf *g) {
+    fg_tok *t = NULL;
+    fg_status st = fg_tok_open_gguf_file(g, &t);
+    if (st != FG_OK) {
+        if (st != FG_EINPUT) abort();
+        return;
+    }
+    static const char text[] = "Hello world, caf\xC3\xA9 \xE2\x98\x83 <s> <|im_start|>\n\t 123";
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (fg_tok_encode_ex(t, text, sizeof text - 1, FG_TOK_PARSE_SPECIAL | FG_TOK_ADD_SPECIAL, &ids, &n) == FG_OK) {
+        for (size_t i = 0; i < n; i++)
+            if (ids[i] < 0 || ids[i] >= fg_tok_vocab_size(t)) abort();
+        char *out = NULL;
+        size_t len = 0;
+        if (fg_tok_decode(t, ids, n, 1, &out, &len) != FG_OK) abort();
+        free(out);
+    }
+    free(ids);
+    fg_tok_destroy(&t);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fz_write(0, "model.gguf", data, size);
     fg_gguf *g = NULL;
@@ -70,6 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int64_t i = 0; i < fg_gguf_kv_count(g); i++) touch_kv(g, i);
     for (int64_t i = 0; i < fg_gguf_tensor_count(g); i++) touch_tensor(g, fg_gguf_tensor_at(g, i));
     (void)fg_gguf_type_name(fg_gguf_tensor_count(g) ? fg_gguf_tensor_at(g, 0)->type : 99);
+    touch_tokenizer(g);
     fg_gguf_close(&g);
     fg_wsrc *ws = NULL;
     if (fg_wsrc_open_dir(path, NULL, &ws) != FG_OK) return 0;

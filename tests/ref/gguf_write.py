@@ -356,7 +356,8 @@ def from_checkpoint(model_dir, out, wtype="f16", vocab="llama", arch="auto", ali
 
 def write_seeds(d):
     """Tiny seeds for fuzz/fuzz_gguf.c: a whole tiny model, a Q8_0 tensor with
-    alignment 64, every metadata value type, and an unsupported tensor type."""
+    alignment 64, every metadata value type, and an unsupported tensor type;
+    the tiny model with each kind of vocabulary (llama, gpt2)."""
     import tempfile
     os.makedirs(d, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -364,6 +365,7 @@ def write_seeds(d):
                             "--ffn", "8", "--vocab", "8", "--layers", "1", "--max-pos", "16"])
         mlc.write(a)
         from_checkpoint(tmp, os.path.join(d, "tiny-llama-f16.gguf"), "f16")
+        from_checkpoint(tmp, os.path.join(d, "tiny-llama-gpt2-vocab.gguf"), "f16", vocab="gpt2")
     rng = np.random.default_rng(1)
     w = rng.standard_normal((2, 32)).astype(np.float32)
     write_gguf(os.path.join(d, "q8_0-align64.gguf"),
