@@ -18,6 +18,7 @@
 
 #include "fg_gguf.h"
 #include "fg_tokenizer.h"
+#include "fuzz_tok.h"
 #include "fg_weights.h"
 #include "fuzz_util.h"
 
@@ -76,17 +77,7 @@ static void touch_tokenizer(const fg_gguf *g) {
         return;
     }
     static const char text[] = "Hello world, caf\xC3\xA9 \xE2\x98\x83 <s> <|im_start|>\n\t 123";
-    int32_t *ids = NULL;
-    size_t n = 0;
-    if (fg_tok_encode_ex(t, text, sizeof text - 1, FG_TOK_PARSE_SPECIAL | FG_TOK_ADD_SPECIAL, &ids, &n) == FG_OK) {
-        for (size_t i = 0; i < n; i++)
-            if (ids[i] < 0 || ids[i] >= fg_tok_vocab_size(t)) abort();
-        char *out = NULL;
-        size_t len = 0;
-        if (fg_tok_decode(t, ids, n, 1, &out, &len) != FG_OK) abort();
-        free(out);
-    }
-    free(ids);
+    fz_tok_roundtrip(t, text, sizeof text - 1, FG_TOK_PARSE_SPECIAL | FG_TOK_ADD_SPECIAL);
     fg_tok_destroy(&t);
 }
 
