@@ -188,27 +188,28 @@ static json_t *as_tokenizer_json(const l2c_vocab *v) {
 
 /* run.c's order: a merge's rank is its piece's place among the scores,
  * highest first, equal scores sharing a rank. */
+typedef struct {
+    float score;
+    int32_t id;
+} scored;
+
+static int by_score_desc(const void *x, const void *y) {
+    float a = ((const scored *)x)->score, b = ((const scored *)y)->score;
+    return (a < b) - (a > b);
+}
+
 static void rank_by_score(fg_tok *t, const l2c_vocab *v) {
-    int32_t *order = fg_xmalloc((size_t)v->n * sizeof *order), *rank = fg_xmalloc((size_t)v->n * sizeof *rank);
-    for (int32_t i = 0; i < v->n; i++) order[i] = i;
-    /* insertion sort would be quadratic on 32000 pieces: a simple merge sort */
-    int32_t *tmp = fg_xmalloc((size_t)v->n * sizeof *tmp);
-    for (int32_t w = 1; w < v->n; w *= 2)
-        for (int32_t lo = 0; lo < v->n; lo += 2 * w) {
-            int32_t mid = lo + w < v->n ? lo + w : v->n, hi = lo + 2 * w < v->n ? lo + 2 * w : v->n;
-            int32_t i = lo, j = mid, k = lo;
-            while (i < mid || j < hi)
-                tmp[k++] = j >= hi || (i < mid && v->score[order[i]] >= v->score[order[j]]) ? order[i++] : order[j++];
-            memcpy(order + lo, tmp + lo, (size_t)(hi - lo) * sizeof *order);
-        }
+    scored *order = fg_xmalloc((size_t)v->n * sizeof *order);
+    int32_t *rank = fg_xmalloc((size_t)v->n * sizeof *rank);
+    for (int32_t i = 0; i < v->n; i++) order[i] = (scored){v->score[i], i};
+    qsort(order, (size_t)v->n, sizeof *order, by_score_desc);
     for (int32_t i = 0, r = 0; i < v->n; i++) {
-        if (i > 0 && v->score[order[i]] != v->score[order[i - 1]]) r++;
-        rank[order[i]] = r;
+        if (i > 0 && order[i].score != order[i - 1].score) r++;
+        rank[order[i].id] = r;
     }
     for (size_t i = 0; i <= t->merge_mask; i++)
         if (t->merges[i].key != FG_TOK_EMPTY_KEY) t->merges[i].rank = rank[t->merges[i].merged];
     fg_tok_merges_finish(t);
-    free(tmp);
     free(order);
     free(rank);
 }
