@@ -100,6 +100,8 @@ const fg_gguf_tensor *fg_gguf_find_tensor(const fg_gguf *g, const char *name); /
  * h*d + 2i + s becomes row h*d + s*d/2 + i (the rotate-half layout). -1,
  * x untouched, when the rows do not split into heads of an even size. */
 int fg_rows_unpermute(uint16_t *x, uint64_t rows, uint64_t rowlen, int heads);
+/* The same for rows of row_bytes bytes each (a row of ggml blocks). */
+int fg_rows_unpermute_bytes(void *x, uint64_t rows, uint64_t row_bytes, int heads);
 
 typedef struct {
     /* > 0: undo llama.cpp's Q/K row permutation with this many heads: n_head
@@ -119,6 +121,12 @@ typedef struct {
 fg_status fg_gguf_read_f16(const fg_gguf *g, const char *name, uint16_t *dst, size_t n);
 fg_status fg_gguf_read_f16_ex(const fg_gguf *g, const char *name, uint16_t *dst, size_t n,
                               const fg_gguf_read_opts *opts, uint64_t *n_nonfinite);
+
+/* Tensor `name`'s bytes as stored (nbytes must be its size), for a format
+ * the engine keeps as it is (common/fg_fmt.h: ggml blocks); rows (ne[0]
+ * values each: whole blocks) un-permuted with unpermute_heads > 0 as above.
+ * A 1-D tensor cannot be un-permuted this way (FG_EINPUT). */
+fg_status fg_gguf_read_raw(const fg_gguf *g, const char *name, void *dst, size_t nbytes, int unpermute_heads);
 
 #ifdef __cplusplus
 }

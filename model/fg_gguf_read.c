@@ -186,18 +186,22 @@ static uint64_t convert(const fg_gguf_tensor *t, const uint8_t *src, uint16_t *d
     return bad;
 }
 
-int fg_rows_unpermute(uint16_t *x, uint64_t rows, uint64_t rowlen, int heads) {
+int fg_rows_unpermute_bytes(void *x, uint64_t rows, uint64_t row_bytes, int heads) {
     if (heads <= 0 || rows % (uint64_t)heads || (rows / (uint64_t)heads) % 2) return -1;
     uint64_t d = rows / (uint64_t)heads;
-    uint16_t *tmp = fg_xmalloc((size_t)(rows * rowlen) * 2);
-    memcpy(tmp, x, (size_t)(rows * rowlen) * 2);
+    uint8_t *p = x, *tmp = fg_xmalloc((size_t)(rows * row_bytes));
+    memcpy(tmp, p, (size_t)(rows * row_bytes));
     for (uint64_t r = 0; r < rows; r++) {
         uint64_t h = r / d, j = r % d;
         uint64_t to = h * d + (j % 2) * (d / 2) + j / 2;
-        memcpy(x + to * rowlen, tmp + r * rowlen, (size_t)rowlen * 2);
+        memcpy(p + to * row_bytes, tmp + r * row_bytes, (size_t)row_bytes);
     }
     free(tmp);
     return 0;
+}
+
+int fg_rows_unpermute(uint16_t *x, uint64_t rows, uint64_t rowlen, int heads) {
+    return fg_rows_unpermute_bytes(x, rows, rowlen * 2, heads);
 }
 
 /* Rows of ne[0] values (one value each for a 1-D tensor). */
@@ -235,4 +239,20 @@ fg_status fg_gguf_read_f16_ex(const fg_gguf *g, const char *name, uint16_t *dst,
 
 fg_status fg_gguf_read_f16(const fg_gguf *g, const char *name, uint16_t *dst, size_t n) {
     return fg_gguf_read_f16_ex(g, name, dst, n, NULL, NULL);
+}
+
+fg_status fg_gguf_read_raw(const fg_gguf *g, const char *name, void *dst, size_t nbytes, int unpermute_heads) {
+    const fg_gguf_tensor *t = fg_gguf_find_tensor(g, name);
+    if (!t) return fg_err_set(FG_EINPUT, "%s: no tensor '%s'", fg_gguf_path(g), name);
+    if (t->nbytes != (uint64_t)nbytes)
+        return fg_err_set(FG_EINPUT, "%s: tensor '%s' (%s) has %llu bytes, %zu expected", fg_gguf_path(g), name,
+                          fg_gguf_type_name(t->type), (unsigned long long)t->nbytes, nbytes);
+    memcpy(dst, fg_gguf__map(g) + t->offset, nbytes);
+    if (!unpermute_heads) return FG_OK;
+    uint64_t rows = t->n_dims == 1 ? t->ne[0] : t->numel / t->ne[0];
+    if (t->n_dims == 1 || fg_rows_unpermute_bytes(dst, rows, nbytes / rows, unpermute_heads))
+        return fg_err_set(FG_EINPUT, "%s: tensor '%s': %llu rows cannot be split into %d heads of an even size "
+                          "(to undo the Q/K permutation)", fg_gguf_path(g), t->name, (unsigned long long)rows,
+                          unpermute_heads);
+    return FG_OK;
 }

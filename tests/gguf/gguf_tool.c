@@ -9,6 +9,13 @@
  *                                 {arch}.attention.head_count(_kv)
  *   gguf_tool read FILE NAME [--heads H] [--allow-nonfinite]
  *                                 one tensor; prints its non-finite count
+ *   gguf_tool dequant FILE DIR    each tensor of a format the engine keeps
+ *                                 (common/fg_fmt.h) read as stored
+ *                                 (fg_gguf_read_raw, un-permuted as dump does)
+ *                                 and dequantized by fg_fmt_to_f32 into
+ *                                 DIR/<name>.f32 (raw fp32)
+ *   gguf_tool blocks FMT IN OUT   the raw blocks of format FMT ("Q4_K") in
+ *                                 file IN dequantized into OUT (raw fp32)
  *
  * Exit 0, or 2 with the reader's message on stderr for a bad file (the
  * project's FG_EINPUT rule), 1 for anything else. */
@@ -17,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_fmt.h"
 #include "fg_gguf.h"
 
 static json_t *scalar_json(const fg_gguf *g, const char *key, uint32_t type) {
@@ -127,6 +135,59 @@ static int cmd_dump(const fg_gguf *g, const char *dir) {
     return 0;
 }
 
+static int write_f32(const char *path, const float *x, uint64_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(x, 4, (size_t)n, f) != n || fclose(f) != 0) {
+        perror(path);
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_dequant(const fg_gguf *g, const char *dir) {
+    for (int64_t i = 0; i < fg_gguf_tensor_count(g); i++) {
+        const fg_gguf_tensor *t = fg_gguf_tensor_at(g, i);
+        int fmt = fg_fmt_of_ggml(t->type);
+        if (fmt < 0) continue;
+        uint8_t *raw = malloc((size_t)t->nbytes);
+        float *out = malloc((size_t)t->numel * 4);
+        fg_status st = fg_gguf_read_raw(g, t->name, raw, (size_t)t->nbytes, t->n_dims > 1 ? heads_for(g, t->name) : 0);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.f32", dir, t->name);
+        int rc = st != FG_OK;
+        if (st != FG_OK) fprintf(stderr, "gguf_tool: %s\n", fg_err_msg());
+        else fg_fmt_to_f32(fmt, raw, out, t->numel), rc = write_f32(path, out, t->numel);
+        free(raw);
+        free(out);
+        if (rc) return st == FG_EINPUT ? 2 : 1;
+    }
+    return 0;
+}
+
+/* blocks FMT IN OUT: no GGUF file around the blocks. */
+static int cmd_blocks(const char *name, const char *in, const char *out) {
+    int fmt = -1;
+    for (int f = 0; f < FG_FMT_COUNT; f++)
+        if (!strcmp(fg_fmt_name(f), name)) fmt = f;
+    const fg_fmt_info *fi = fg_fmt_get(fmt);
+    if (!fi || !fi->to_f32) return fprintf(stderr, "gguf_tool: no format %s\n", name), 1;
+    FILE *f = fopen(in, "rb");
+    if (!f) return perror(in), 1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    uint8_t *raw = malloc((size_t)n + 1);
+    if (fread(raw, 1, (size_t)n, f) != (size_t)n || n % fi->block_bytes) return fclose(f), fprintf(stderr, "gguf_tool: %s: not whole blocks\n", in), 1;
+    fclose(f);
+    uint64_t vals = (uint64_t)(n / fi->block_bytes) * (uint64_t)fi->block;
+    float *y = malloc((size_t)vals * 4 + 4);
+    fg_fmt_to_f32(fmt, raw, y, vals);
+    int rc = write_f32(out, y, vals);
+    free(raw);
+    free(y);
+    return rc;
+}
+
 static int cmd_read(const fg_gguf *g, int argc, char **argv) {
     fg_gguf_read_opts o = {0, 0};
     for (int i = 4; i < argc; i++) {
@@ -149,10 +210,13 @@ static int cmd_read(const fg_gguf *g, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3 || (!strcmp(argv[1], "dump") && argc != 4) || (!strcmp(argv[1], "read") && argc < 4)) {
-        fprintf(stderr, "usage: gguf_tool meta FILE | dump FILE DIR | read FILE NAME [--heads H] [--allow-nonfinite]\n");
+    if (argc < 3 || ((!strcmp(argv[1], "dump") || !strcmp(argv[1], "dequant")) && argc != 4) ||
+        (!strcmp(argv[1], "read") && argc < 4) || (!strcmp(argv[1], "blocks") && argc != 5)) {
+        fprintf(stderr, "usage: gguf_tool meta FILE | dump FILE DIR | dequant FILE DIR | blocks FMT IN OUT | "
+                        "read FILE NAME [--heads H] [--allow-nonfinite]\n");
         return 1;
     }
+    if (!strcmp(argv[1], "blocks")) return cmd_blocks(argv[2], argv[3], argv[4]);
     fg_gguf *g;
     fg_status st = fg_gguf_open(argv[2], &g);
     if (st != FG_OK) {
@@ -161,6 +225,7 @@ int main(int argc, char **argv) {
     }
     int rc = !strcmp(argv[1], "meta")   ? cmd_meta(g)
              : !strcmp(argv[1], "dump") ? cmd_dump(g, argv[3])
+             : !strcmp(argv[1], "dequant") ? cmd_dequant(g, argv[3])
              : !strcmp(argv[1], "read") ? cmd_read(g, argc, argv)
                                         : (fprintf(stderr, "gguf_tool: unknown command %s\n", argv[1]), 1);
     fg_gguf_close(&g);
