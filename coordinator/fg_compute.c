@@ -8,13 +8,14 @@
 fg_shm_handle fg_weight_handle(const fg_engine *e, int idx, int s);   /* fg_moves.c */
 
 fg_op_init fg_device_init_params(const fg_plan *pl) {
-    return (fg_op_init){.model = fg_config_desc(pl->c), .max_rows = (uint32_t)(pl->gbs * pl->S),
+    return (fg_op_init){.model = fg_config_desc_layer(pl->c, pl->sp, -1), .max_rows = (uint32_t)(pl->gbs * pl->S),
                         .arena_bytes = pl->used[SEG_DEV], .budget_bytes = fg_plan_gpu_bytes(pl)};
 }
 
 fg_op_step fg_unit_step(const fg_engine *e, const fg_unit *u) {
     const fg_plan *pl = &e->pl;
-    return (fg_op_step){.model = fg_config_desc(pl->c), .B = (uint32_t)pl->gbs,
+    int layer = u->j >= 1 && u->j <= pl->L ? u->j - 1 : -1;   /* its formats: the layer's, or the model-level ones */
+    return (fg_op_step){.model = fg_config_desc_layer(pl->c, pl->sp, layer), .B = (uint32_t)pl->gbs,
                         .S = u->i == 0 ? (uint32_t)u->S_k : 1,
                         .past = u->i == 0 ? 0 : (uint32_t)(u->S_k + u->i - 1),
                         .Tmax = (uint32_t)pl->Tmax, .mask_stride = (uint32_t)pl->Tmax};

@@ -21,6 +21,8 @@ typedef struct {
     fg_half **tensors;                /* by spec index, NULL if absent */
     fg_global_w g;
     fg_layer_w *layers;               /* (L) */
+    fg_model_config *lcfg;            /* (L) the config with each layer's formats (fg_config_set_formats) */
+    fg_model_config gcfg;             /* with the model-level formats */
 } ref_weights;
 
 static fg_status load_weights(fg_wsrc *ws, ref_weights *rw) {
@@ -38,6 +40,10 @@ static fg_status load_weights(fg_wsrc *ws, ref_weights *rw) {
     rw->layers = fg_xcalloc((size_t)c->n_layers, sizeof *rw->layers);
     for (int l = 0; l < c->n_layers; l++)
         for (int w = 0; w < FG_LW_COUNT; w++) rw->layers[l].w[w] = rw->tensors[fg_spec_layer(l, w)];
+    rw->lcfg = fg_xcalloc((size_t)c->n_layers, sizeof *rw->lcfg);
+    for (int l = 0; l < c->n_layers; l++) rw->lcfg[l] = *c, fg_config_set_formats(&rw->lcfg[l], sp, l);
+    rw->gcfg = *c;
+    fg_config_set_formats(&rw->gcfg, sp, -1);
     return FG_OK;
 }
 
@@ -46,6 +52,7 @@ static void free_weights(ref_weights *rw, int n) {
         for (int i = 0; i < n; i++) free(rw->tensors[i]);
     free(rw->tensors);
     free(rw->layers);
+    free(rw->lcfg);
 }
 
 /* One batch of `B` prompts starting at in[first]. */
@@ -91,12 +98,12 @@ static fg_status run_batch(const fg_model_config *c, const ref_weights *rw, cons
         double t0 = fg_now();
         fg_step step = {.B = B, .S = i == 0 ? S : 1, .past = i == 0 ? 0 : S + i - 1, .mask = mask, .mask_stride = Tmax};
         const int32_t *step_ids = i == 0 ? ids : next;
-        fg_fwd_embed(h, step_ids, &step, c, &rw->g, &ws);
+        fg_fwd_embed(h, step_ids, &step, &rw->gcfg, &rw->g, &ws);
         for (int l = 0; l < L; l++) {
-            fg_fwd_attn_block(h, kc[l], vc[l], Tmax, &step, c, &rw->layers[l], &ws);
-            fg_fwd_mlp_block(h, &step, c, &rw->layers[l], &ws);
+            fg_fwd_attn_block(h, kc[l], vc[l], Tmax, &step, &rw->lcfg[l], &rw->layers[l], &ws);
+            fg_fwd_mlp_block(h, &step, &rw->lcfg[l], &rw->layers[l], &ws);
         }
-        fg_fwd_lm_head(logits, h, &step, c, &rw->g, &ws);
+        fg_fwd_lm_head(logits, h, &step, &rw->gcfg, &rw->g, &ws);
         for (int b = 0; b < B; b++) {
             const float *lg = logits + (size_t)b * V;
             int tok = fg_sample(lg, V, &samp[b], &rng[b], scratch);

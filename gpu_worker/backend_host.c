@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 
 #include "fg_backend.h"
+#include "fg_fmt.h"
 #include "fg_devsize.h"
 #include "fg_pool.h"
 #include "fg_sample.h"
@@ -273,6 +274,7 @@ static fg_status host_sample(void *ctx, const fg_op_args *a) {
 const fg_backend fg_backend_host = {
     .name = "host",
     .shares_host_cpu = 1,                    /* the arena and the ops are the CPU's */
+    .formats = (1u << FG_FMT_COUNT) - 1,     /* every format: the kernels' fg_gemm_fmt */
     .open = host_open,                       /* a context; the arena waits for DEVICE_INIT */
     .close = host_close,                     /* frees arena and workspace */
     .workspace_bytes = fg_devsize_host_bytes, /* fg_opt's scratch + fp32 h + SAMPLE's scratch */

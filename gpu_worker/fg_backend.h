@@ -42,6 +42,10 @@ typedef struct {
      * theirs (the host backend); 0 for a device of its own (a GPU). The
      * cost model reads it from the gpu worker's --profile. */
     int shares_host_cpu;
+    /* The weight formats (common/fg_fmt.h) its ops read, a bit each: an op
+     * whose description names another is refused (FG_EINPUT) before it
+     * runs. */
+    uint32_t formats;
 
     /* At worker start, before READY: open the device, make *ctx, and say in
      * info (for READY and the coordinator's log) what was opened. A failure

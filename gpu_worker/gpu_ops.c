@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "fg_backend.h"
+#include "fg_fmt.h"
 #include "fg_devsize.h"
 
 typedef struct {
@@ -152,7 +153,7 @@ fg_status fg_gpu_op(fg_worker *w, const fg_msg *cmd) {
     if (mc->params_len >= sizeof(fg_op_step)) {
         fg_op_step p;
         memcpy(&p, mc->params, sizeof p);
-        if (memcmp(&p.model, &g->init.model, sizeof p.model))
+        if (!fg_config_desc_same_shape(&p.model, &g->init.model))   /* the formats are the layer's own */
             return fg_err_set(FG_EINPUT, "%s: the step's model differs from DEVICE_INIT's", fg_op_name(mc->op));
         if ((uint64_t)p.B * p.S > g->init.max_rows)
             return fg_err_set(FG_EINPUT, "%s: B*S = %" PRIu32 "*%" PRIu32 " rows exceed DEVICE_INIT's max_rows %" PRIu32,
@@ -167,6 +168,13 @@ fg_status fg_gpu_op(fg_worker *w, const fg_msg *cmd) {
 fg_status fg_gpu_run_op(const fg_backend *be, void *ctx, const fg_op_args *a, int stream) {
     fg_backend_op_fn fn = be->ops[FG_OPI(a->op)];
     if (!fn) return fg_err_set(FG_EINPUT, "%s does not run on the %s backend", a->name, be->name);
+    for (int i = 0; i < fg_spec_count(&a->cfg); i++) {
+        int f = fg_config_fmt(&a->cfg, i);
+        if (fg_config_fmt_slot(i) >= 0 && !(be->formats >> f & 1))
+            return fg_err_set(FG_EINPUT, "%s: the %s backend does not run %s weights (the model's %s matrices); run "
+                              "it on the host backend, or from an F16 file", a->name, be->name, fg_fmt_name(f),
+                              i < FG_GW_COUNT ? "model-level" : "layer");
+    }
     fg_status st = fn(ctx, a);
     fg_status s2 = be->synchronize(ctx, stream);   /* a DONE means the op has ended */
     return st ? st : s2;

@@ -10,6 +10,7 @@
 #include "fg_common.h"
 #include "fg_ops.h"
 #include "fg_pool.h"
+#include "fg_fmt.h"
 #include "fg_q4.h"
 
 #if defined(__x86_64__)
@@ -18,10 +19,11 @@
 #endif
 
 /* ---- portable fused kernel: y[r, o] for o in [o0, o1) ---- */
-static void small_portable(float *y, const float *x, const fg_half *W, int rows, int in, int out, int o0, int o1,
-                           float *wrow) {
+static void small_portable(float *y, const float *x, const void *W, int f32, int rows, int in, int out, int o0,
+                           int o1, float *wrow) {
     for (int o = o0; o < o1; o++) {
-        fg_half_to_float_n(W + (size_t)o * in, wrow, (size_t)in);
+        if (f32) memcpy(wrow, (const float *)W + (size_t)o * in, sizeof(float) * (size_t)in);
+        else fg_half_to_float_n((const fg_half *)W + (size_t)o * in, wrow, (size_t)in);
         for (int r = 0; r < rows; r++) {
             const float *xr = x + (size_t)r * in;
             float s = 0;
@@ -66,9 +68,15 @@ __attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v) {
  * lanes at a time; the in % 8 tail is one more step on zero-padded copies
  * (zero lanes add +0). */
 #define AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
-AVX2_TARGET static inline __attribute__((always_inline)) void tile256(const int P, const int R, float *y,
-                                                                      const float *x, const fg_half *w, int in,
-                                                                      int out) {
+AVX2_TARGET static inline __attribute__((always_inline)) __m256 load256(const int F32, const void *w, size_t i) {
+    return F32 ? _mm256_loadu_ps((const float *)w + i)
+               : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const fg_half *)w + i)));
+}
+
+/* F32: the weights are fp32 (dequantized ggml blocks), else fp16. */
+AVX2_TARGET static inline __attribute__((always_inline)) void tile256(const int P, const int R, const int F32,
+                                                                      float *y, const float *x, const void *w,
+                                                                      int in, int out) {
     __m256 a[TILE_MAX][TILE_MAX];
 #pragma GCC unroll 8
     for (int p = 0; p < P; p++)
@@ -84,19 +92,20 @@ AVX2_TARGET static inline __attribute__((always_inline)) void tile256(const int 
         }
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++) {
-            __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + (size_t)p * in + k)));
+            __m256 wv = load256(F32, w, (size_t)p * in + k);
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++) a[p][r] = _mm256_fmadd_ps(wv, xv[r], a[p][r]);
         }
     }
     if (in8 < in) {
         float xt[TILE_MAX][8] = {{0}};
-        fg_half wt[8] = {0};
+        float wt[8] = {0};   /* fp32 or fp16, zero-padded */
+        size_t es = F32 ? sizeof(float) : sizeof(fg_half);
         for (int r = 0; r < R; r++) memcpy(xt[r], x + (size_t)r * in + in8, sizeof(float) * (size_t)(in - in8));
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++) {
-            memcpy(wt, w + (size_t)p * in + in8, sizeof(fg_half) * (size_t)(in - in8));
-            __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wt));
+            memcpy(wt, (const char *)w + ((size_t)p * in + in8) * es, es * (size_t)(in - in8));
+            __m256 wv = load256(F32, wt, 0);
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++) a[p][r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xt[r]), a[p][r]);
         }
@@ -111,24 +120,35 @@ AVX2_TARGET static inline __attribute__((always_inline)) void tile256(const int 
 #define TILE256_CASES(X) X(8, 1) X(6, 2) X(4, 3) X(6, 1) X(1, 1) X(1, 2) X(1, 3)
 #define TILE256_CALL(p, r)                     \
     case p * 16 + r:                           \
-        tile256(p, r, y, x, w, in, out);       \
+        tile256(p, r, 0, y, x, w, in, out);    \
         return;
-AVX2_TARGET static void tile256_any(int P, int R, float *y, const float *x, const fg_half *w, int in, int out) {
-    TILE_DISPATCH(TILE256_CASES, TILE256_CALL)
+#define TILE256F_CALL(p, r)                    \
+    case p * 16 + r:                           \
+        tile256(p, r, 1, y, x, w, in, out);    \
+        return;
+AVX2_TARGET static void tile256_any(int P, int R, int f32, float *y, const float *x, const void *w, int in,
+                                    int out) {
+    if (f32) {
+        TILE_DISPATCH(TILE256_CASES, TILE256F_CALL)
+    } else {
+        TILE_DISPATCH(TILE256_CASES, TILE256_CALL)
+    }
 }
 
 /* Tile width by rows: up to 3 rows go in one block, more in blocks of 2
  * (P = 6) that each stream the weight tile again, from cache. */
 static const int tile256_p[4] = {0, 8, 6, 4};
 
-AVX2_TARGET static void small_avx2(float *y, const float *x, const fg_half *W, int rows, int in, int out, int o0,
-                                   int o1) {
+AVX2_TARGET static void small_avx2(float *y, const float *x, const void *W, int f32, int rows, int in, int out,
+                                   int o0, int o1) {
+    size_t es = f32 ? sizeof(float) : sizeof(fg_half);
     int rb = rows <= 3 ? rows : 2, P = rows <= 3 ? tile256_p[rows] : 6;
     for (int o = o0; o < o1;) {
         int p = o + P <= o1 ? P : 1;
         for (int r = 0; r < rows; r += rb) {
             int rn = rows - r < rb ? rows - r : rb;
-            tile256_any(p, rn, y + (size_t)r * out + o, x + (size_t)r * in, W + (size_t)o * in, in, out);
+            tile256_any(p, rn, f32, y + (size_t)r * out + o, x + (size_t)r * in, (const char *)W + (size_t)o * in * es,
+                        in, out);
         }
         o += p;
     }
@@ -143,10 +163,17 @@ AVX2_TARGET static void small_avx2(float *y, const float *x, const fg_half *W, i
  * never waits on a cold start (a 4 KB page ends the hardware prefetcher's
  * run, and a weight row of 2048 is one page). */
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
-AVX512_TARGET static inline __attribute__((always_inline)) void tile512(const int P, const int R, float *y,
-                                                                        const float *x, const fg_half *w, int in,
-                                                                        int out, int k0, int k1, int last,
-                                                                        float *part, const fg_half *pf) {
+AVX512_TARGET static inline __attribute__((always_inline)) __m512 load512(const int F32, const void *w, size_t i) {
+    return F32 ? _mm512_loadu_ps((const float *)w + i)
+               : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const fg_half *)w + i)));
+}
+
+/* F32: the weights are fp32 (dequantized ggml blocks), else fp16. */
+AVX512_TARGET static inline __attribute__((always_inline)) void tile512(const int P, const int R, const int F32,
+                                                                        float *y, const float *x, const void *w,
+                                                                        int in, int out, int k0, int k1, int last,
+                                                                        float *part, const void *pf) {
+    const size_t es = F32 ? sizeof(float) : sizeof(fg_half);
     __m512 a[TILE_MAX][TILE_MAX];
 #pragma GCC unroll 8
     for (int p = 0; p < P; p++)
@@ -155,9 +182,9 @@ AVX512_TARGET static inline __attribute__((always_inline)) void tile512(const in
             a[p][r] = k0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(part + ((size_t)r * P + p) * 16);
     int k1v = last ? k0 + ((k1 - k0) & ~15) : k1;
     for (int k = k0; k < k1v; k += 16) {
-        if (pf && !(k & 16))   /* one prefetch per 64-byte line */
+        if (pf && (F32 || !(k & 16)))   /* one prefetch per 64-byte line */
 #pragma GCC unroll 8
-            for (int p = 0; p < P; p++) _mm_prefetch((const char *)(pf + (size_t)p * in + k), _MM_HINT_T0);
+            for (int p = 0; p < P; p++) _mm_prefetch((const char *)pf + ((size_t)p * in + k) * es, _MM_HINT_T0);
         __m512 xv[TILE_MAX];
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
@@ -166,7 +193,7 @@ AVX512_TARGET static inline __attribute__((always_inline)) void tile512(const in
         }
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++) {
-            __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + (size_t)p * in + k)));
+            __m512 wv = load512(F32, w, (size_t)p * in + k);
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++) a[p][r] = _mm512_fmadd_ps(wv, xv[r], a[p][r]);
         }
@@ -182,7 +209,8 @@ AVX512_TARGET static inline __attribute__((always_inline)) void tile512(const in
         __mmask16 m = (__mmask16)((1u << (k1 - k1v)) - 1);
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++) {
-            __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w + (size_t)p * in + k1v));
+            __m512 wv = F32 ? _mm512_maskz_loadu_ps(m, (const float *)w + (size_t)p * in + k1v)
+                            : _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const fg_half *)w + (size_t)p * in + k1v));
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++)
                 a[p][r] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + (size_t)r * in + k1v), a[p][r]);
@@ -201,11 +229,19 @@ AVX512_TARGET static inline __attribute__((always_inline)) void tile512(const in
         X(1, 5) X(1, 6)
 #define TILE512_CALL(p, r)                                           \
     case p * 16 + r:                                                 \
-        tile512(p, r, y, x, w, in, out, k0, k1, last, part, pf);     \
+        tile512(p, r, 0, y, x, w, in, out, k0, k1, last, part, pf);  \
         return;
-AVX512_TARGET static void tile512_any(int P, int R, float *y, const float *x, const fg_half *w, int in, int out,
-                                      int k0, int k1, int last, float *part, const fg_half *pf) {
-    TILE_DISPATCH(TILE512_CASES, TILE512_CALL)
+#define TILE512F_CALL(p, r)                                          \
+    case p * 16 + r:                                                 \
+        tile512(p, r, 1, y, x, w, in, out, k0, k1, last, part, pf);  \
+        return;
+AVX512_TARGET static void tile512_any(int P, int R, int f32, float *y, const float *x, const void *w, int in,
+                                      int out, int k0, int k1, int last, float *part, const void *pf) {
+    if (f32) {
+        TILE_DISPATCH(TILE512_CASES, TILE512F_CALL)
+    } else {
+        TILE_DISPATCH(TILE512_CASES, TILE512_CALL)
+    }
 }
 
 /* Tile width by rows: up to 6 rows go in one block (memory-bound: one pass
@@ -218,8 +254,9 @@ AVX512_TARGET static void tile512_any(int P, int R, float *y, const float *x, co
 static const int tile512_p[7] = {0, 8, 8, 8, 6, 5, 4};
 #define X_L2_BYTES (256 << 10)
 
-AVX512_TARGET static void small_avx512(float *y, const float *x, const fg_half *W, int rows, int in, int out,
-                                       int o0, int o1, float *part /* [o1 - o0][rows][16] */) {
+AVX512_TARGET static void small_avx512(float *y, const float *x, const void *W, int f32, int rows, int in,
+                                       int out, int o0, int o1, float *part /* [o1 - o0][rows][16] */) {
+    size_t es = f32 ? sizeof(float) : sizeof(fg_half);
     int rb = rows <= 6 ? rows : 4, P = tile512_p[rb];
     int kc = X_L2_BYTES / (4 * rows) & ~15;
     if (kc < 256) kc = 256;
@@ -228,11 +265,12 @@ AVX512_TARGET static void small_avx512(float *y, const float *x, const fg_half *
         for (int o = o0; o < o1;) {
             int p = o + P <= o1 ? P : 1;
             /* the first row block fetches the next tile of this task */
-            const fg_half *pf = o + p + P <= o1 ? W + (size_t)(o + p) * in : NULL;
+            const void *pf = o + p + P <= o1 ? (const char *)W + (size_t)(o + p) * in * es : NULL;
             for (int r = 0; r < rows; r += rb) {
                 int rn = rows - r < rb ? rows - r : rb;
-                tile512_any(p, rn, y + (size_t)r * out + o, x + (size_t)r * in, W + (size_t)o * in, in, out, k0, k1,
-                            k1 == in, part + ((size_t)(o - o0) * rows + (size_t)r * p) * 16, r == 0 ? pf : NULL);
+                tile512_any(p, rn, f32, y + (size_t)r * out + o, x + (size_t)r * in, (const char *)W + (size_t)o * in * es,
+                            in, out, k0, k1, k1 == in, part + ((size_t)(o - o0) * rows + (size_t)r * p) * 16,
+                            r == 0 ? pf : NULL);
             }
             o += p;
         }
@@ -298,61 +336,73 @@ typedef struct {
     float *y;
     const float *x;
     const fg_half *W;   /* fp16 weights, or NULL and */
-    const uint8_t *Wq;  /* a compressed (fg_q4) slice */
+    const uint8_t *Wq;  /* a compressed (fg_q4) slice, or ggml blocks of format fmt */
+    int fmt;            /* FG_FMT_F16, FG_FMT_Q4G64, or a ggml format */
     int rows, in, out, chunk;
 } gemm_job;
 
 /* n outputs through the fused kernel: y is the first one's column of the
- * result, W its weight row, the others follow. */
-static void small_rows(const gemm_job *j, float *y, const fg_half *W, int n) {
+ * result, W its weight row (fp16, or fp32 with f32), the others follow. */
+static void small_rows(const gemm_job *j, float *y, const void *W, int f32, int n) {
 #ifdef FG_X86
     if (have_avx512()) {
-        small_avx512(y, j->x, W, j->rows, j->in, j->out, 0, n,
+        small_avx512(y, j->x, W, f32, j->rows, j->in, j->out, 0, n,
                      scratch(0, sizeof(float) * (size_t)j->chunk * j->rows * 16));
         return;
     }
     if (have_avx2()) {
-        small_avx2(y, j->x, W, j->rows, j->in, j->out, 0, n);
+        small_avx2(y, j->x, W, f32, j->rows, j->in, j->out, 0, n);
         return;
     }
 #endif
-    small_portable(y, j->x, W, j->rows, j->in, j->out, 0, n, scratch(0, sizeof(float) * (size_t)j->in));
+    small_portable(y, j->x, W, f32, j->rows, j->in, j->out, 0, n, scratch(0, sizeof(float) * (size_t)j->in));
 }
 
-/* Weight bytes (fp16) a compressed task expands at a time: about half of a
- * core's L2, so the kernel reads them back from there. */
+/* Weight bytes a compressed task expands at a time (fp16 for Q4G64, fp32
+ * for ggml blocks): about half of a core's L2, so the kernel reads them
+ * back from there. */
 #define Q4_BLOCK_BYTES (128 << 10)
 
+/* Rows [r0, r1) of a ggml-format weight as fp32 (fg_fmt.h's values). */
+static void rows_f32(const gemm_job *j, int r0, int r1, float *dst) {
+    uint64_t rb = fg_fmt_row_bytes(j->fmt, (uint64_t)j->in);
+    fg_fmt_to_f32(j->fmt, j->Wq + (size_t)r0 * rb, dst, (uint64_t)(r1 - r0) * (uint64_t)j->in);
+}
+
 /* Few rows: a task is a block of output rows through the fused kernel. A
- * compressed weight is expanded a few tiles of rows at a time into scratch
- * and those run through the same kernel: the same values in the same order
- * give the same bits as fg_gemm_f16w on the expanded matrix, which is never
- * written to memory. */
+ * compressed or quantized weight is expanded a few tiles of rows at a time
+ * into scratch (fp16 for Q4G64, fp32 for ggml blocks) and those run through
+ * the same kernel: the same values in the same order give the same bits as
+ * the kernel on the expanded matrix, which is never written to memory. */
 static void small_task(void *p, int t) {
     const gemm_job *j = p;
     int o0 = t * j->chunk, o1 = o0 + j->chunk < j->out ? o0 + j->chunk : j->out;
-    if (!j->Wq) {
-        small_rows(j, j->y + o0, j->W + (size_t)o0 * j->in, o1 - o0);
+    if (j->fmt == FG_FMT_F16) {
+        small_rows(j, j->y + o0, j->W + (size_t)o0 * j->in, 0, o1 - o0);
         return;
     }
-    int P = tile_p(j->rows), blk = Q4_BLOCK_BYTES / (2 * (j->in > 0 ? j->in : 1)) / P * P;
+    int f32 = j->fmt != FG_FMT_Q4G64;
+    size_t es = f32 ? sizeof(float) : sizeof(fg_half);
+    int P = tile_p(j->rows), blk = (int)(Q4_BLOCK_BYTES / (es * (size_t)(j->in > 0 ? j->in : 1))) / P * P;
     if (blk < P) blk = P;
-    fg_half *wb = scratch(1, sizeof(fg_half) * (size_t)blk * j->in);
+    void *wb = scratch(1, es * (size_t)blk * j->in);
     for (int o = o0; o < o1; o += blk) {
         int n = o1 - o < blk ? o1 - o : blk;
-        fg_q4_expand_rows(j->Wq, j->out, j->in, o, o + n, wb);
-        small_rows(j, j->y + o, wb, n);
+        if (f32) rows_f32(j, o, o + n, wb);
+        else fg_q4_expand_rows(j->Wq, j->out, j->in, o, o + n, wb);
+        small_rows(j, j->y + o, wb, f32, n);
     }
 }
 
-/* Many rows: a task widens (or expands) a chunk of weight rows to fp32 and
- * runs sgemm on it, writing its columns of y (ldc = out). */
+/* Many rows: a task widens (or expands, or dequantizes) a chunk of weight
+ * rows to fp32 and runs sgemm on it, writing its columns of y (ldc = out). */
 static void large_task(void *p, int t) {
     const gemm_job *j = p;
     int o0 = t * j->chunk, n = j->out - o0 < j->chunk ? j->out - o0 : j->chunk;
     float *wf = scratch(0, sizeof(float) * (size_t)n * j->in);
-    if (j->Wq) fg_q4_expand_rows_f32(j->Wq, j->out, j->in, o0, o0 + n, wf);
-    else fg_half_to_float_n(j->W + (size_t)o0 * j->in, wf, (size_t)n * j->in);
+    if (j->fmt == FG_FMT_Q4G64) fg_q4_expand_rows_f32(j->Wq, j->out, j->in, o0, o0 + n, wf);
+    else if (j->fmt == FG_FMT_F16) fg_half_to_float_n(j->W + (size_t)o0 * j->in, wf, (size_t)n * j->in);
+    else rows_f32(j, o0, o0 + n, wf);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->rows, n, j->in, 1.0f, j->x, j->in, wf, j->in, 0.0f,
                 j->y + o0, j->out);
 }
@@ -381,11 +431,23 @@ static void gemm(gemm_job j, const fg_half *bias) {
 }
 
 void fg_gemm_f16w(float *y, const float *x, const fg_half *W, const fg_half *bias, int rows, int in, int out) {
-    gemm_job j = {.y = y, .x = x, .W = W, .rows = rows, .in = in, .out = out};
+    gemm_job j = {.y = y, .x = x, .W = W, .fmt = FG_FMT_F16, .rows = rows, .in = in, .out = out};
     gemm(j, bias);
 }
 
 void fg_gemm_q4w(float *y, const float *x, const uint8_t *W, const fg_half *bias, int rows, int in, int out) {
-    gemm_job j = {.y = y, .x = x, .Wq = W, .rows = rows, .in = in, .out = out};
+    gemm_job j = {.y = y, .x = x, .Wq = W, .fmt = FG_FMT_Q4G64, .rows = rows, .in = in, .out = out};
     gemm(j, bias);
+}
+
+void fg_gemm_fmt(float *y, const float *x, const void *W, int fmt, const fg_half *bias, int rows, int in, int out) {
+    FG_ASSERT(fg_fmt_get(fmt) && (fmt == FG_FMT_Q4G64 || fg_fmt_row_bytes(fmt, (uint64_t)in)));
+    gemm_job j = {.y = y, .x = x, .W = W, .Wq = W, .fmt = fmt, .rows = rows, .in = in, .out = out};
+    gemm(j, bias);
+}
+
+void fg_fmt_rows_f32(const void *W, int fmt, int in, int r0, int r1, float *dst) {
+    gemm_job j = {.Wq = W, .fmt = fmt, .in = in};
+    if (fmt == FG_FMT_F16) fg_half_to_float_n((const fg_half *)W + (size_t)r0 * in, dst, (size_t)(r1 - r0) * in);
+    else rows_f32(&j, r0, r1, dst);
 }

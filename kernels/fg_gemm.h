@@ -1,4 +1,4 @@
-/* fg_gemm.h - Linear layers with fp16 weights and fp32 activations, the CPU
+/* fg_gemm.h - Linear layers with fp16 (or quantized) weights and fp32 activations, the CPU
  * form of what cuBLAS does on the GPU: weights stay fp16 in memory (half the
  * bytes to move and to hold), products and sums are fp32.
  *
@@ -32,5 +32,16 @@ void fg_gemm_f16w(float *y, const float *x, const fg_half *W, const fg_half *bia
  * is expanded a block of rows at a time next to the kernel that reads it
  * (few rows) or straight to the fp32 that sgemm reads (many rows). */
 void fg_gemm_q4w(float *y, const float *x, const uint8_t *W, const fg_half *bias, int rows, int in, int out);
+/* W in any format of the table (common/fg_fmt.h): F16 and Q4G64 as above;
+ * a ggml format's rows of blocks are dequantized to fg_fmt.h's fp32 values
+ * a block of rows at a time, next to the fused kernel (few rows: the same
+ * kernel on fp32 weights read back from L2, so nothing the size of the
+ * weight is ever written) or into the fp32 chunk sgemm reads (many rows).
+ * The sums are those of the fp16 path on those fp32 values: each (row,
+ * output) accumulated in k order with FMA, then a fixed reduction. */
+void fg_gemm_fmt(float *y, const float *x, const void *W, int fmt, const fg_half *bias, int rows, int in, int out);
+/* Rows [r0, r1) of W (F16 or a ggml format, [*, in]) as fp32: the
+ * embedding's gather. */
+void fg_fmt_rows_f32(const void *W, int fmt, int in, int r0, int r1, float *dst);
 
 #endif

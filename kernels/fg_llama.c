@@ -55,9 +55,8 @@ void fg_llama_embed(float *h, const int32_t *ids, const fg_step *st, const fg_mo
                     const fg_global_w *g, fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden;
     FG_ASSERT(rows <= ws->max_rows);
-    const fg_half *E = g->w[FG_GW_EMBED_TOKENS];
-    for (int r = 0; r < rows; r++) fg_half_to_float_n(E + (size_t)ids[r] * H, h + (size_t)r * H, (size_t)H);
-    fg_round_fp16_n(h, (size_t)rows * H);   /* exact: the table holds fp16 values */
+    fg_embed_rows(h, ids, rows, c, g, H);
+    fg_round_fp16_n(h, (size_t)rows * H);   /* exact for an fp16 table; a quantized one's values rounded here */
 }
 
 void fg_llama_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step *st, const fg_model_config *c,
@@ -112,6 +111,5 @@ void fg_llama_lm_head(float *logits, const float *h, const fg_step *st, const fg
     for (int b = 0; b < B; b++)   /* the last new token of each sequence: (B, H) */
         memcpy(ws->a + (size_t)b * H, h + ((size_t)b * st->S + st->S - 1) * H, sizeof(float) * H);
     fg_rmsnorm(ws->a, ws->a, g->w[FG_GW_FINAL_LN_W], c->norm_eps, B, H);
-    const fg_half *head = c->tied ? g->w[FG_GW_EMBED_TOKENS] : g->w[FG_GW_LM_HEAD];
-    fg_gemm_f16w(logits, ws->a, head, NULL, B, H, c->vocab_size);
+    fg_global_linear(logits, ws->a, c, g, c->tied ? FG_GW_EMBED_TOKENS : FG_GW_LM_HEAD, B, H, c->vocab_size);
 }

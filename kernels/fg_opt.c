@@ -54,14 +54,14 @@ void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_mode
                   const fg_global_w *g, fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden, D = c->word_embed_proj_dim;
     FG_ASSERT(rows <= ws->max_rows);
-    const fg_half *E = g->w[FG_GW_EMBED_TOKENS], *P = g->w[FG_GW_EMBED_POS];
+    const fg_half *P = g->w[FG_GW_EMBED_POS];
     int *pos = fg_xmalloc(sizeof(int) * (size_t)rows);
     fg_opt_positions(pos, st);
     if (fg_config_has_proj(c)) {
-        for (int r = 0; r < rows; r++) fg_half_to_float_n(E + (size_t)ids[r] * D, ws->e + (size_t)r * D, (size_t)D);
-        fg_gemm_f16w(h, ws->e, g->w[FG_GW_PROJ_IN], NULL, rows, D, H);
+        fg_embed_rows(ws->e, ids, rows, c, g, D);
+        fg_global_linear(h, ws->e, c, g, FG_GW_PROJ_IN, rows, D, H);
     } else {
-        for (int r = 0; r < rows; r++) fg_half_to_float_n(E + (size_t)ids[r] * H, h + (size_t)r * H, (size_t)H);
+        fg_embed_rows(h, ids, rows, c, g, H);
     }
     for (int r = 0; r < rows; r++) {
         fg_half_to_float_n(P + (size_t)pos[r] * H, ws->a, (size_t)H);
@@ -72,13 +72,21 @@ void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_mode
 }
 
 /* y = x . W^T + b with W a layer's weight `which` (out, in) and b its
- * `bias`: W stored fp16 or, when compressed, an fg_q4 slice that the GEMM
- * expands as it goes. */
+ * `bias`: W in its format (the description's, fg_config_fmt), which the
+ * GEMM expands or dequantizes as it goes. */
 void fg_linear(float *y, const float *x, const fg_model_config *c, const fg_layer_w *w, int which, int bias,
                int rows, int in, int out) {
-    if (c->compress_weight && fg_spec_is_q4(c, fg_spec_layer(0, which)))
-        fg_gemm_q4w(y, x, (const uint8_t *)w->w[which], w->w[bias], rows, in, out);
-    else fg_gemm_f16w(y, x, w->w[which], w->w[bias], rows, in, out);
+    fg_gemm_fmt(y, x, w->w[which], fg_config_fmt(c, fg_spec_layer(0, which)), w->w[bias], rows, in, out);
+}
+
+void fg_global_linear(float *y, const float *x, const fg_model_config *c, const fg_global_w *g, int which, int rows,
+                      int in, int out) {
+    fg_gemm_fmt(y, x, g->w[which], fg_config_fmt(c, fg_spec_global(which)), NULL, rows, in, out);
+}
+
+void fg_embed_rows(float *h, const int32_t *ids, int rows, const fg_model_config *c, const fg_global_w *g, int D) {
+    int fmt = fg_config_fmt(c, fg_spec_global(FG_GW_EMBED_TOKENS));
+    for (int r = 0; r < rows; r++) fg_fmt_rows_f32(g->w[FG_GW_EMBED_TOKENS], fmt, D, ids[r], ids[r] + 1, h + (size_t)r * D);
 }
 
 /* Copy (B*S, KD) rows into the fp16 cache (Tmax, B, KD) at [past, past+S). */
@@ -189,8 +197,8 @@ void fg_opt_lm_head(float *logits, const float *h, const fg_step *st, const fg_m
         fg_layernorm(ws->a, ws->a, g->w[FG_GW_FINAL_LN_W], g->w[FG_GW_FINAL_LN_B], B, H);
     const float *x = ws->a;
     if (fg_config_has_proj(c)) {
-        fg_gemm_f16w(ws->e, ws->a, g->w[FG_GW_PROJ_OUT], NULL, B, H, D);
+        fg_global_linear(ws->e, ws->a, c, g, FG_GW_PROJ_OUT, B, H, D);
         x = ws->e;
     }
-    fg_gemm_f16w(logits, x, g->w[FG_GW_EMBED_TOKENS], NULL, B, D, c->vocab_size);
+    fg_global_linear(logits, x, c, g, FG_GW_EMBED_TOKENS, B, D, c->vocab_size);
 }

@@ -10,9 +10,10 @@
 #include "fg_ops.h"
 
 /* One decoder layer's weights as every tier stores them, indexed by FG_LW_*
- * (fg_config.h); shapes as fg_specs_new() lists them. fp16, except that
- * with c->compress_weight the six matrices (fg_spec_is_q4) point at their
- * fg_q4 bytes, expanded into the workspace just before each Linear. */
+ * (fg_config.h); shapes as fg_specs_new() lists them. 1-D tensors fp16;
+ * each matrix in its format (fg_config_fmt: fp16, FlexGen's 4-bit under
+ * compress_weight, or a GGUF file's ggml blocks), the pointer at its bytes,
+ * expanded or dequantized next to the GEMM (fg_gemm_fmt). */
 typedef struct {
     const fg_half *w[FG_LW_COUNT];
 } fg_layer_w;
@@ -50,10 +51,17 @@ uint64_t fg_opt_ws_bytes(const fg_model_config *c, int max_rows);
 void fg_opt_ws_free(fg_opt_ws *ws);
 
 /* y = x . W^T + b with W the layer's weight `which` (out, in) and b its
- * `bias` (absent: none): W stored fp16 or, when compressed (fg_spec_is_q4),
- * an fg_q4 slice that the GEMM expands as it goes. */
+ * `bias` (absent: none): W in its format (fg_config_fmt), which the GEMM
+ * expands as it goes (fg_gemm_fmt). */
 void fg_linear(float *y, const float *x, const fg_model_config *c, const fg_layer_w *w, int which, int bias,
                int rows, int in, int out);
+/* y = x . W^T with W the model-level matrix `which` (the LM head, a tied
+ * embedding as the head, project_in/out), in its format. */
+void fg_global_linear(float *y, const float *x, const fg_model_config *c, const fg_global_w *g, int which, int rows,
+                      int in, int out);
+/* h[r] = the token embedding's row ids[r] (D values) as fp32, for r < rows,
+ * dequantized from its format (fp16 values are exact). */
+void fg_embed_rows(float *h, const int32_t *ids, int rows, const fg_model_config *c, const fg_global_w *g, int D);
 
 /* Positions of the step's S new tokens from the attention mask, as Hugging
  * Face derives them: a real token's is the number of real tokens before it

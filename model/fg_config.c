@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "fg_family.h"
+#include "fg_fmt.h"
 #include "fg_q4.h"
 
 static const fg_family *const families[] = {&fg_family_opt, &fg_family_llama};
@@ -255,6 +256,11 @@ fg_spec *fg_specs_new(const fg_model_config *c) {
             int present = layer_shape(c, w, &d0, &d1);
             set_spec(&sp[fg_spec_layer(l, w)], name, present, d0, d1);
         }
+    for (int i = 0; i < fg_spec_count(c); i++) {   /* the description's formats, compression not applied */
+        fg_model_config plain = *c;
+        plain.compress_weight = 0;
+        sp[i].fmt = fg_config_fmt(&plain, i);
+    }
     return sp;
 }
 
@@ -279,18 +285,38 @@ int fg_spec_lookup(const fg_model_config *c, const fg_spec *specs, const char *n
 
 /* ---- bytes as the tiers hold them ---- */
 
-int fg_spec_is_q4(const fg_model_config *c, int idx) {
-    if (!c->compress_weight || idx < FG_GW_COUNT) return 0;
-    int w = (idx - FG_GW_COUNT) % FG_LW_COUNT;
-    return w == FG_LW_Q_W || w == FG_LW_K_W || w == FG_LW_V_W || w == FG_LW_O_W || w == FG_LW_FC1_W ||
-           w == FG_LW_FC2_W || w == FG_LW_UP_W;
+/* Nibble positions: layer matrices 0-6, model-level 0-3. */
+static const int8_t layer_slot[FG_LW_COUNT] = {
+    [FG_LW_Q_W] = 0, [FG_LW_K_W] = 1, [FG_LW_V_W] = 2, [FG_LW_O_W] = 3, [FG_LW_FC1_W] = 4, [FG_LW_FC2_W] = 5,
+    [FG_LW_UP_W] = 6, [FG_LW_Q_B] = -1, [FG_LW_K_B] = -1, [FG_LW_V_B] = -1, [FG_LW_O_B] = -1, [FG_LW_LN1_W] = -1,
+    [FG_LW_LN1_B] = -1, [FG_LW_FC1_B] = -1, [FG_LW_FC2_B] = -1, [FG_LW_LN2_W] = -1, [FG_LW_LN2_B] = -1,
+    [FG_LW_UP_B] = -1};
+static const int8_t global_slot[FG_GW_COUNT] = {
+    [FG_GW_EMBED_TOKENS] = 0, [FG_GW_PROJ_IN] = 1, [FG_GW_PROJ_OUT] = 2, [FG_GW_LM_HEAD] = 3,
+    [FG_GW_EMBED_POS] = -1, [FG_GW_FINAL_LN_W] = -1, [FG_GW_FINAL_LN_B] = -1};
+
+int fg_config_fmt_slot(int idx) {
+    if (idx < 0) return -1;
+    return idx < FG_GW_COUNT ? global_slot[idx] : layer_slot[(idx - FG_GW_COUNT) % FG_LW_COUNT];
 }
+
+int fg_spec_fmt(const fg_model_config *c, const fg_spec *sp, int idx) {
+    int slot = fg_config_fmt_slot(idx), f;
+    if (sp) f = sp[idx].fmt;
+    else if (slot < 0) f = FG_FMT_F16;
+    else f = (int)((idx < FG_GW_COUNT ? c->fmt_global : c->fmt_layer) >> (4 * slot) & 15);
+    return f == FG_FMT_F16 && c->compress_weight && idx >= FG_GW_COUNT && slot >= 0 ? FG_FMT_Q4G64 : f;
+}
+
+int fg_config_fmt(const fg_model_config *c, int idx) { return fg_spec_fmt(c, NULL, idx); }
+
+int fg_spec_is_q4(const fg_model_config *c, int idx) { return fg_config_fmt(c, idx) == FG_FMT_Q4G64; }
 
 uint64_t fg_spec_stored_bytes(const fg_model_config *c, const fg_spec *sp, int idx) {
     const fg_spec *t = &sp[idx];
     if (!t->present) return 0;
-    if (fg_spec_is_q4(c, idx)) return fg_q4_slice_bytes((uint64_t)t->dims[0], (uint64_t)t->dims[1]);
-    return 2 * (uint64_t)fg_spec_numel(t);
+    if (t->ndim == 1) return 2 * (uint64_t)t->dims[0];
+    return fg_fmt_bytes(fg_spec_fmt(c, sp, idx), (uint64_t)t->dims[0], (uint64_t)t->dims[1]);
 }
 
 uint64_t fg_cache_row_bytes(const fg_model_config *c) {
@@ -323,9 +349,44 @@ fg_model_desc fg_config_desc(const fg_model_config *c) {
         (uint32_t)c->vocab_size, (uint32_t)c->hidden, (uint32_t)c->n_heads, (uint32_t)c->n_kv_heads,
         (uint32_t)c->head_dim, (uint32_t)c->ffn_dim, (uint32_t)c->max_pos, (uint32_t)c->word_embed_proj_dim,
         kinds, flags, fbits(c->norm_eps), fbits(c->rope_theta), fbits(c->rope_factor), fbits(c->rope_low),
-        fbits(c->rope_high), (uint32_t)c->rope_orig_max, (uint32_t)c->sliding_window};
+        fbits(c->rope_high), (uint32_t)c->rope_orig_max, (uint32_t)c->sliding_window, c->fmt_layer, c->fmt_global};
     memcpy(d.v, v, sizeof v);
     return d;
+}
+
+void fg_config_set_formats(fg_model_config *c, const fg_spec *sp, int layer) {
+    c->fmt_layer = c->fmt_global = 0;
+    for (int g = 0; g < FG_GW_COUNT; g++)
+        if (sp[g].present && global_slot[g] >= 0) c->fmt_global |= (uint32_t)sp[g].fmt << (4 * global_slot[g]);
+    for (int w = 0; layer >= 0 && w < FG_LW_COUNT; w++) {
+        const fg_spec *t = &sp[fg_spec_layer(layer, w)];
+        /* F16 + compress_weight: Q4G64 in the description too (fg_spec_fmt) */
+        if (t->present && layer_slot[w] >= 0) c->fmt_layer |= (uint32_t)t->fmt << (4 * layer_slot[w]);
+    }
+}
+
+fg_model_desc fg_config_desc_layer(const fg_model_config *c, const fg_spec *sp, int layer) {
+    fg_model_config one = *c;
+    fg_config_set_formats(&one, sp, layer);
+    return fg_config_desc(&one);
+}
+
+int fg_config_desc_same_shape(const fg_model_desc *a, const fg_model_desc *b) {
+    return a->family == b->family && a->n == b->n && !memcmp(a->v, b->v, FG_MODEL_DESC_SHAPE_N * sizeof a->v[0]);
+}
+
+/* Every matrix of a description's one layer a whole number of its format's
+ * blocks along `in`. */
+static fg_status formats_fit(const fg_model_config *c, const char *who) {
+    fg_spec *sp = fg_specs_new(c);
+    fg_status st = FG_OK;
+    for (int i = 0; i < fg_spec_count(c) && !st; i++)
+        if (sp[i].present && sp[i].ndim == 2 && !fg_spec_stored_bytes(c, sp, i))
+            st = fg_err_set(FG_EINPUT, "%s: model tensor %s [%lld, %lld] cannot be held in %s (%lld values a row, "
+                            "blocks of %d)", who, sp[i].name, (long long)sp[i].dims[0], (long long)sp[i].dims[1],
+                            fg_fmt_name(sp[i].fmt), (long long)sp[i].dims[1], fg_fmt_get(sp[i].fmt)->block);
+    free(sp);
+    return st;
 }
 
 fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_model_config *c) {
@@ -357,10 +418,21 @@ fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_model_
     c->norm_eps = bitsf(d->v[10]), c->rope_theta = bitsf(d->v[11]), c->rope_factor = bitsf(d->v[12]);
     c->rope_low = bitsf(d->v[13]), c->rope_high = bitsf(d->v[14]);
     c->rope_orig_max = (int)d->v[15], c->sliding_window = (int)d->v[16];
+    c->fmt_layer = d->v[17], c->fmt_global = d->v[18];
+    int bad = c->fmt_layer >> 28 || c->fmt_global >> 16;
+    for (int i = 0; i < 7; i++) bad |= (c->fmt_layer >> (4 * i) & 15) >= FG_FMT_COUNT;
+    for (int i = 0; i < 4; i++) {
+        uint32_t f = c->fmt_global >> (4 * i) & 15;
+        bad |= f >= FG_FMT_COUNT || f == FG_FMT_Q4G64;   /* FlexGen's scheme is for a layer's matrices */
+    }
+    if (bad)
+        return fg_err_set(FG_EINPUT, "%s: model formats 0x%x / 0x%x name a format this engine does not hold "
+                          "there", who, (unsigned)c->fmt_layer, (unsigned)c->fmt_global);
     c->n_eos = 1;   /* token ids are the coordinator's business */
     char origin[64];
     snprintf(origin, sizeof origin, "%s: model", who);
-    return fg_config_validate(c, origin);
+    fg_status st = fg_config_validate(c, origin);
+    return st ? st : formats_fit(c, who);
 }
 
 void fg_config_desc_text(const fg_model_config *c, char *out, size_t cap) {

@@ -50,6 +50,12 @@ typedef struct {
      * matrices (--compress-weight), of the KV cache (--compress-cache).
      * Carried to the workers in the description. */
     int compress_weight, compress_cache;
+    /* The storage formats (common/fg_fmt.h) of one layer's matrices and of
+     * the model-level ones, a nibble each (fg_config_fmt): what a model
+     * description tells a worker about the tensors an op reads. 0 (F16) in
+     * a whole model's config: there each tensor's format is its spec's
+     * (fg_spec.fmt, which the weight source sets; layers may differ). */
+    uint32_t fmt_layer, fmt_global;
 } fg_model_config;
 
 /* Fill *cfg for a model name of any family ("opt-125m" ... "opt-175b",
@@ -100,13 +106,15 @@ const char *fg_config_family_name(const fg_model_config *c);
  * head_dim, ffn_dim, max_pos, word_embed_proj_dim, kinds (ffn_kind |
  * norm_kind << 4 | pos_kind << 8 | rope_scaling << 12), flags (FG_DESC_F_*),
  * norm_eps, rope_theta, rope_factor, rope_low, rope_high, rope_orig_max,
- * sliding_window. */
+ * sliding_window, fmt_layer, fmt_global (the formats of the tensors the op
+ * reads: fg_config_desc_layer). */
 enum {
     FG_DESC_F_PRE_LN = 1, FG_DESC_F_QKV_BIAS = 2, FG_DESC_F_O_BIAS = 4, FG_DESC_F_MLP_BIAS = 8,
     FG_DESC_F_TIED = 16, FG_DESC_F_COMPRESS_WEIGHT = 32, FG_DESC_F_COMPRESS_CACHE = 64,
 };
-#define FG_MODEL_DESC_N 17
+#define FG_MODEL_DESC_N 19
 #define FG_MODEL_DESC_MAX 19
+#define FG_MODEL_DESC_SHAPE_N 17   /* the numbers before the formats: the model's shape */
 typedef struct {
     uint32_t family;                  /* FG_FAMILY_* */
     uint32_t n;                       /* values used: FG_MODEL_DESC_N */
@@ -114,8 +122,19 @@ typedef struct {
 } fg_model_desc;
 _Static_assert(sizeof(fg_model_desc) == 84, "fg_model_desc: 21 x u32, no padding");
 
-/* cfg -> its description. */
+/* cfg -> its description (formats as cfg's fmt_layer, fmt_global). */
 fg_model_desc fg_config_desc(const fg_model_config *cfg);
+struct fg_spec_s;
+/* The description of an op on decoder layer `layer` (or -1: the model-level
+ * tensors only) of a whole model: its formats are those of the specs. */
+fg_model_desc fg_config_desc_layer(const fg_model_config *cfg, const struct fg_spec_s *sp, int layer);
+/* cfg's fmt_layer / fmt_global set from the specs of decoder layer `layer`
+ * (-1: none) and the model-level ones: the config the kernels run that
+ * layer's ops with in this process (the reference engine). */
+void fg_config_set_formats(fg_model_config *cfg, const struct fg_spec_s *sp, int layer);
+/* 1 if a and b describe the same model shape (family and the first
+ * FG_MODEL_DESC_SHAPE_N numbers); their formats may differ (by layer). */
+int fg_config_desc_same_shape(const fg_model_desc *a, const fg_model_desc *b);
 /* A description -> a one-layer config to run ops with; FG_EINPUT naming
  * `who` for an unknown family, a wrong count or an out-of-range number. */
 fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_model_config *cfg);
@@ -170,11 +189,15 @@ enum {
     FG_GW_FINAL_LN_W, FG_GW_FINAL_LN_B, FG_GW_LM_HEAD, FG_GW_COUNT
 };
 
-typedef struct {
+typedef struct fg_spec_s {
     char name[96];    /* canonical name, without the "model." prefix */
     int ndim;         /* 1 or 2 */
     int64_t dims[2];  /* row-major; a Linear weight is [out, in] */
     int present;      /* 0 where this config has no such tensor */
+    int fmt;          /* the source's storage format (common/fg_fmt.h): F16
+                         for 1-D tensors, and for matrices a float checkpoint
+                         holds; a GGUF file's Q4_K ... as it is. What the
+                         tiers hold is fg_spec_fmt (compression applied). */
 } fg_spec;
 
 /* All tensors of the config: global ones first (FG_GW_COUNT entries, some
@@ -194,11 +217,23 @@ int fg_spec_lookup(const fg_model_config *cfg, const fg_spec *specs, const char 
 
 /* ---- bytes as the tiers hold them ---- */
 
-/* 1 if spec index idx is held 4-bit compressed (compress_weight and one of
- * a layer's weight matrices: q, k, v, o, fc1/gate, fc2/down, up; embeddings,
- * the LM head, biases and norms stay fp16). */
+/* The matrices whose format a description carries: a layer's seven (q, k,
+ * v, o, fc1/gate, fc2/down, up: nibble fg_config_fmt_slot) and the
+ * model-level four (token embedding, project_in/out, LM head). -1 for any
+ * other tensor (norms, biases, the position table: always F16). */
+int fg_config_fmt_slot(int idx);
+/* The format the tiers hold spec index idx in: sp[idx].fmt, or with sp NULL
+ * the config's nibble (a description's one-layer config: every layer
+ * alike); FlexGen's Q4G64 instead for a layer's F16 matrices under
+ * compress_weight (embeddings, the LM head, biases and norms are never
+ * compressed; a ggml-quantized matrix stays as it is). */
+int fg_spec_fmt(const fg_model_config *c, const fg_spec *sp, int idx);
+/* fg_spec_fmt(c, NULL, idx). fg_specs_new() gives each spec its nibble. */
+int fg_config_fmt(const fg_model_config *c, int idx);
+/* 1 if fg_config_fmt(c, idx) is FG_FMT_Q4G64. */
 int fg_spec_is_q4(const fg_model_config *c, int idx);
-/* Bytes spec index idx occupies in every tier: fp16, or fg_q4 compressed. */
+/* Bytes spec index idx occupies in every tier: fg_fmt_bytes of
+ * fg_spec_fmt and its shape (1-D tensors: fp16). */
 uint64_t fg_spec_stored_bytes(const fg_model_config *c, const fg_spec *sp, int idx);
 /* KV cache bytes of one position of one sequence (n_kv_heads * head_dim
  * values): fp16, or n_kv_heads compressed head_dim slices. A (Tmax, B, KV)

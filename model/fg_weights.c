@@ -482,7 +482,7 @@ uint64_t fg_wsrc_identity(const fg_wsrc *ws) {
         fg_model_desc d = fg_config_desc(c);
         d.v[9] &= ~(uint32_t)(FG_DESC_F_COMPRESS_WEIGHT | FG_DESC_F_COMPRESS_CACHE);   /* the run's, not the source's */
         id_u64(h, d.family);
-        for (int i = 0; i < FG_MODEL_DESC_N; i++) id_u64(h, d.v[i]);
+        for (int i = 0; i < FG_MODEL_DESC_SHAPE_N; i++) id_u64(h, d.v[i]);   /* formats: the files' headers */
     }
     if (ws->kind == WS_DUMMY) id_u64(h, ws->seed);
     /* name order: readdir's order (npy) and the index's (shards) are not

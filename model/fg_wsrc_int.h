@@ -50,6 +50,9 @@ fg_wsrc *fg_wsrc__alloc(const fg_model_config *cfg);
 /* fg_wsrc_gguf.c: a GGUF file as a source; tensor idx read into dst (n values). */
 fg_status fg_wsrc__open_gguf(const char *path, fg_wsrc **out);
 fg_status fg_wsrc__read_gguf(fg_wsrc *ws, int idx, fg_half *dst, size_t n);
+/* A GGUF matrix kept in its ggml format (spec fmt): its bytes as stored,
+ * rows un-permuted (fg_spec_stored_bytes bytes). */
+fg_status fg_wsrc__read_raw(fg_wsrc *ws, int idx, void *dst);
 /* fg_wsrc_llama2c.c: a llama2.c checkpoint as a source (every header
  * field and size checked against the file's length). */
 fg_status fg_wsrc__open_llama2c(const char *path, fg_wsrc **out);

@@ -25,9 +25,10 @@
  *                                  [A-Za-z0-9._-] in the name become '_'); one store per pair,
  *                                  another source of the same name replaces it
  *     globals.bin                  token and position embeddings, project_in/out,
- *                                  final LayerNorm (those the config has)
- *     layer-000.bin .. layer-NNN.bin   decoder layer i: its 16 tensors in
- *                                  FG_LW_* order (q, k, v, out_proj, LN1, fc1, fc2, LN2)
+ *                                  final norm, an untied LM head (those the config has)
+ *     layer-000.bin .. layer-NNN.bin   decoder layer i: those of its 18 tensor roles
+ *                                  the config has, in FG_LW_* order (q, k, v, o, LN1,
+ *                                  fc1/gate, fc2/down, LN2, up; each weight, then its bias)
  *     .lock                        flock()ed while a process checks or builds
  *     *.partial                    a file being written; never read, replaced
  *                                  on the next build. A file appears under its
@@ -47,8 +48,9 @@
  *      20    4  layer index (0xFFFFFFFF for globals)
  *      24    4  n_layers of the model
  *      28    4  n_tensors in this file
- *      32    4  compression: 0 none (fp16), 1 q4g64 (the six weight matrices of
- *               each layer 4-bit, common/fg_q4.h; everything else fp16)
+ *      32    4  compression: 0 none, 1 q4g64 (each layer's fp16 weight matrices,
+ *               up to seven, 4-bit, common/fg_q4.h; a ggml-quantized one stays
+ *               as it is; everything else fp16)
  *      36    4  reserved, 0
  *      40    8  model identity: XXH3_64bits of 44 bytes: fg_wsrc_identity()
  *               of the weight source (u64; its kind, shaping config fields,
@@ -66,14 +68,20 @@
  *     320  n_tensors x 160, the tensor table:
  *                 0  96  name (canonical spec name, no "model."), NUL-padded
  *                96   4  spec index (fg_specs_new order)
- *               100   4  dtype: 1 = fp16, 2 = 4-bit (fg_q4.h: one slice of
- *                          (dims[0], dims[1]) grouped along dims[0]; ndim 2)
+ *               100   4  dtype: the format (common/fg_fmt.h) + 1: 1 = fp16,
+ *                          2 = FlexGen 4-bit (fg_q4.h: one slice of (dims[0],
+ *                          dims[1]) grouped along dims[0]), 3 F32, 4 BF16,
+ *                          5.. ggml's Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K,
+ *                          Q3_K, Q4_K, Q5_K, Q6_K, MXFP4 (rows of blocks as
+ *                          the GGUF file holds them, Q/K rows un-permuted);
+ *                          every dtype but 1 only for ndim 2
  *               104   4  ndim (1 or 2)
  *               108   4  reserved, 0
  *               112   8  dims[0]
  *               120   8  dims[1] (1 when ndim == 1)
  *               128   8  offset from the start of the file (multiple of 4096)
- *               136   8  nbytes = numel x 2 (fp16), 36 x ceil(dims[0]/64) x dims[1] (4-bit)
+ *               136   8  nbytes = fg_fmt_bytes(format, dims[0], dims[1]): numel x 2
+ *                          (fp16), 36 x ceil(dims[0]/64) x dims[1] (4-bit), ...
  *               144   8  XXH3_64bits of those nbytes bytes
  *               152   8  reserved, 0
  */
@@ -95,8 +103,8 @@ typedef struct {
     int ndim;
     int64_t dims[2];
     uint64_t offset;    /* from the start of the file, a multiple of 4096 */
-    uint64_t nbytes;    /* fp16: numel * 2; 4-bit: fg_q4_slice_bytes(dims[0], dims[1]) */
-    int q4;             /* dtype 2: compressed (fg_q4.h) */
+    uint64_t nbytes;    /* fg_fmt_bytes(fmt, dims[0], dims[1]) */
+    int fmt;            /* the tensor's format (common/fg_fmt.h): dtype - 1 */
     uint64_t checksum;  /* fg_store_checksum of the nbytes bytes */
 } fg_store_tensor;
 

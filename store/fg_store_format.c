@@ -7,6 +7,7 @@
  * checksum's arithmetic to libxxhash (fg_store_checksum). */
 #define _GNU_SOURCE
 #include "fg_store_int.h"
+#include "fg_fmt.h"
 #include "fg_q4.h"
 
 #include <errno.h>
@@ -44,7 +45,7 @@ void fg_store_layout_file(const fg_model_config *cfg, const fg_spec *specs, sfil
         t->ndim = sp->ndim;
         t->dims[0] = sp->dims[0];
         t->dims[1] = sp->ndim == 2 ? sp->dims[1] : 1;
-        t->q4 = fg_spec_is_q4(cfg, first + i);
+        t->fmt = fg_spec_fmt(cfg, specs, first + i);
         t->nbytes = fg_spec_stored_bytes(cfg, specs, first + i);
     }
     sf->header_bytes = store_round_up(HDR_FIXED + (uint64_t)sf->n * HDR_ENTRY);
@@ -77,7 +78,7 @@ void fg_store_encode_header(const fg_store *s, const sfile *sf, uint8_t *h) {
         const fg_store_tensor *t = &sf->t[i];
         put_str(e, 96, t->name);
         put32(e + 96, (uint32_t)t->spec);
-        put32(e + 100, t->q4 ? DTYPE_Q4 : DTYPE_FP16);
+        put32(e + 100, (uint32_t)t->fmt + 1);   /* DTYPE_FP16, DTYPE_Q4, then the table's order */
         put32(e + 104, (uint32_t)t->ndim);
         put64(e + 112, (uint64_t)t->dims[0]);
         put64(e + 120, (uint64_t)t->dims[1]);
@@ -194,9 +195,10 @@ static int decode_table(const uint8_t *h, hdr_info *hi, char *why, size_t whyn) 
         int wraps = t->dims[0] <= 0 || t->dims[1] <= 0 ||
                     __builtin_mul_overflow((uint64_t)t->dims[0], (uint64_t)t->dims[1], &numel) || numel > UINT64_MAX / 4;
         uint32_t dtype = get32(e + 100);
-        t->q4 = dtype == DTYPE_Q4;
-        uint64_t want = wraps ? 0 : t->q4 ? fg_q4_slice_bytes((uint64_t)t->dims[0], (uint64_t)t->dims[1]) : numel * 2;
-        if ((dtype != DTYPE_FP16 && !(t->q4 && t->ndim == 2)) || (t->ndim != 1 && t->ndim != 2) || wraps ||
+        t->fmt = (int)dtype - 1;
+        uint64_t want = wraps || !fg_fmt_get(t->fmt) ? 0 : fg_fmt_bytes(t->fmt, (uint64_t)t->dims[0], (uint64_t)t->dims[1]);
+        if (!fg_fmt_get(t->fmt) || (t->fmt != FG_FMT_F16 && t->ndim != 2) || (t->ndim != 1 && t->ndim != 2) || wraps ||
+            !want ||
             t->nbytes != want || t->offset % FG_STORE_ALIGN || t->offset < prev_end ||
             t->offset > hi->f.file_bytes || t->nbytes > hi->f.file_bytes - t->offset) {
             snprintf(why, whyn, "damaged header (tensor %s out of place)", t->name);

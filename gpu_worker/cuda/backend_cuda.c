@@ -27,6 +27,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "fg_fmt.h"
+
 #include "cuda_ops.h"
 #include "fg_backend.h"
 #include "fg_devsize.h"
@@ -283,6 +285,7 @@ float *fg_cu_samp(void *ctx, size_t V) {
 const fg_backend fg_backend_cuda = {
     .name = "cuda",
     .shares_host_cpu = 0,                    /* a device of its own */
+    .formats = 1u << FG_FMT_F16,             /* fp16 weights only (cuBLAS on them as stored) */
     .open = cu_open,                         /* device 0, three streams, cuBLAS on the compute stream */
     .close = cu_close,                       /* unregisters, frees, destroys */
     .workspace_bytes = fg_devsize_cuda_bytes, /* fg_devsize_cuda_layout's total (device/) */
