@@ -13,6 +13,7 @@
  * all layers instead (weights reloaded for every batch), as a baseline. */
 #include "fg_engine_flex.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 
 #include "fg_devsize.h"
 #include "fg_flex_int.h"
+#include "fg_fmt.h"
 
 fg_shm_handle fg_engine_handle(const fg_engine *e, fg_loc l) {
     return (fg_shm_handle){.segment = l.seg == SEG_DEV ? FG_SEG_DEVICE : e->seg_idx[l.seg], .offset = l.off,
@@ -272,6 +274,27 @@ static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
 
 /* The plan's shared memory fits /dev/shm, or the run is refused before any
  * worker starts: a tmpfs that runs out kills the run later with SIGBUS. */
+/* The weights' bytes per tier, as the plan holds them, and per format: a
+ * quantized file's bytes, not its expansion (docs/CLI.md, "weight bytes"). */
+static void log_weight_bytes(const fg_plan *pl) {
+    uint64_t tier[FG_NTIERS] = {0}, fmt[FG_FMT_COUNT] = {0};
+    int nfmt[FG_FMT_COUNT] = {0};
+    for (int i = 0; i < fg_spec_count(pl->c); i++) {
+        if (!fg_plan_spec_here(pl, i)) continue;
+        uint64_t b = fg_spec_stored_bytes(pl->c, pl->sp, i);
+        int f = pl->sp[i].ndim == 1 ? FG_FMT_F16 : fg_spec_fmt(pl->c, pl->sp, i);
+        tier[pl->wtier[i]] += b, fmt[f] += b, nfmt[f]++;
+    }
+    char by[256] = "";
+    size_t n = 0;
+    for (int f = 0; f < FG_FMT_COUNT && n < sizeof by; f++)
+        if (nfmt[f])
+            n += (size_t)snprintf(by + n, sizeof by - n, "%s%s %d tensors %" PRIu64, n ? ", " : "", fg_fmt_name(f),
+                                  nfmt[f], fmt[f]);
+    fg_info("weight bytes gpu/cpu/disk: %" PRIu64 "/%" PRIu64 "/%" PRIu64 " (%s)", tier[FG_TIER_GPU],
+            tier[FG_TIER_CPU], tier[FG_TIER_DISK], by);
+}
+
 static fg_status check_shm(const fg_plan *pl) {
     uint64_t need = 0;
     char what[256] = "";
@@ -416,6 +439,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     char desc[256];
     fg_policy_describe(&fo.policy, desc, sizeof desc);
     fg_info("policy: %s; schedule %s", desc, fo.schedule_row ? "row" : "zig-zag block");
+    log_weight_bytes(pl);
 
     if ((st = check_shm(pl))) goto out;
     double t0 = fg_now();

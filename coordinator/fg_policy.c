@@ -39,10 +39,10 @@ fg_status fg_policy_validate(const fg_policy *p) {
 void fg_policy_weight_tiers(const fg_policy *p, const fg_spec *specs, int layer, fg_tier *tiers) {
     int first = layer < 0 ? 0 : fg_spec_layer(layer, 0), count = layer < 0 ? FG_GW_COUNT : FG_LW_COUNT;
     double total = 0, before = 0;
-    for (int i = first; i < first + count; i++)
-        if (specs[i].present) total += (double)fg_spec_numel(&specs[i]);
+    fg_model_config held = {.compress_weight = p->compress_weight};   /* all fg_spec_stored_bytes reads of it */
+    for (int i = first; i < first + count; i++) total += (double)fg_spec_stored_bytes(&held, specs, i);
     for (int i = first; i < first + count; i++) {
-        double sz = specs[i].present ? (double)fg_spec_numel(&specs[i]) : 0;
+        double sz = (double)fg_spec_stored_bytes(&held, specs, i);
         double mid = total > 0 ? 100.0 * (before + sz / 2) / total : 0;
         tiers[i - first] = choose(mid, p->w_gpu, p->w_cpu);
         before += sz;
