@@ -252,7 +252,13 @@ uint64_t fg_fmt_bytes(int fmt, uint64_t out, uint64_t in) {
     return out * fg_fmt_row_bytes(fmt, in);
 }
 
+static int use_simd = 1;
+
+void fg_fmt_use_simd(int on) { use_simd = on; }
+
 void fg_fmt_to_f32(int fmt, const void *src, float *dst, uint64_t n) {
     const fg_fmt_info *f = fg_fmt_get(fmt);
-    if (f && f->to_f32) f->to_f32(src, dst, n);
+    if (!f || !f->to_f32) return;
+    fg_fmt_fn fast = use_simd ? fg_fmt__fast(fmt) : NULL;
+    (fast ? fast : f->to_f32)(src, dst, n);
 }

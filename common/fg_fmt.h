@@ -46,6 +46,8 @@ typedef enum {
 } fg_fmt;
 _Static_assert(FG_FMT_COUNT <= 16, "a format is a nibble in fg_model_desc");
 
+typedef void (*fg_fmt_fn)(const uint8_t *src, float *dst, uint64_t n);
+
 typedef struct {
     const char *name;     /* "Q4_K", ggml's spelling; "Q4G64"; "F16" */
     int ggml_type;        /* ggml's type id, -1 for Q4G64 */
@@ -53,7 +55,7 @@ typedef struct {
     int block_bytes;      /* bytes per block */
     /* n values (n % block == 0) from src, at a block boundary, into dst as
      * fp32; NULL for Q4G64 (fg_q4.h expands it) */
-    void (*to_f32)(const uint8_t *src, float *dst, uint64_t n);
+    fg_fmt_fn to_f32;
 } fg_fmt_info;
 
 /* NULL for a number outside the table. */
@@ -70,7 +72,14 @@ uint64_t fg_fmt_bytes(int fmt, uint64_t out, uint64_t in);
 /* Bytes of one row of `in` values (ggml formats, F16). */
 uint64_t fg_fmt_row_bytes(int fmt, uint64_t in);
 
-/* n values of fmt (a ggml format or F16) at a block boundary into fp32. */
+/* n values of fmt (a ggml format or F16) at a block boundary into fp32:
+ * the AVX-512 form where the CPU has it and fg_fmt_x86.c has one (the same
+ * bits), else the portable one (the table's to_f32). */
 void fg_fmt_to_f32(int fmt, const void *src, float *dst, uint64_t n);
+/* Tests: 0 = the portable forms only, 1 = the fast ones where they exist
+ * (the default). */
+void fg_fmt_use_simd(int on);
+/* fg_fmt_x86.c: the fast form of fmt, NULL where there is none. */
+fg_fmt_fn fg_fmt__fast(int fmt);
 
 #endif

@@ -11,6 +11,7 @@
 #include "fg_ops.h"
 #include "fg_pool.h"
 #include "fg_fmt.h"
+#include "fg_gemm_q.h"
 #include "fg_q4.h"
 
 #if defined(__x86_64__)
@@ -335,6 +336,7 @@ static void *scratch(int slot, size_t bytes) {
 typedef struct {
     float *y;
     const float *x;
+    const float *xs;    /* the fused kernel's per-call scratch (fg_gemm_q.h) */
     const fg_half *W;   /* fp16 weights, or NULL and */
     const uint8_t *Wq;  /* a compressed (fg_q4) slice, or ggml blocks of format fmt */
     int fmt;            /* FG_FMT_F16, FG_FMT_Q4G64, or a ggml format */
@@ -407,12 +409,25 @@ static void large_task(void *p, int t) {
                 j->y + o0, j->out);
 }
 
+/* The fused ggml kernel over a block of outputs. */
+static void fused_task(void *p, int t) {
+    const gemm_job *j = p;
+    int o0 = t * j->chunk, o1 = o0 + j->chunk < j->out ? o0 + j->chunk : j->out;
+    fg_gemm_q_outputs(j->fmt, j->Wq, j->x, j->xs, j->rows, j->in, j->out, o0, o1, j->y);
+}
+
 static void gemm(gemm_job j, const fg_half *bias) {
     int rows = j.rows, in = j.in, out = j.out;
     if (rows <= 0 || out <= 0) return;
     double t0 = fg_now();
     int threads = fg_pool_threads();
-    if (rows <= FG_GEMM_SMALL_ROWS) {
+    if (fg_gemm_q_fused(j.fmt, rows, in)) {
+        float *xs = scratch(1, fg_gemm_q_scratch(j.fmt, rows, in) + 64);
+        fg_gemm_q_prepare(j.fmt, j.x, rows, in, xs);
+        j.xs = xs;
+        j.chunk = 64;
+        fg_pool_run((out + j.chunk - 1) / j.chunk, fused_task, &j);
+    } else if (rows <= FG_GEMM_SMALL_ROWS) {
         j.chunk = small_chunk(rows);
         fg_pool_run((out + j.chunk - 1) / j.chunk, small_task, &j);
     } else {

@@ -4,7 +4,9 @@ gguf-py's numpy `dequantize` (llama.cpp's own package; scripts/fetch-gguf-py.sh
 puts it in the cache), bit for bit in fp32:
   1. blocks: for every format the engine keeps, 4096 random blocks (every code
      random; fp16 scales random finite values, some zero; MXFP4 exponents over
-     their range and the e < 2 subnormals), dequantized by both: equal bits;
+     their range and the e < 2 subnormals), dequantized by both: equal bits,
+     for the engine's AVX-512 forms (fg_fmt_x86.c, used where the CPU has
+     AVX-512) and its portable ones;
   2. tensors in a GGUF file (written with gguf-py's GGUFWriter): for every
      format a Llama model's attn_q / attn_k (un-permuted by the engine's
      fg_gguf_read_raw with the head counts, numpy un-permutes gguf-py's
@@ -48,10 +50,11 @@ def blocks(tmp, rng):
         raw = gb.random_blocks(fmt, 4096, rng)
         inp, out = os.path.join(tmp, fmt + ".raw"), os.path.join(tmp, fmt + ".f32")
         raw.tofile(inp)
-        subprocess.run([TOOL, "blocks", fmt, inp, out], check=True)
         vals = gb.LAYOUT[fmt][0]
         ref = gb.dequantize(fmt, raw.reshape(1, -1), (1, raw.shape[0] * vals), gguf)
-        check(f"{fmt} random blocks", np.fromfile(out, np.float32).reshape(ref.shape), ref)
+        for form in ("fast", "portable"):   # the AVX-512 forms where there are, and the portable ones
+            subprocess.run([TOOL, *(["--portable"] if form == "portable" else []), "blocks", fmt, inp, out], check=True)
+            check(f"{fmt} random blocks ({form})", np.fromfile(out, np.float32).reshape(ref.shape), ref)
 
 
 def unpermute(w, heads):

@@ -14,6 +14,8 @@
  *                                 (fg_gguf_read_raw, un-permuted as dump does)
  *                                 and dequantized by fg_fmt_to_f32 into
  *                                 DIR/<name>.f32 (raw fp32)
+ *   gguf_tool --portable ...      any command with fg_fmt.h's portable
+ *                                 dequantizers only (not the AVX-512 ones)
  *   gguf_tool blocks FMT IN OUT   the raw blocks of format FMT ("Q4_K") in
  *                                 file IN dequantized into OUT (raw fp32)
  *
@@ -210,6 +212,10 @@ static int cmd_read(const fg_gguf *g, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--portable")) {   /* the dequantizers' portable forms only */
+        fg_fmt_use_simd(0);
+        argv++, argc--;
+    }
     if (argc < 3 || ((!strcmp(argv[1], "dump") || !strcmp(argv[1], "dequant")) && argc != 4) ||
         (!strcmp(argv[1], "read") && argc < 4) || (!strcmp(argv[1], "blocks") && argc != 5)) {
         fprintf(stderr, "usage: gguf_tool meta FILE | dump FILE DIR | dequant FILE DIR | blocks FMT IN OUT | "

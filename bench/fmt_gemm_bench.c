@@ -1,0 +1,149 @@
+/* fmt_gemm_bench.c - `flexgen-fmt-bench`: a Linear layer on weights of each
+ * format (fg_gemm_fmt) at one shape, beside this machine's limits measured in
+ * the same process: memory read bandwidth (a sum over a buffer 4x the
+ * largest cache, all threads) and the fp32 GEMM peak (OpenBLAS sgemm,
+ * 2048^3). Per format and row count: the median of --reps runs, the weight
+ * bytes read per second (its share of the read bandwidth) and FLOP/s (its
+ * share of the peak).
+ *
+ *   flexgen-fmt-bench [--out N] [--in N] [--rows 1,32] [--reps N] [--formats F16,Q8_0,...]
+ *
+ * The weights are random valid blocks (every byte random but the fp16 scales,
+ * set small and finite). Threads: FLEXGEN_THREADS (the pool's setting). */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fg_common.h"
+#include "fg_fmt.h"
+#include "fg_gemm.h"
+#include "fg_pool.h"
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *t, int n) {
+    qsort(t, (size_t)n, sizeof *t, cmp_d);
+    return t[n / 2];
+}
+
+typedef struct {
+    const float *buf;
+    size_t n;
+    double sum[64];
+} read_job;
+
+static void read_task(void *p, int t) {
+    read_job *j = p;
+    size_t per = j->n / (size_t)fg_pool_threads(), lo = per * (size_t)t;
+    const float *b = j->buf + lo;
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 4 <= per; i += 4) s0 += b[i], s1 += b[i + 1], s2 += b[i + 2], s3 += b[i + 3];
+    j->sum[t] = s0 + s1 + s2 + s3;
+}
+
+/* GB/s of a parallel read of 1 GiB, median of 5. */
+static double read_bandwidth(void) {
+    size_t n = (1u << 30) / sizeof(float);
+    float *buf = fg_alloc_tensor(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
+    read_job j = {.buf = buf, .n = n};
+    double t[5];
+    for (int r = 0; r < 5; r++) {
+        double t0 = fg_now();
+        fg_pool_run(fg_pool_threads(), read_task, &j);
+        t[r] = fg_now() - t0;
+    }
+    free(buf);
+    return (double)n * sizeof(float) / median(t, 5) / 1e9;
+}
+
+static double sgemm_peak(void) {
+    int n = 2048;
+    float *a = fg_alloc_tensor(sizeof(float) * (size_t)n * n), *b = fg_alloc_tensor(sizeof(float) * (size_t)n * n),
+          *c = fg_alloc_tensor(sizeof(float) * (size_t)n * n);
+    for (size_t i = 0; i < (size_t)n * n; i++) a[i] = b[i] = 0.001f * (float)(i % 13);
+    double t[3];
+    for (int r = 0; r < 3; r++) {
+        double t0 = fg_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        t[r] = fg_now() - t0;
+    }
+    free(a), free(b), free(c);
+    return 2.0 * n * n * n / median(t, 3) / 1e9;
+}
+
+/* Random valid blocks of fmt for an [out, in] matrix. */
+static uint8_t *random_weight(int fmt, int out, int in, uint64_t *bytes) {
+    const fg_fmt_info *f = fg_fmt_get(fmt);
+    *bytes = fg_fmt_bytes(fmt, (uint64_t)out, (uint64_t)in);
+    uint8_t *w = fg_alloc_tensor((size_t)*bytes);
+    uint64_t s = 88172645463325252ull;
+    for (uint64_t i = 0; i < *bytes; i++) s ^= s << 13, s ^= s >> 7, s ^= s << 17, w[i] = (uint8_t)s;
+    /* the fp16 scale fields (ggml-common.h), -1: none; set to 2^-8 */
+    static const int scale_off[FG_FMT_COUNT][2] = {
+        [FG_FMT_F16] = {-1, -1}, [FG_FMT_Q4G64] = {-1, -1}, [FG_FMT_F32] = {-1, -1}, [FG_FMT_BF16] = {-1, -1},
+        [FG_FMT_Q8_0] = {0, -1}, [FG_FMT_Q4_0] = {0, -1}, [FG_FMT_Q4_1] = {0, 2}, [FG_FMT_Q5_0] = {0, -1},
+        [FG_FMT_Q5_1] = {0, 2}, [FG_FMT_Q2_K] = {80, 82}, [FG_FMT_Q3_K] = {108, -1}, [FG_FMT_Q4_K] = {0, 2},
+        [FG_FMT_Q5_K] = {0, 2}, [FG_FMT_Q6_K] = {208, -1}, [FG_FMT_MXFP4] = {-1, -1}};
+    uint64_t nb = *bytes / (uint64_t)f->block_bytes;
+    for (uint64_t b = 0; b < nb; b++) {
+        uint8_t *blk = w + b * (uint64_t)f->block_bytes;
+        for (int k = 0; k < 2; k++)
+            if (scale_off[fmt][k] >= 0) blk[scale_off[fmt][k]] = 0x00, blk[scale_off[fmt][k] + 1] = 0x1c;
+        if (fmt == FG_FMT_MXFP4) blk[0] = 120;
+        if (fmt == FG_FMT_F16 || fmt == FG_FMT_BF16) blk[1] = fmt == FG_FMT_F16 ? 0x1c : 0x3c;   /* small finite */
+    }
+    if (fmt == FG_FMT_F32)
+        for (uint64_t i = 0; i < *bytes / 4; i++) ((float *)w)[i] = 0.01f * (float)(i % 7);
+    return w;
+}
+
+int main(int argc, char **argv) {
+    int out = 5632, in = 2048, reps = 15;
+    const char *rows_s = "1,32", *fmts_s = "F16,Q8_0,Q4_0,Q4_K,Q5_K,Q6_K,MXFP4";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--out")) out = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--in")) in = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--rows")) rows_s = argv[i + 1];
+        else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--formats")) fmts_s = argv[i + 1];
+        else return fprintf(stderr, "usage: flexgen-fmt-bench [--out N] [--in N] [--rows 1,32] [--reps N] [--formats F,..]\n"), 2;
+    }
+    double bw = read_bandwidth(), peak = sgemm_peak();
+    printf("machine: %d threads, memory read %.1f GB/s, sgemm peak %.1f GFLOP/s\n", fg_pool_threads(), bw, peak);
+    printf("shape [%d, %d] (out, in), median of %d\n", out, in, reps);
+    printf("%-6s %5s %10s %10s %7s %10s %7s\n", "format", "rows", "ms", "GB/s", "of bw", "GFLOP/s", "of peak");
+    char fl[256];
+    snprintf(fl, sizeof fl, "%s", fmts_s);
+    for (char *tok = strtok(fl, ","); tok; tok = strtok(NULL, ",")) {
+        int fmt = -1;
+        for (int f = 0; f < FG_FMT_COUNT; f++)
+            if (!strcmp(fg_fmt_name(f), tok)) fmt = f;
+        if (fmt < 0 || fmt == FG_FMT_Q4G64) return fprintf(stderr, "flexgen-fmt-bench: no format %s\n", tok), 2;
+        uint64_t wb;
+        uint8_t *W = random_weight(fmt, out, in, &wb);
+        char rl[64];
+        snprintf(rl, sizeof rl, "%s", rows_s);
+        for (char *rt = rl, *save = NULL, *r = strtok_r(rt, ",", &save); r; r = strtok_r(NULL, ",", &save)) {
+            int rows = atoi(r);
+            float *x = fg_alloc_tensor(sizeof(float) * (size_t)rows * in), *y = fg_alloc_tensor(sizeof(float) * (size_t)rows * out);
+            for (size_t i = 0; i < (size_t)rows * in; i++) x[i] = 0.01f * (float)(i % 11);
+            double *t = fg_xmalloc(sizeof(double) * (size_t)reps);
+            for (int k = 0; k < reps; k++) {
+                double t0 = fg_now();
+                fg_gemm_fmt(y, x, W, fmt, NULL, rows, in, out);
+                t[k] = fg_now() - t0;
+            }
+            double s = median(t, reps), gbs = (double)wb / s / 1e9, gf = 2.0 * rows * in * out / s / 1e9;
+            printf("%-6s %5d %10.3f %10.2f %6.0f%% %10.1f %6.0f%%\n", tok, rows, s * 1e3, gbs, 100 * gbs / bw, gf,
+                   100 * gf / peak);
+            free(t), free(x), free(y);
+        }
+        free(W);
+    }
+    return 0;
+}
