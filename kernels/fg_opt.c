@@ -162,13 +162,6 @@ void fg_opt_attn_out(float *h, const float *ctx, const fg_step *st, const fg_mod
     fg_round_fp16_n(h, n);
 }
 
-void fg_opt_attn_block(float *h, void *kc, void *vc, int Tmax, const fg_step *st,
-                       const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws) {
-    fg_opt_attn_qkv(ws->q, ws->k, ws->v, h, st, c, w, ws);
-    fg_opt_attn_core(ws->ctx, ws->q, ws->k, ws->v, kc, vc, Tmax, st, c);
-    fg_opt_attn_out(h, ws->ctx, st, c, w, ws);
-}
-
 void fg_opt_mlp_block(float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *w,
                       fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden, F = c->ffn_dim;

@@ -77,15 +77,14 @@ void fg_opt_positions(int *pos, const fg_step *st);
 void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_model_config *c,
                   const fg_global_w *g, fg_opt_ws *ws);
 
-/* h (B*S, H) in/out: the attention block of one layer. Writes the step's k, v
- * (rounded to fp16) into the cache at positions [past, past+S).
- * kc, vc (Tmax, B, H) fp16, time-major; with c->compress_cache, Tmax*B*n_heads
- * fg_q4 head slices in the same order (fg_cache_row_bytes per position and
- * sequence): attention then reads the past [0, past) expanded and the
- * step's own k, v as computed (FlexGen's order: the new entries are
- * compressed as they are stored). The three pieces below, in order. */
-void fg_opt_attn_block(float *h, void *kc, void *vc, int Tmax, const fg_step *st,
-                       const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws);
+/* The attention block of one layer (fg_fwd_attn_block runs the three pieces
+ * below in order) writes the step's k, v (rounded to fp16) into the cache at
+ * positions [past, past+S). kc, vc (Tmax, B, KV*d) fp16, time-major: the
+ * cache holds the n_kv_heads heads only (GQA); with c->compress_cache,
+ * Tmax*B*n_kv_heads fg_q4 head slices in the same order (fg_cache_row_bytes
+ * per position and sequence): attention then reads the past [0, past)
+ * expanded and the step's own k, v as computed (FlexGen's order: the new
+ * entries are compressed as they are stored). */
 
 /* The attention block in pieces a scheduler can place apart: with
  * cpu_cache_compute the GPU runs qkv and out, the CPU worker runs core over

@@ -1,7 +1,8 @@
-/* fg_weights.h - a source of OPT weights: a Hugging Face directory
- * (model.safetensors, or shards + model.safetensors.index.json), a FlexGen
- * numpy directory (one .npy file per tensor, no extension), or seeded dummy
- * weights. Opening validates every tensor's name, dtype, shape and byte range
+/* fg_weights.h - a source of weights of any family (OPT, the Llama family):
+ * a Hugging Face directory (model.safetensors, or shards +
+ * model.safetensors.index.json), a FlexGen numpy directory (one .npy file
+ * per tensor, no extension), a GGUF file, a llama2.c checkpoint, or seeded
+ * dummy weights. Opening validates every tensor's name, dtype, shape and byte range
  * against the config; reading converts one tensor at a time to fp16, so a
  * model larger than RAM can be streamed (files are mmap'ed, never slurped). */
 #ifndef FG_WEIGHTS_H

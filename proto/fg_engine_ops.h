@@ -16,8 +16,10 @@
  * from the arena's start. A COPY between a shm handle and a device handle
  * is a host-to-device or device-to-host transfer, done by the backend.
  *
- * Tensors: hidden states, q, k, v, ctx and the KV cache are fp16; weights
- * are fp16 in the shapes fg_specs_new() gives; ids int32; masks uint8 (1 =
+ * Tensors: hidden states, q, k, v, ctx and the KV cache are fp16 (the cache
+ * FlexGen 4-bit under compress_cache); weights in the shapes fg_specs_new()
+ * gives, each in its format (common/fg_fmt.h: fp16, FlexGen 4-bit, or ggml
+ * blocks; the op's model description names a layer's, fg_config_fmt); ids int32; masks uint8 (1 =
  * real token); logits fp32; generator states u64. B = sequences, S = new
  * tokens per sequence, H hidden, V vocabulary, Tmax cache positions, A query
  * heads, KV kv heads, d head_dim (the model description's).
