@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fg_devsize.h"
+#include "fg_fmt.h"
 #include "fg_cmds.h"
 #include "fg_cost_pipe.h"
 #include "fg_policy_auto.h"
@@ -162,12 +163,14 @@ static const char *gb(double b, char *buf) {
 }
 
 /* The model's arithmetic, FlexGen paper style. */
+static json_t *formats_json(const fg_model_config *c, const fg_spec *sp);
+
 static json_t *arithmetic(const fg_model_config *c, const fg_spec *sp, int S, int G, const fg_policy *p) {
     fg_cost_case cs = {0};
     fg_cost_case_weights(&cs, c, sp);
     double H = c->hidden, Q = fg_config_q_dim(c), V = c->vocab_size, L = c->n_layers;
     double per_row = fg_config_layer_flops(c);   /* q, k, v, o and the MLP's matrices, by the description */
-    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+    return json_pack("{s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "weight_formats", formats_json(c, sp),
                      "weight_bytes_per_layer", cs.layer_bytes,
                      "weight_bytes_total", cs.layer_bytes * L + cs.model_bytes,
                      "kv_cache_bytes_per_sequence", 2.0 * L * (S + G) * (double)fg_cache_row_bytes(c),
@@ -179,6 +182,38 @@ static json_t *arithmetic(const fg_model_config *c, const fg_spec *sp, int S, in
 
 static double num(json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }
 
+/* The weights by storage format (common/fg_fmt.h) as the tiers hold them
+ * under the config's compression: {"Q4_K": {"tensors", "bytes"}, ...}, and
+ * the smallest and largest decoder layer (a Q4_K_M file's differ). */
+static json_t *formats_json(const fg_model_config *c, const fg_spec *sp) {
+    json_t *o = json_object();
+    for (int i = 0; i < fg_spec_count(c); i++) {
+        if (!sp[i].present) continue;
+        const char *name = fg_fmt_name(sp[i].ndim == 1 ? FG_FMT_F16 : fg_spec_fmt(c, sp, i));
+        json_t *e = json_object_get(o, name);
+        if (!e) json_object_set_new(o, name, e = json_pack("{s:i, s:f}", "tensors", 0, "bytes", 0.0));
+        json_object_set_new(e, "tensors", json_integer(json_integer_value(json_object_get(e, "tensors")) + 1));
+        json_object_set_new(e, "bytes", json_real(num(e, "bytes") + (double)fg_spec_stored_bytes(c, sp, i)));
+    }
+    double lo = 0, hi = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        double b = 0;
+        for (int w = 0; w < FG_LW_COUNT; w++) b += (double)fg_spec_stored_bytes(c, sp, fg_spec_layer(l, w));
+        lo = l == 0 || b < lo ? b : lo, hi = b > hi ? b : hi;
+    }
+    return json_pack("{s:o, s:f, s:f}", "by_format", o, "layer_bytes_min", lo, "layer_bytes_max", hi);
+}
+
+static void print_formats(json_t *f) {
+    char b1[32], b2[32];
+    const char *k;
+    json_t *e;
+    printf("  by format:");
+    json_object_foreach(json_object_get(f, "by_format"), k, e)
+        printf(" %s %d tensors %s;", k, (int)json_integer_value(json_object_get(e, "tensors")), gb(num(e, "bytes"), b1));
+    printf(" a layer %s to %s\n", gb(num(f, "layer_bytes_min"), b1), gb(num(f, "layer_bytes_max"), b2));
+}
+
 static void print_text(const policy_args *a, const fg_model_config *c, const fg_hw *hw, const fg_search_result *r,
                        json_t *ar, int S, const fg_pipecost *pp) {
     char b1[32], b2[32], b3[32];
@@ -187,6 +222,7 @@ static void print_text(const policy_args *a, const fg_model_config *c, const fg_
            c->name, fg_config_family_name(c), c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, c->ffn_dim,
            c->vocab_size, S, a->G);
     printf("  weights %s per layer, %s in all\n", gb(num(ar, "weight_bytes_per_layer"), b1), gb(num(ar, "weight_bytes_total"), b2));
+    print_formats(json_object_get(ar, "weight_formats"));
     printf("  KV cache at the end %s per sequence, %s per block; activations %s per GPU batch\n",
            gb(num(ar, "kv_cache_bytes_per_sequence"), b1), gb(num(ar, "kv_cache_bytes_per_block"), b2),
            gb(num(ar, "activation_bytes_per_gpu_batch"), b3));

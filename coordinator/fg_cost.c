@@ -28,11 +28,14 @@ void fg_cost_case_weights(fg_cost_case *cs, const fg_model_config *c, const fg_s
     cs->layer_fp16_bytes = 0;
     for (int i = 0; i < FG_GW_COUNT; i++)
         if (sp[i].present) cs->model_bytes += (double)fg_spec_stored_bytes(c, sp, i);
-    for (int i = 0; i < FG_LW_COUNT; i++)
-        if (sp[fg_spec_layer(0, i)].present) {
-            cs->layer_bytes += (double)fg_spec_stored_bytes(c, sp, fg_spec_layer(0, i));   /* as moved: compressed or not */
-            cs->layer_fp16_bytes += 2.0 * (double)fg_spec_numel(&sp[fg_spec_layer(0, i)]);
-        }
+    /* a layer's bytes as moved (compressed, or in the file's formats, which
+     * may differ by layer: a Q4_K_M file's Q6_K layers): the mean layer */
+    for (int l = 0; l < c->n_layers; l++)
+        for (int i = 0; i < FG_LW_COUNT; i++)
+            if (sp[fg_spec_layer(l, i)].present) {
+                cs->layer_bytes += (double)fg_spec_stored_bytes(c, sp, fg_spec_layer(l, i)) / c->n_layers;
+                cs->layer_fp16_bytes += 2.0 * (double)fg_spec_numel(&sp[fg_spec_layer(l, i)]) / c->n_layers;
+            }
 }
 
 /* Seconds of a GEMM of `flops` over `rows` rows. */
