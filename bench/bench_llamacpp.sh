@@ -25,8 +25,13 @@
 # not the model's load or the context's creation). Medians over the REPS.
 # Disk: case b needs about 53 GB free under OFFLOAD_DIR (the GGUF and our
 # tier store); both are removed at exit. Not for CI.
+#   c  llama-2-70b's shapes, LAYERS of its 80 layers (bench/bench_quant.sh:
+#      Q4_K_M, 48 layers, 25 GB: larger than memory, and with our tier store
+#      beside it within this disk), as b.
+# MIX: the weights' format (gguf_random.py --mix: F16, Q8_0, q4_k_m, ...).
 # Usage: [REPS=3] [OFFLOAD_DIR=/var/tmp] [PROMPT_LEN=32 GEN=32] [PROMPT_LEN_B=8 GEN_B=4]
-#        [GPU_MEM=4G CPU_MEM=12G] [PROMPT_COUNTS="1 32"] bench/bench_llamacpp.sh [a|b|ab]   (build first)
+#        [GPU_MEM=4G CPU_MEM=12G] [PROMPT_COUNTS="1 32"] [MIX=F16] [LAYERS=N]
+#        bench/bench_llamacpp.sh [a|b|c|ab...]   (build first)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=/usr/bin/python3
@@ -54,14 +59,14 @@ ours() {   # CASE N GEN P.json GGUF flags...
   "$flexgen" run --model "$gguf" --prompt-ids "$p" --gen-len "$gen" --ignore-eos --policy auto \
     --offload-dir "$work/off" --out "$work/out.jsonl" --report "$work/r.json" "$@" 2>"$work/ours.log" ||
     { grep error "$work/ours.log" | tail -3; return 1; }
-  "$py" -c 'import json, sys
+  "$py" -c 'import json, os, sys
 r = json.load(open(sys.argv[1])); toks = [o["output_ids"] for o in sorted((json.loads(l) for l in open(sys.argv[2])), key=lambda o: o["id"])]
 print(json.dumps({"case": sys.argv[3], "prompts": int(sys.argv[4]), "engine": "ours",
                   "tokens_per_s": r["throughput_tokens_per_s"], "gen_s": r["prefill_s"] + r["decode_s"],
                   "prefill_s": r["prefill_s"], "decode_s": r["decode_s"], "generated": r["generated_tokens"],
-                  "wall_s": float(sys.argv[5]), "policy": r.get("policy"),
+                  "wall_s": float(sys.argv[5]), "policy": r.get("policy"), "model_bytes": os.path.getsize(sys.argv[6]),
                   "disk_read_bytes": r.get("disk_read_bytes"), "tokens": toks}))' \
-    "$work/r.json" "$work/out.jsonl" "$c" "$n" "$(echo "$(date +%s.%N) - $t0" | bc)" >>"$res"
+    "$work/r.json" "$work/out.jsonl" "$c" "$n" "$(echo "$(date +%s.%N) - $t0" | bc)" "$gguf" >>"$res"
   grep -E "policy auto|profile \[" "$work/ours.log" | head -2 | sed 's/^/    /'
 }
 
@@ -83,7 +88,8 @@ run_case() {   # CASE SIZE PROMPT_LEN GEN flags...
   shift 4
   local gguf=$work/$size.gguf t0
   t0=$(date +%s)
-  "$py" "$root/bench/gguf_random.py" --size "$size" --out "$gguf" | sed 's/^/  /' || return 1
+  "$py" "$root/bench/gguf_random.py" --size "$size" --out "$gguf" --mix "${MIX:-F16}" ${LAYERS:+--layers "$LAYERS"} |
+    sed 's/^/  /' || return 1
   echo "  written in $(($(date +%s) - t0)) s ($(df -h --output=avail "$work" | tail -1 | tr -d ' ') free)"
   for n in $counts; do
     prompts "$n" "$plen" "$work/p$n.json"
@@ -98,12 +104,17 @@ run_case() {   # CASE SIZE PROMPT_LEN GEN flags...
 
 echo "bench_llamacpp: $(date -u +%FT%TZ), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, REPS=$reps"
 case $cases in *a*)
-  echo "a: tinyllama-1.1b shapes, F16, fits in memory"
-  run_case "a tinyllama-1.1b (2.2 GB)" tinyllama-1.1b "${PROMPT_LEN:-32}" "${GEN:-32}" ;;
+  echo "a: tinyllama-1.1b shapes, ${MIX:-F16}, fits in memory"
+  run_case "a tinyllama-1.1b ${MIX:-F16}" tinyllama-1.1b "${PROMPT_LEN:-32}" "${GEN:-32}" ;;
 esac
 case $cases in *b*)
   echo "b: llama-2-13b shapes, F16, 26 GB (larger than memory); ours --gpu-mem ${GPU_MEM:-4G} --cpu-mem ${CPU_MEM:-12G}"
   run_case "b llama-2-13b (26 GB)" llama-2-13b "${PROMPT_LEN_B:-8}" "${GEN_B:-4}" \
+    --gpu-mem "${GPU_MEM:-4G}" --cpu-mem "${CPU_MEM:-12G}" ;;
+esac
+case $cases in *c*)
+  echo "c: llama-2-70b shapes, ${MIX:-F16}, ${LAYERS:-80} layers (larger than memory); ours --gpu-mem ${GPU_MEM:-4G} --cpu-mem ${CPU_MEM:-12G}"
+  run_case "c llama-2-70b ${MIX:-F16} ${LAYERS:-80} layers" llama-2-70b "${PROMPT_LEN_B:-8}" "${GEN_B:-4}" \
     --gpu-mem "${GPU_MEM:-4G}" --cpu-mem "${CPU_MEM:-12G}" ;;
 esac
 
@@ -115,8 +126,8 @@ for r in rows:
     if (r["case"], r["prompts"]) not in keys:
         keys.append((r["case"], r["prompts"]))
 print()
-print("| model | prompts | ours tok/s (median) | llama.cpp tok/s (median) | ours / llama.cpp | same tokens |")
-print("| --- | --- | --- | --- | --- | --- |")
+print("| model | prompts | ours tok/s (median) | llama.cpp tok/s (median) | ours / llama.cpp | same tokens | ours decode GB/s |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
 for c, n in keys:
     o = [r for r in rows if (r["case"], r["prompts"], r["engine"]) == (c, n, "ours")]
     t = [r for r in rows if (r["case"], r["prompts"], r["engine"]) == (c, n, "llama.cpp")]
@@ -127,10 +138,13 @@ for c, n in keys:
         for a, b in zip(o[-1]["tokens"], t[-1]["tokens"]):
             same += sum(x == y for x, y in zip(a, b))
             tot += len(a)
-    print("| %s | %d | %.3f (%s) | %.3f (%s) | %.2f | %s |" % (
+    # weight bytes a decode step reads (the file's) over its median time: steps = new tokens - 1 per prompt
+    gbs = [r["model_bytes"] * (r["generated"] / r["prompts"] - 1) / r["decode_s"] / 1e9 for r in o
+           if r.get("model_bytes") and r["decode_s"] > 0]
+    print("| %s | %d | %.3f (%s) | %.3f (%s) | %.2f | %s | %s |" % (
         c.split(" ", 1)[1], n, mo, ", ".join("%.3f" % r["tokens_per_s"] for r in o), mt,
         ", ".join("%.3f" % r["tokens_per_s"] for r in t), mo / mt if mt else float("nan"),
-        "%d/%d" % (same, tot) if tot else "-"))
+        "%d/%d" % (same, tot) if tot else "-", "%.2f" % statistics.median(gbs) if gbs else "-"))
 pol = [r.get("policy") for r in rows if r["engine"] == "ours"]
 mode = sorted({r.get("mode", "") for r in rows if r["engine"] == "llama.cpp"})
 print("\nours' policies: %s\nllama.cpp: %s" % (sorted(set(p for p in pol if p)), mode))

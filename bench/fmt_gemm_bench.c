@@ -9,7 +9,9 @@
  *   flexgen-fmt-bench [--out N] [--in N] [--rows 1,32] [--reps N] [--formats F16,Q8_0,...]
  *
  * The weights are random valid blocks (every byte random but the fp16 scales,
- * set small and finite). Threads: FLEXGEN_THREADS (the pool's setting). */
+ * set small and finite), in copies filling 512 MiB or more that successive
+ * runs walk, so each reads its weight from memory. Threads: FLEXGEN_THREADS
+ * (the pool's setting). */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,8 +126,11 @@ int main(int argc, char **argv) {
         for (int f = 0; f < FG_FMT_COUNT; f++)
             if (!strcmp(fg_fmt_name(f), tok)) fmt = f;
         if (fmt < 0 || fmt == FG_FMT_Q4G64) return fprintf(stderr, "flexgen-fmt-bench: no format %s\n", tok), 2;
-        uint64_t wb;
-        uint8_t *W = random_weight(fmt, out, in, &wb);
+        /* copies of the matrix back to back, 512 MiB or more, walked in turn:
+         * every call reads its weight from memory, not from a cache */
+        uint64_t wb = fg_fmt_bytes(fmt, (uint64_t)out, (uint64_t)in), all;
+        int copies = (int)((512ull << 20) / wb) + 1;
+        uint8_t *W = random_weight(fmt, out * copies, in, &all);
         char rl[64];
         snprintf(rl, sizeof rl, "%s", rows_s);
         for (char *rt = rl, *save = NULL, *r = strtok_r(rt, ",", &save); r; r = strtok_r(NULL, ",", &save)) {
@@ -135,7 +140,7 @@ int main(int argc, char **argv) {
             double *t = fg_xmalloc(sizeof(double) * (size_t)reps);
             for (int k = 0; k < reps; k++) {
                 double t0 = fg_now();
-                fg_gemm_fmt(y, x, W, fmt, NULL, rows, in, out);
+                fg_gemm_fmt(y, x, W + (size_t)(k % copies) * wb, fmt, NULL, rows, in, out);
                 t[k] = fg_now() - t0;
             }
             double s = median(t, reps), gbs = (double)wb / s / 1e9, gf = 2.0 * rows * in * out / s / 1e9;
