@@ -9,11 +9,17 @@
  *    its FMA loop and reads them once from memory; memory-bound up to a few
  *    rows, so half the bytes of fp32 weights make it faster than sgemm,
  *    which also repacks the whole weight matrix on every call;
- *  - many rows (prefill): the weight is widened to fp32 in chunks of output
- *    rows and multiplied with OpenBLAS sgemm (compute-bound).
+ *  - many rows (prefill): where AVX-512 runs, the same fused kernel on a
+ *    tile of weight rows widened once into L2, FG_GEMM_SMALL_ROWS activation
+ *    rows at a time (compute-bound; OpenBLAS's sgemm on the widened chunks,
+ *    whose kernels for AMD CPUs stop at AVX2, ran at 0.6 of its rate at 256
+ *    rows on this project's Zen host: flexgen-fmt-bench); elsewhere the weight
+ *    is widened to fp32 in chunks of output rows for OpenBLAS sgemm.
  * The result depends on the path (summation order), never on where the data
- * came from. The fused path sums each row the same way whatever the other
- * rows, the batch size (up to FG_GEMM_SMALL_ROWS) or the thread count. */
+ * came from. With AVX-512 the fused kernel sums each row the same way
+ * whatever the other rows, the batch size or the thread count (fg_gemm_q.h's
+ * kernels for ggml blocks at a few rows aside); without it, up to
+ * FG_GEMM_SMALL_ROWS. */
 #ifndef FG_GEMM_H
 #define FG_GEMM_H
 
@@ -30,13 +36,16 @@ void fg_gemm_f16w(float *y, const float *x, const fg_half *W, const fg_half *bia
 /* The same with W a compressed (out, in) weight (fg_q4.h slice, grouped
  * along out): bit for bit fg_gemm_f16w on fg_q4_expand's fp16 matrix, which
  * is expanded a block of rows at a time next to the kernel that reads it
- * (few rows) or straight to the fp32 that sgemm reads (many rows). */
+ * (few rows, and many rows where AVX-512 runs) or straight to the fp32
+ * that sgemm reads (many rows elsewhere). */
 void fg_gemm_q4w(float *y, const float *x, const uint8_t *W, const fg_half *bias, int rows, int in, int out);
 /* W in any format of the table (common/fg_fmt.h): F16 and Q4G64 as above;
  * a ggml format's rows of blocks are dequantized to fg_fmt.h's fp32 values
  * a block of rows at a time, next to the fused kernel (few rows: the same
  * kernel on fp32 weights read back from L2, so nothing the size of the
- * weight is ever written) or into the fp32 chunk sgemm reads (many rows).
+ * weight is ever written; many rows with AVX-512: a tile widened once for
+ * every block of rows) or into the fp32 chunk sgemm reads (many rows
+ * without AVX-512).
  * The sums are those of the fp16 path on those fp32 values: each (row,
  * output) accumulated in k order with FMA, then a fixed reduction. */
 void fg_gemm_fmt(float *y, const float *x, const void *W, int fmt, const fg_half *bias, int rows, int in, int out);
