@@ -5,7 +5,8 @@
  * into 16-lane partial dot products with each activation row; the scales
  * are applied once per sub-block, the minimum term from the activations'
  * per-sub-block sums (computed once per call, shared by every weight row;
- * summed in scalar fp32 with fmaf):
+ * a block's sub-blocks in the lanes of one FMA, the lanes added at the end;
+ * a block's scales unpacked and multiplied as vectors):
  *   y[r, o] = sum over sub-blocks of  ds * (q . x_r)  -  dm * sum(x_r)
  * with ds = d * sc and dm = dmin * m in fp32 as fg_fmt.c has them. This is
  * the dequantized weights' dot product regrouped, so it differs from
@@ -27,7 +28,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define T512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
+#define T512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma,avx2")))
 #define RMAX FG_GEMM_Q_MAX_ROWS
 
 /* An fp16 scale, exactly (F16C). */
@@ -75,39 +76,61 @@ static inline void k_scale_min(const uint8_t *s, int *sc, int *mn) {
     }
 }
 
-/* One output of R rows: Q4_K row w (in / 256 blocks); xs the x sums. */
+/* A Q4_K block's 8 scales and mins times d and dmin, as 8 fp32 lanes each:
+ * fg_fmt.c's six-bit unpacking done on three 32-bit words (bytes 0-3: the
+ * low scales and the top bits of the high ones, 4-7 the same for the
+ * mins, 8-11 the high ones' low nibbles), each product d * (float)sc as
+ * the scalar path has it. */
+T512 static inline __attribute__((always_inline)) void k_scales8(const uint8_t *s, float d, float dmin, __m256 *ds,
+                                                                 __m256 *dm) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4), memcpy(&u1, s + 4, 4), memcpy(&u2, s + 8, 4);
+    uint32_t sl = u0 & 0x3f3f3f3fu, ml = u1 & 0x3f3f3f3fu;
+    uint32_t sh = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u), mh = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
+    __m128i v = _mm_set_epi32((int)mh, (int)ml, (int)sh, (int)sl);
+    *ds = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)));
+    *dm = _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))));
+}
+
+/* One output of R rows: Q4_K row w (in / 256 blocks); xs the x sums. The
+ * minimum term is one 8-lane FMA a block (lane s: sub-block s), reduced
+ * at the end. */
 T512 static inline __attribute__((always_inline)) void q4k_row(const int R, const uint8_t *w, const float *x,
                                                                const float *xs, int in, int out, float *y) {
-    const __m128i m4 = _mm_set1_epi8(15);
+    const __m512i m4 = _mm512_set1_epi32(15);
     __m512 acc[RMAX];
-    float accm[RMAX];
-    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps(), accm[r] = 0;
+    __m256 accm[RMAX];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps(), accm[r] = _mm256_setzero_ps();
     for (int b = 0; b < in / 256; b++, w += 144) {
-        float d = f16(w), dmin = f16(w + 2);
-        int sc[8], mn[8];
-        k_scale_min(w + 4, sc, mn);
+        __m256 dsv, dmv;
+        k_scales8(w + 4, f16(w), f16(w + 2), &dsv, &dmv);
+        float ds8[8];
+        _mm256_storeu_ps(ds8, dsv);
+        for (int r = 0; r < R; r++)
+            accm[r] = _mm256_fmadd_ps(dmv, _mm256_loadu_ps(xs + (size_t)r * (in / 32) + 8 * b), accm[r]);
         for (int c = 0; c < 4; c++) {   /* 32 bytes: sub-blocks 2c (low nibbles) and 2c + 1 (high) */
-            __m128i b0 = _mm_loadu_si128((const __m128i *)(w + 16 + 32 * c));
-            __m128i b1 = _mm_loadu_si128((const __m128i *)(w + 32 + 32 * c));
-            __m512 q[4] = {_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(b0, m4))),
-                           _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(b1, m4))),
-                           _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b0, 4), m4))),
-                           _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b1, 4), m4)))};
+            /* each byte widened once; its two nibbles split in the lanes */
+            __m512i b0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w + 16 + 32 * c)));
+            __m512i b1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(w + 32 + 32 * c)));
+            __m512 q[4] = {_mm512_cvtepi32_ps(_mm512_and_si512(b0, m4)), _mm512_cvtepi32_ps(_mm512_and_si512(b1, m4)),
+                           _mm512_cvtepi32_ps(_mm512_srli_epi32(b0, 4)), _mm512_cvtepi32_ps(_mm512_srli_epi32(b1, 4))};
             for (int h = 0; h < 2; h++) {
                 int s = 2 * c + h;
-                __m512 ds = _mm512_set1_ps(d * (float)sc[s]);
-                float dm = dmin * (float)mn[s];
+                __m512 ds = _mm512_set1_ps(ds8[s]);
                 for (int r = 0; r < R; r++) {
                     const float *xr = x + (size_t)r * in + 256 * b + 32 * s;
                     __m512 dot = _mm512_mul_ps(q[2 * h], _mm512_loadu_ps(xr));
                     dot = _mm512_fmadd_ps(q[2 * h + 1], _mm512_loadu_ps(xr + 16), dot);
                     acc[r] = _mm512_fmadd_ps(ds, dot, acc[r]);
-                    accm[r] = fmaf(dm, xs[(size_t)r * (in / 32) + 8 * b + s], accm[r]);
                 }
             }
         }
     }
-    for (int r = 0; r < R; r++) y[(size_t)r * out] = _mm512_reduce_add_ps(acc[r]) - accm[r];
+    for (int r = 0; r < R; r++) {
+        __m128 m = _mm_add_ps(_mm256_castps256_ps128(accm[r]), _mm256_extractf128_ps(accm[r], 1));
+        m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+        y[(size_t)r * out] = _mm512_reduce_add_ps(acc[r]) - _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
+    }
 }
 
 /* x sums per 16 values for Q6_K's offset term (its codes are q + 32). */
@@ -123,13 +146,20 @@ T512 static void x_sums16(const float *x, int rows, int in, float *xs) {
 T512 static inline __attribute__((always_inline)) void q6k_row(const int R, const uint8_t *w, const float *x,
                                                                const float *xs, int in, int out, float *y) {
     const __m128i m4 = _mm_set1_epi8(15), m2 = _mm_set1_epi8(3);
-    __m512 acc[RMAX];
-    float accm[RMAX];
-    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps(), accm[r] = 0;
+    __m512 acc[RMAX], accm[RMAX];
+    for (int r = 0; r < R; r++) acc[r] = accm[r] = _mm512_setzero_ps();
     for (int b = 0; b < in / 256; b++, w += 210) {
         const uint8_t *ql = w, *qh = w + 128;
         const int8_t *sc = (const int8_t *)(w + 192);
-        float d = f16(w + 208);
+        /* the 16 scales times d (lane k: values 16k ..), and the offset term
+         * 32 ds sum(x) of the block as one FMA (lane k: its 16 values) */
+        __m512 dsv = _mm512_mul_ps(_mm512_set1_ps(f16(w + 208)),
+                                   _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc))));
+        float ds16[16];
+        _mm512_storeu_ps(ds16, dsv);
+        for (int r = 0; r < R; r++)
+            accm[r] = _mm512_fmadd_ps(_mm512_mul_ps(dsv, _mm512_set1_ps(32)),
+                                      _mm512_loadu_ps(xs + (size_t)r * (in / 16) + 16 * b), accm[r]);
         for (int g = 0; g < 2; g++)
             for (int h = 0; h < 2; h++) {
                 __m128i l0 = _mm_loadu_si128((const __m128i *)(ql + 64 * g + 16 * h));
@@ -141,17 +171,15 @@ T512 static inline __attribute__((always_inline)) void q6k_row(const int R, cons
                     __m128i hi = _mm_and_si128(_mm_srli_epi16(hb, 2 * j), m2);
                     __m512 u = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_or_si128(lo, _mm_slli_epi16(hi, 4))));
                     int k = 8 * g + 2 * j + h, v = 128 * g + 32 * j + 16 * h;
-                    float ds = d * (float)sc[k];
-                    __m512 vds = _mm512_set1_ps(ds);
+                    __m512 vds = _mm512_set1_ps(ds16[k]);
                     for (int r = 0; r < R; r++) {
                         __m512 dot = _mm512_mul_ps(u, _mm512_loadu_ps(x + (size_t)r * in + 256 * b + v));
                         acc[r] = _mm512_fmadd_ps(vds, dot, acc[r]);
-                        accm[r] = fmaf(32 * ds, xs[(size_t)r * (in / 16) + 16 * b + v / 16], accm[r]);
                     }
                 }
             }
     }
-    for (int r = 0; r < R; r++) y[(size_t)r * out] = _mm512_reduce_add_ps(acc[r]) - accm[r];
+    for (int r = 0; r < R; r++) y[(size_t)r * out] = _mm512_reduce_add_ps(acc[r]) - _mm512_reduce_add_ps(accm[r]);
 }
 
 #define ROWS_CASES(F) F(1) F(2) F(3) F(4)
