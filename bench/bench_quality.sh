@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# What FlexGen's 4-bit group-wise compression costs in quality, on a real
+# What FlexGen's 4-bit group-wise compression, and the same weights as GGUF
+# files in ggml's Q8_0 and Q4_0, cost in quality, on a real
 # trained model (models/stories260K), against the uncompressed run on the
 # same 16 prompts (tests/model/stories_prompts.txt), greedy, 200 tokens:
 #   * tokens before the first divergence from the uncompressed run's tokens
@@ -22,10 +23,21 @@ flexgen="$root/build/bin/flexgen" m="$root/models/stories260K" prompts="$root/te
 gen=${1:-200}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-common=(--model "$m/stories260K.bin" --tokenizer "$m/tok512.bin" --temperature 0 --ignore-eos --offload-dir "$work/off")
+common=(--tokenizer "$m/tok512.bin" --temperature 0 --ignore-eos --offload-dir "$work/off")
+# The same weights as GGUF files in ggml's Q8_0 and Q4_0 (gguf-py's
+# quantize; the FFN's down projection, rows of 172, is not whole 32-value
+# blocks and stays F16, as llama.cpp's quantizer leaves such a matrix)
+gguf_py=$("$root/scripts/fetch-gguf-py.sh")
+/usr/bin/python3 "$root/tests/ref/llama2c_ref.py" convert "$m/stories260K.bin" "$work/hf"
+for q in Q8_0 Q4_0; do
+  /usr/bin/python3 "$root/tests/ref/gguf_quant.py" --model "$work/hf" --mix $q --out "$work/$q.gguf" \
+    --ref-dir "$work/ref-$q" --gguf-py "$gguf_py" >/dev/null
+done
 "$flexgen" tokenize --tokenizer "$m/tok512.bin" --prompts "$prompts" --gen-len "$gen" \
   | /usr/bin/python3 -c 'import json, sys; print(json.dumps([json.loads(l) for l in sys.stdin]))' >"$work/p.json"
-modes=("none|" "weights|--compress-weight" "cache|--compress-cache" "both|--compress-weight --compress-cache")
+bin=(--model "$m/stories260K.bin")
+modes=("none|${bin[*]}" "weights|${bin[*]} --compress-weight" "cache|${bin[*]} --compress-cache"
+       "both|${bin[*]} --compress-weight --compress-cache" "q8_0|--model $work/Q8_0.gguf" "q4_0|--model $work/Q4_0.gguf")
 for mo in "${modes[@]}"; do
   name=${mo%%|*} flags=${mo#*|}
   # shellcheck disable=SC2086
@@ -72,7 +84,7 @@ print("| compressed | tokens before first divergence (mean) | prompts never dive
       "| teacher-forced max | decode-forced mean abs dlogp (steps) |")
 print("| --- | --- | --- | --- | --- | --- |")
 for name, label in (("none", "none (baseline)"), ("weights", "--compress-weight"), ("cache", "--compress-cache"),
-                    ("both", "both")):
+                    ("both", "both"), ("q8_0", "GGUF Q8_0"), ("q4_0", "GGUF Q4_0")):
     run = [json.loads(l)["output_ids"] for l in open(w + "/%s.jsonl" % name)]
     first = [next((t for t in range(len(b)) if r[t] != b[t]), len(b)) for r, b in zip(run, base)]
     d = np.abs(logp(name) - lp0)
