@@ -1,6 +1,7 @@
 /* fg_prompt_chat.c - finds a run's chat template (--chat-template, the model
- * directory's chat_template.jinja or tokenizer_config.json), its special
- * tokens, and renders "messages" prompts with it (fg_prompt_chat.h). */
+ * directory's chat_template.jinja or tokenizer_config.json, a GGUF file's
+ * tokenizer.chat_template), its special tokens, and renders "messages"
+ * prompts with it (fg_prompt_chat.h). */
 #include "fg_prompt_chat.h"
 
 #include <jansson.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "fg_config.h"
+#include "fg_gguf.h"
 
 struct fg_prompt_chat {
     fg_tmpl *t;
@@ -39,6 +41,33 @@ static fg_status config_template(const char *path, const json_t *cfg, const char
                                  "with one named \"default\"", path);
 }
 
+/* Whether the model is a GGUF file (its name ends in ".gguf", as fg_tok_open_model_dir decides). */
+static int is_gguf(const char *model) {
+    size_t n = model ? strlen(model) : 0;
+    return n > 5 && !strcmp(model + n - 5, ".gguf");
+}
+
+/* A GGUF file's tokenizer.chat_template (the key llama.cpp's converter writes from tokenizer_config.json);
+ * FG_EINPUT naming the file where it has none or the value is not a string. */
+static fg_status gguf_template(const char *path, char **text, size_t *len, char *name, size_t name_len) {
+    static const char key[] = "tokenizer.chat_template";
+    fg_gguf *g;
+    fg_status st = fg_gguf_open(path, &g);
+    if (st) return st;
+    const char *t = NULL;
+    if (fg_gguf_find_kv(g, key) < 0)
+        st = fg_err_set(FG_EINPUT, "%s has no chat template (no %s in its metadata): give one with "
+                                   "--chat-template FILE", path, key);
+    else st = fg_gguf_get_string(g, key, &t, len);
+    if (!st) {
+        *text = fg_xmalloc(*len + 1);
+        memcpy(*text, t, *len + 1);
+        snprintf(name, name_len, "%s:%s", path, key);
+    }
+    fg_gguf_close(&g);
+    return st;
+}
+
 /* The template's text and the name its messages use; FG_EINPUT saying how to give one where there is none. */
 static fg_status find_template(const fg_chat_src *src, const json_t *cfg, const char *cfg_path, char **text,
                                size_t *len, char *name, size_t name_len) {
@@ -47,6 +76,7 @@ static fg_status find_template(const fg_chat_src *src, const json_t *cfg, const 
         snprintf(name, name_len, "%s", src->template_path);
         return fg_read_file(src->template_path, text, len);
     }
+    if (is_gguf(src->model_dir)) return gguf_template(src->model_dir, text, len, name, name_len);
     if (src->model_dir) {
         snprintf(path, sizeof path, "%s/chat_template.jinja", src->model_dir);
         if (access(path, F_OK) == 0) {
@@ -91,7 +121,7 @@ fg_status fg_prompt_chat_open(const fg_chat_src *src, const fg_tok *tok, fg_prom
     char cfg_path[PATH_MAX] = "", name[PATH_MAX + 32];
     json_t *cfg = NULL;
     fg_status st = FG_OK;
-    if (src->model_dir) {
+    if (src->model_dir && !is_gguf(src->model_dir)) {
         snprintf(cfg_path, sizeof cfg_path, "%s/tokenizer_config.json", src->model_dir);
         if (access(cfg_path, F_OK) == 0) st = fg_json_load_file_ex(cfg_path, JSON_DECODE_INT_AS_REAL, &cfg);
         if (!st && cfg && !json_is_object(cfg)) st = fg_err_set(FG_EINPUT, "%s: expected a JSON object", cfg_path);

@@ -2,18 +2,21 @@
  * text with the model's chat template (tokenizer/fg_chat.h), as Hugging
  * Face's apply_chat_template(messages, add_generation_prompt=True) makes it.
  *
- * The template: --chat-template FILE when given; else the model directory's
+ * The template: --chat-template FILE when given; else, for a GGUF file, its
+ * metadata's tokenizer.chat_template; else the model directory's
  * chat_template.jinja, else its tokenizer_config.json "chat_template" (a
  * string, or a list of {"name", "template"} of which "default" is taken).
  * bos_token and eos_token come from tokenizer_config.json (a string or
- * {"content": ...}), else from the tokenizer's BOS and EOS tokens. */
+ * {"content": ...}), else (a GGUF file always) from the tokenizer's BOS and
+ * EOS tokens. */
 #ifndef FG_PROMPT_CHAT_H
 #define FG_PROMPT_CHAT_H
 
 #include "fg_chat.h"
 #include "fg_tokenizer.h"
 
-/* Where a run's chat template comes from; either may be NULL (--dummy models have no directory). */
+/* Where a run's chat template comes from; either may be NULL (--dummy models have no directory). model_dir
+ * may be a GGUF file. */
 typedef struct {
     const char *model_dir;
     const char *template_path; /* --chat-template FILE */
