@@ -195,6 +195,47 @@ def read_gguf(path):
     return version, kv, tensors, raw
 
 
+def read_kvs(path, prefix=""):
+    """The metadata of a GGUF file whose keys start with prefix, typed as
+    write_gguf takes them: [(key, VT name, value)], an array as ("arr",
+    (element VT name, list)); strings stay bytes (a vocabulary's tokens need
+    not be UTF-8 alone). Only the header is read, not the tensors."""
+    names = {v: k for k, v in VT.items()}
+    with open(path, "rb") as f:
+        raw = f.read(64 << 20)
+    p = [0]
+
+    def take(fmt):
+        v = struct.unpack_from(fmt, raw, p[0])
+        p[0] += struct.calcsize(fmt)
+        return v[0]
+
+    def rval(t):
+        if t == VT["str"]:
+            n = take("<Q")
+            p[0] += n
+            return raw[p[0] - n:p[0]]
+        if t == VT["arr"]:
+            et, n = take("<I"), take("<Q")
+            return (names[et], [rval(et) for _ in range(n)])
+        return take(VT_FMT[t])
+
+    if raw[:4] != b"GGUF":
+        raise ValueError("%s: not a GGUF file" % path)
+    p[0] = 8
+    _, nkv = take("<Q"), take("<Q")
+    out = []
+    for _ in range(nkv):
+        n = take("<Q")
+        key = raw[p[0]:p[0] + n].decode()
+        p[0] += n
+        t = take("<I")
+        v = rval(t)
+        if key.startswith(prefix):
+            out.append((key, names[t], v))
+    return out
+
+
 def tensor_f32(info, raw):
     """A tensor from read_gguf as float32 in numpy (HF) shape."""
     gt, ne, off, nbytes = info
@@ -322,7 +363,9 @@ def model_kvs(cfg, arch, ftype):
     return kv
 
 
-def from_checkpoint(model_dir, out, wtype="f16", vocab="llama", arch="auto", alignment=32):
+def from_checkpoint(model_dir, out, wtype="f16", vocab="llama", arch="auto", alignment=32, tok_kvs=None):
+    """tok_kvs: the tokenizer metadata to write (read_kvs of a real
+    vocabulary, say) instead of vocab_kvs(vocab, ...)."""
     cfg, t = mlc.load_llama_checkpoint(model_dir)
     if arch == "auto":
         arch = "qwen2" if cfg["model_type"] == "qwen2" else "llama"
@@ -348,7 +391,7 @@ def from_checkpoint(model_dir, out, wtype="f16", vocab="llama", arch="auto", ali
     kvs = model_kvs(cfg, arch, wtype)
     if alignment != 32:
         kvs.append(("general.alignment", "u32", alignment))
-    kvs += vocab_kvs(vocab, cfg["vocab_size"], cfg.get("bos_token_id", 1), eos)
+    kvs += tok_kvs if tok_kvs is not None else vocab_kvs(vocab, cfg["vocab_size"], cfg.get("bos_token_id", 1), eos)
     return write_gguf(out, kvs, tensors, alignment)
 
 # ---------------------------------------------------------------- fuzz seeds
