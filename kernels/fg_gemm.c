@@ -344,12 +344,18 @@ typedef struct {
 } gemm_job;
 
 /* n outputs through the fused kernel: y is the first one's column of the
- * result, W its weight row (fp16, or fp32 with f32), the others follow. */
+ * result, W its weight row (fp16, or fp32 with f32), the others follow.
+ * With AVX-512 any number of rows, FG_GEMM_SMALL_ROWS activation rows at a
+ * time over the same weight rows (read back from L2: the many-rows path);
+ * otherwise at most FG_GEMM_SMALL_ROWS rows. */
 static void small_rows(const gemm_job *j, float *y, const void *W, int f32, int n) {
 #ifdef FG_X86
     if (have_avx512()) {
-        small_avx512(y, j->x, W, f32, j->rows, j->in, j->out, 0, n,
-                     scratch(0, sizeof(float) * (size_t)j->chunk * j->rows * 16));
+        int rb = j->rows < FG_GEMM_SMALL_ROWS ? j->rows : FG_GEMM_SMALL_ROWS;
+        float *part = scratch(0, sizeof(float) * (size_t)j->chunk * (size_t)rb * 16);
+        for (int r = 0; r < j->rows; r += rb)
+            small_avx512(y + (size_t)r * j->out, j->x + (size_t)r * j->in, W, f32, j->rows - r < rb ? j->rows - r : rb,
+                         j->in, j->out, 0, n, part);
         return;
     }
     if (have_avx2()) {
@@ -383,6 +389,10 @@ static void small_task(void *p, int t) {
         small_rows(j, j->y + o0, j->W + (size_t)o0 * j->in, 0, o1 - o0);
         return;
     }
+    if (j->fmt == FG_FMT_F32) { /* already the kernel's fp32: no copy */
+        small_rows(j, j->y + o0, (const float *)j->Wq + (size_t)o0 * j->in, 1, o1 - o0);
+        return;
+    }
     int f32 = j->fmt != FG_FMT_Q4G64;
     size_t es = f32 ? sizeof(float) : sizeof(fg_half);
     int P = tile_p(j->rows), blk = (int)(Q4_BLOCK_BYTES / (es * (size_t)(j->in > 0 ? j->in : 1))) / P * P;
@@ -410,44 +420,15 @@ static void large_task(void *p, int t) {
 }
 
 #ifdef FG_X86
-/* Weight bytes a many-rows task holds widened at a time: about half of a
- * core's L2, read back from there by every block of activation rows. */
-#define WIDE_TILE_BYTES (512 << 10)
+/* Output rows per task of the many-rows AVX-512 path: a whole number of
+ * tiles, about 512 KiB of F16 or widened weight rows, so a task's rows stay
+ * few enough to share the pool's threads evenly and its scratch small. */
+#define WIDE_CHUNK_BYTES (512 << 10)
 
-/* Weight rows per task of the many-rows AVX-512 path: a whole number of
- * tiles whose widened form fills about WIDE_TILE_BYTES. */
 static int wide_chunk(int fmt, int in) {
     size_t es = fmt == FG_FMT_F16 || fmt == FG_FMT_Q4G64 ? sizeof(fg_half) : sizeof(float);
-    int p = tile_p(FG_GEMM_SMALL_ROWS), n = (int)(WIDE_TILE_BYTES / (es * (size_t)(in > 0 ? in : 1))) / p * p;
+    int p = tile_p(FG_GEMM_SMALL_ROWS), n = (int)(WIDE_CHUNK_BYTES / (es * (size_t)(in > 0 ? in : 1))) / p * p;
     return n < p ? p : n;
-}
-
-/* Many rows where AVX-512 runs: a task widens a tile of output rows once
- * (ggml blocks dequantized to fp32, Q4G64 expanded to fp16, F16 read as it
- * is) and runs every block of FG_GEMM_SMALL_ROWS activation rows through the
- * fused kernel on it. Each (row, output) is summed exactly as on the
- * few-rows path, so a row's result depends on no other row and on no batch
- * size above FG_GEMM_Q_MAX_ROWS; the kernel runs at about 1.6x OpenBLAS's
- * sgemm on this machine's AVX-512 (which OpenBLAS's Zen kernels leave to
- * AVX2), and the weight is read from memory once per call. */
-static void wide_task(void *p, int t) {
-    const gemm_job *j = p;
-    int o0 = t * j->chunk, n = j->out - o0 < j->chunk ? j->out - o0 : j->chunk, f32 = 0;
-    const void *w = j->W + (size_t)o0 * j->in;
-    if (j->fmt == FG_FMT_Q4G64) {
-        fg_half *wb = scratch(1, sizeof(fg_half) * (size_t)n * j->in);
-        fg_q4_expand_rows(j->Wq, j->out, j->in, o0, o0 + n, wb);
-        w = wb;
-    } else if (j->fmt != FG_FMT_F16) {
-        float *wb = scratch(1, sizeof(float) * (size_t)n * j->in);
-        rows_f32(j, o0, o0 + n, wb);
-        w = wb, f32 = 1;
-    }
-    float *part = scratch(0, sizeof(float) * (size_t)n * FG_GEMM_SMALL_ROWS * 16);
-    for (int r = 0; r < j->rows; r += FG_GEMM_SMALL_ROWS) {
-        int rn = j->rows - r < FG_GEMM_SMALL_ROWS ? j->rows - r : FG_GEMM_SMALL_ROWS;
-        small_avx512(j->y + (size_t)r * j->out + o0, j->x + (size_t)r * j->in, w, f32, rn, j->in, j->out, 0, n, part);
-    }
 }
 #endif
 
@@ -474,8 +455,13 @@ static void gemm(gemm_job j, const fg_half *bias) {
         fg_pool_run((out + j.chunk - 1) / j.chunk, small_task, &j);
 #ifdef FG_X86
     } else if (have_avx512()) {
+        /* many rows, the same fused kernel: each weight tile is widened once
+         * and every block of rows runs on it (small_rows), at about 1.6x
+         * OpenBLAS's sgemm here, whose Zen kernels stop at AVX2; a row sums
+         * as on the few-rows path, so its result does not depend on the
+         * batch size above FG_GEMM_Q_MAX_ROWS */
         j.chunk = wide_chunk(j.fmt, in);
-        fg_pool_run((out + j.chunk - 1) / j.chunk, wide_task, &j);
+        fg_pool_run((out + j.chunk - 1) / j.chunk, small_task, &j);
 #endif
     } else {
         /* one chunk per thread: sgemm repacks x for every call, so fewer, larger
