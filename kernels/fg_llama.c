@@ -67,6 +67,10 @@ void fg_llama_attn_qkv(float *q, float *k, float *v, const float *h, const fg_st
     fg_linear(q, ws->a, c, w, FG_LW_Q_W, FG_LW_Q_B, rows, H, Q);
     fg_linear(k, ws->a, c, w, FG_LW_K_W, FG_LW_K_B, rows, H, KV);
     fg_linear(v, ws->a, c, w, FG_LW_V_W, FG_LW_V_B, rows, H, KV);
+    if (c->qk_norm) {   /* Qwen3: each head of q and of k RMS-normalised (fp32, unrounded), before rotary */
+        fg_rmsnorm(q, q, w->w[FG_LW_QN_W], c->norm_eps, rows * c->n_heads, d);
+        fg_rmsnorm(k, k, w->w[FG_LW_KN_W], c->norm_eps, rows * c->n_kv_heads, d);
+    }
     int *pos = fg_xmalloc(sizeof(int) * (size_t)rows);
     float *inv = fg_xmalloc(sizeof(float) * (size_t)(d / 2)), *cs = fg_xmalloc(sizeof(float) * (size_t)rows * d);
     fg_rope_positions(pos, st);

@@ -1,7 +1,8 @@
 /* fg_llama.h - the Llama family's forward pass on the CPU (Llama 2/3.x,
- * Mistral, Qwen2, TinyLlama), in the pieces fg_opt.h has, written from
+ * Mistral, Qwen2, Qwen3, TinyLlama), in the pieces fg_opt.h has, written from
  * Hugging Face's modeling_llama.py: RMSNorm before each block, q/k/v with
- * optional biases, rotary embeddings on q and k (rotate-half layout),
+ * optional biases, Qwen3's per-head RMSNorm of q and k (modeling_qwen3.py),
+ * rotary embeddings on q and k (rotate-half layout),
  * grouped-query attention over a cache of the kv heads only, the gated SiLU
  * MLP, a final RMSNorm and a tied or separate LM head.
  *
@@ -43,7 +44,8 @@ void fg_rope_apply(float *x, int rows, int n_heads, int d, const int *pos, const
 void fg_llama_embed(float *h, const int32_t *ids, const fg_step *st, const fg_model_config *c,
                     const fg_global_w *g, fg_opt_ws *ws);
 /* q (B*S, A*d), k, v (B*S, KV*d) = rotary(RMSNorm(h) W + b), q scaled by
- * head_dim^-0.5; positions from st->mask. */
+ * head_dim^-0.5; positions from st->mask. With qk_norm, each d-wide head of
+ * q and k is RMSNorm(head) * q_norm / k_norm (eps norm_eps) before rotary. */
 void fg_llama_attn_qkv(float *q, float *k, float *v, const float *h, const fg_step *st, const fg_model_config *c,
                        const fg_layer_w *w, fg_opt_ws *ws);
 /* h += round16 ... : h = round16(h + ctx W_o (+ b_o)). ctx (B*S, A*d). */

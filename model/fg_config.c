@@ -193,7 +193,7 @@ fg_status fg_config_load_json(const char *path, fg_model_config *cfg) {
     else if (mt && !json_is_string(mt)) st = fg_err_set(FG_EINPUT, "%s: field 'model_type' is not a string", path);
     else if (!(fam = family_of_type(mt ? json_string_value(mt) : NULL)))
         st = fg_err_set(FG_EINPUT, "%s: field 'model_type' is \"%s\", which this engine does not run (opt, llama, "
-                                   "mistral, qwen2)", path, json_string_value(mt));
+                                   "mistral, qwen2, qwen3)", path, json_string_value(mt));
     if (!st) st = fam->from_json(root, path, dir, cfg);
     if (!st) st = fg_config_validate(cfg, path);
     json_decref(root);
@@ -230,6 +230,7 @@ static int layer_shape(const fg_model_config *c, int w, int64_t *d0, int64_t *d1
     case FG_LW_FC2_B: *d0 = H; return c->mlp_bias;
     case FG_LW_UP_W: *d0 = F, *d1 = H; return gated;
     case FG_LW_UP_B: *d0 = F; return gated && c->mlp_bias;
+    case FG_LW_QN_W: case FG_LW_KN_W: *d0 = c->head_dim; return c->qk_norm;
     }
     return 0;
 }
@@ -290,7 +291,7 @@ static const int8_t layer_slot[FG_LW_COUNT] = {
     [FG_LW_Q_W] = 0, [FG_LW_K_W] = 1, [FG_LW_V_W] = 2, [FG_LW_O_W] = 3, [FG_LW_FC1_W] = 4, [FG_LW_FC2_W] = 5,
     [FG_LW_UP_W] = 6, [FG_LW_Q_B] = -1, [FG_LW_K_B] = -1, [FG_LW_V_B] = -1, [FG_LW_O_B] = -1, [FG_LW_LN1_W] = -1,
     [FG_LW_LN1_B] = -1, [FG_LW_FC1_B] = -1, [FG_LW_FC2_B] = -1, [FG_LW_LN2_W] = -1, [FG_LW_LN2_B] = -1,
-    [FG_LW_UP_B] = -1};
+    [FG_LW_UP_B] = -1, [FG_LW_QN_W] = -1, [FG_LW_KN_W] = -1};
 static const int8_t global_slot[FG_GW_COUNT] = {
     [FG_GW_EMBED_TOKENS] = 0, [FG_GW_PROJ_IN] = 1, [FG_GW_PROJ_OUT] = 2, [FG_GW_LM_HEAD] = 3,
     [FG_GW_EMBED_POS] = -1, [FG_GW_FINAL_LN_W] = -1, [FG_GW_FINAL_LN_B] = -1};
@@ -344,7 +345,7 @@ fg_model_desc fg_config_desc(const fg_model_config *c) {
     uint32_t flags = (c->pre_ln ? FG_DESC_F_PRE_LN : 0) | (c->qkv_bias ? FG_DESC_F_QKV_BIAS : 0) |
                      (c->o_bias ? FG_DESC_F_O_BIAS : 0) | (c->mlp_bias ? FG_DESC_F_MLP_BIAS : 0) |
                      (c->tied ? FG_DESC_F_TIED : 0) | (c->compress_weight ? FG_DESC_F_COMPRESS_WEIGHT : 0) |
-                     (c->compress_cache ? FG_DESC_F_COMPRESS_CACHE : 0);
+                     (c->compress_cache ? FG_DESC_F_COMPRESS_CACHE : 0) | (c->qk_norm ? FG_DESC_F_QK_NORM : 0);
     const uint32_t v[FG_MODEL_DESC_N] = {
         (uint32_t)c->vocab_size, (uint32_t)c->hidden, (uint32_t)c->n_heads, (uint32_t)c->n_kv_heads,
         (uint32_t)c->head_dim, (uint32_t)c->ffn_dim, (uint32_t)c->max_pos, (uint32_t)c->word_embed_proj_dim,
@@ -399,7 +400,7 @@ fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_model_
         if (d->v[i] > FG_CONFIG_DIM_MAX)
             return fg_err_set(FG_EINPUT, "%s: model dimension %u exceeds %d", who, (unsigned)d->v[i], FG_CONFIG_DIM_MAX);
     uint32_t kinds = d->v[8], flags = d->v[9];
-    if (kinds & ~0x3111u || flags >= 128 || d->v[15] > FG_CONFIG_DIM_MAX || d->v[16] > FG_CONFIG_DIM_MAX)
+    if (kinds & ~0x3111u || flags & ~FG_DESC_F_ALL || d->v[15] > FG_CONFIG_DIM_MAX || d->v[16] > FG_CONFIG_DIM_MAX)
         return fg_err_set(FG_EINPUT, "%s: model kinds 0x%x or flags 0x%x or a size out of range", who,
                           (unsigned)kinds, (unsigned)flags);
     memset(c, 0, sizeof *c);
@@ -414,7 +415,7 @@ fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_model_
     c->pre_ln = !!(flags & FG_DESC_F_PRE_LN), c->qkv_bias = !!(flags & FG_DESC_F_QKV_BIAS);
     c->o_bias = !!(flags & FG_DESC_F_O_BIAS), c->mlp_bias = !!(flags & FG_DESC_F_MLP_BIAS);
     c->tied = !!(flags & FG_DESC_F_TIED), c->compress_weight = !!(flags & FG_DESC_F_COMPRESS_WEIGHT);
-    c->compress_cache = !!(flags & FG_DESC_F_COMPRESS_CACHE);
+    c->compress_cache = !!(flags & FG_DESC_F_COMPRESS_CACHE), c->qk_norm = !!(flags & FG_DESC_F_QK_NORM);
     c->norm_eps = bitsf(d->v[10]), c->rope_theta = bitsf(d->v[11]), c->rope_factor = bitsf(d->v[12]);
     c->rope_low = bitsf(d->v[13]), c->rope_high = bitsf(d->v[14]);
     c->rope_orig_max = (int)d->v[15], c->sliding_window = (int)d->v[16];

@@ -1,5 +1,5 @@
 /* fg_config.h - model configurations of every family (OPT; the Llama family:
- * Llama 2/3.x, Mistral, Qwen2, TinyLlama), chosen by name or read from a
+ * Llama 2/3.x, Mistral, Qwen2, Qwen3, TinyLlama), chosen by name or read from a
  * Hugging Face config.json, the description the workers are told, and the
  * list of tensors (name, shape) a checkpoint of that config must hold. */
 #ifndef FG_CONFIG_H
@@ -42,6 +42,8 @@ typedef struct {
     int rope_orig_max;       /* llama3: original_max_position_embeddings */
     int sliding_window;      /* 0 = none; else key slot j is seen from query slot i iff i - W < j <= i */
     int qkv_bias, o_bias, mlp_bias;   /* which projections have a bias */
+    int qk_norm;             /* Qwen3: an RMSNorm over each head of q and of k (weights [head_dim],
+                                eps norm_eps) after the projections, before rotary */
     int tied;                /* the LM head is the token embedding (no lm_head tensor) */
     int pad_id, bos_id;
     int n_eos, eos_ids[FG_MAX_EOS];   /* generation stops at any of them */
@@ -110,8 +112,9 @@ const char *fg_config_family_name(const fg_model_config *c);
  * reads: fg_config_desc_layer). */
 enum {
     FG_DESC_F_PRE_LN = 1, FG_DESC_F_QKV_BIAS = 2, FG_DESC_F_O_BIAS = 4, FG_DESC_F_MLP_BIAS = 8,
-    FG_DESC_F_TIED = 16, FG_DESC_F_COMPRESS_WEIGHT = 32, FG_DESC_F_COMPRESS_CACHE = 64,
+    FG_DESC_F_TIED = 16, FG_DESC_F_COMPRESS_WEIGHT = 32, FG_DESC_F_COMPRESS_CACHE = 64, FG_DESC_F_QK_NORM = 128,
 };
+#define FG_DESC_F_ALL 255u   /* every flag above */
 #define FG_MODEL_DESC_N 19
 #define FG_MODEL_DESC_MAX 19
 #define FG_MODEL_DESC_SHAPE_N 17   /* the numbers before the formats: the model's shape */
@@ -174,12 +177,14 @@ static inline double fg_config_layer_flops(const fg_model_config *c) {
  * Roles, by family: LN1 the norm before attention (OPT self_attn_layer_norm,
  * Llama input_layernorm), LN2 before the MLP (final_layer_norm,
  * post_attention_layernorm), FC1 the MLP's first matrix (fc1, gate_proj),
- * FC2 its last (fc2, down_proj), UP the gated MLP's up_proj. */
+ * FC2 its last (fc2, down_proj), UP the gated MLP's up_proj, QN and KN
+ * the per-head q and k norms (Qwen3's q_norm, k_norm: [head_dim]). New roles
+ * are appended, so a layer's earlier roles keep their index. */
 enum {
     FG_LW_Q_W, FG_LW_Q_B, FG_LW_K_W, FG_LW_K_B, FG_LW_V_W, FG_LW_V_B,
     FG_LW_O_W, FG_LW_O_B, FG_LW_LN1_W, FG_LW_LN1_B,
     FG_LW_FC1_W, FG_LW_FC1_B, FG_LW_FC2_W, FG_LW_FC2_B, FG_LW_LN2_W, FG_LW_LN2_B,
-    FG_LW_UP_W, FG_LW_UP_B,
+    FG_LW_UP_W, FG_LW_UP_B, FG_LW_QN_W, FG_LW_KN_W,
     FG_LW_COUNT
 };
 /* Model-level tensors (some only exist for some configs: see fg_spec.present).

@@ -1,9 +1,10 @@
 /* fg_family_llama.c - the Llama family's description: Llama 2 and 3.x,
- * Mistral, Qwen2/2.5 and TinyLlama (Hugging Face model_type llama, mistral,
- * qwen2): gated SiLU MLP, RMSNorm, rotary positions (rope_theta, rope_scaling
- * linear or llama3), grouped-query attention, optional q/k/v biases (Qwen2),
- * tied or separate LM head, Mistral's sliding window, a list of EOS ids. The
- * sizes below are the published config.json values. */
+ * Mistral, Qwen2/2.5, Qwen3 and TinyLlama (Hugging Face model_type llama,
+ * mistral, qwen2, qwen3): gated SiLU MLP, RMSNorm, rotary positions
+ * (rope_theta, rope_scaling linear or llama3), grouped-query attention,
+ * optional q/k/v biases (Qwen2), per-head q/k RMSNorm (Qwen3), tied or
+ * separate LM head, Mistral's sliding window, a list of EOS ids. The sizes
+ * below are the published config.json values. */
 #include <fcntl.h>
 #include <math.h>
 #include <string.h>
@@ -18,22 +19,27 @@ typedef struct {
     int scaling;                         /* FG_ROPE_* */
     float factor;                        /* linear, llama3 */
     int tied, window, bos, eos[3];
+    int head_dim;                        /* 0: hidden / heads */
 } llama_size;
 
 static const llama_size llama_sizes[] = {
-    {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 5632, 2048, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2}},
+    {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 5632, 2048, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2}, 0},
     {"llama-3.2-1b", "llama", 128256, 2048, 16, 32, 8, 8192, 131072, 500000, 1e-5f, FG_ROPE_LLAMA3, 32, 1, 0, 128000,
-     {128001, 128008, 128009}},
-    {"llama-2-7b", "llama", 32000, 4096, 32, 32, 32, 11008, 4096, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2}},
-    {"llama-2-13b", "llama", 32000, 5120, 40, 40, 40, 13824, 4096, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2}},
-    {"llama-2-70b", "llama", 32000, 8192, 80, 64, 8, 28672, 4096, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2}},
+     {128001, 128008, 128009}, 0},
+    {"llama-2-7b", "llama", 32000, 4096, 32, 32, 32, 11008, 4096, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2}, 0},
+    {"llama-2-13b", "llama", 32000, 5120, 40, 40, 40, 13824, 4096, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2}, 0},
+    {"llama-2-70b", "llama", 32000, 8192, 80, 64, 8, 28672, 4096, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2}, 0},
     {"llama-3.1-8b", "llama", 128256, 4096, 32, 32, 8, 14336, 131072, 500000, 1e-5f, FG_ROPE_LLAMA3, 8, 0, 0, 128000,
-     {128001, 128008, 128009}},
+     {128001, 128008, 128009}, 0},
     {"llama-3.1-70b", "llama", 128256, 8192, 80, 64, 8, 28672, 131072, 500000, 1e-5f, FG_ROPE_LLAMA3, 8, 0, 0, 128000,
-     {128001, 128008, 128009}},
-    {"mistral-7b", "mistral", 32000, 4096, 32, 32, 8, 14336, 32768, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 4096, 1, {2}},
+     {128001, 128008, 128009}, 0},
+    {"mistral-7b", "mistral", 32000, 4096, 32, 32, 8, 14336, 32768, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 4096, 1, {2}, 0},
     {"qwen2.5-7b", "qwen2", 152064, 3584, 28, 28, 4, 18944, 131072, 1000000, 1e-6f, FG_ROPE_NONE, 0, 0, 0, 151643,
-     {151643, 151645}},
+     {151643, 151645}, 0},
+    {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 3072, 40960, 1000000, 1e-6f, FG_ROPE_NONE, 0, 1, 0, 151643,
+     {151645, 151643}, 128},
+    {"qwen3-8b", "qwen3", 151936, 4096, 36, 32, 8, 12288, 40960, 1000000, 1e-6f, FG_ROPE_NONE, 0, 0, 0, 151643,
+     {151645, 151643}, 128},
 };
 
 /* What every member shares, and the biases its model_type implies. */
@@ -45,6 +51,7 @@ static void llama_common(fg_model_config *c, const char *model_type) {
     c->norm_kind = FG_NORM_RMS;
     c->pos_kind = FG_POS_ROPE;
     if (!strcmp(model_type, "qwen2")) c->qkv_bias = 1, c->o_bias = 0;
+    c->qk_norm = !strcmp(model_type, "qwen3");
 }
 
 static int llama_by_name(const char *name, fg_model_config *c) {
@@ -54,7 +61,8 @@ static int llama_by_name(const char *name, fg_model_config *c) {
         memset(c, 0, sizeof *c);
         snprintf(c->name, sizeof c->name, "%s", s->name);
         c->vocab_size = s->vocab, c->hidden = s->hidden, c->n_layers = s->layers;
-        c->n_heads = s->heads, c->n_kv_heads = s->kv_heads, c->head_dim = s->hidden / s->heads;
+        c->n_heads = s->heads, c->n_kv_heads = s->kv_heads;
+        c->head_dim = s->head_dim ? s->head_dim : s->hidden / s->heads;
         c->ffn_dim = s->ffn, c->max_pos = s->max_pos;
         c->rope_theta = s->theta, c->norm_eps = s->eps, c->rope_scaling = s->scaling;
         if (s->scaling == FG_ROPE_LLAMA3)   /* Llama 3.1 and 3.2 alike */
@@ -123,8 +131,27 @@ static fg_status generation_config(const char *dir, fg_model_config *c) {
     return st;
 }
 
+/* Qwen2's and Qwen3's windows: only with use_sliding_window (refused), and
+ * no layer_types entry other than full_attention. */
+static fg_status qwen_window(json_t *root, const char *path) {
+    int usw = 0;
+    fg_status st = fg_json_bool(root, path, "use_sliding_window", 0, &usw);
+    if (st) return st;
+    if (usw)
+        return fg_err_set(FG_EINPUT, "%s: field 'use_sliding_window' is true: Qwen's per-layer window "
+                                     "(max_window_layers) is not supported", path);
+    json_t *lt = json_object_get(root, "layer_types"), *x;
+    size_t i;
+    if (lt && !json_is_null(lt) && !json_is_array(lt))
+        return fg_err_set(FG_EINPUT, "%s: field 'layer_types' must be a list", path);
+    json_array_foreach(lt, i, x) if (!json_is_string(x) || strcmp(json_string_value(x), "full_attention"))
+        return fg_err_set(FG_EINPUT, "%s: field 'layer_types[%zu]' is not \"full_attention\": per-layer "
+                                     "sliding windows are not supported", path, i);
+    return FG_OK;
+}
+
 /* Biases, MLP activation and windows by model_type (HF's LlamaConfig,
- * MistralConfig, Qwen2Config). */
+ * MistralConfig, Qwen2Config, Qwen3Config). */
 static fg_status llama_variant(json_t *root, const char *path, const char *mt, fg_model_config *c) {
     fg_status st;
     json_t *act = json_object_get(root, "hidden_act");
@@ -133,20 +160,17 @@ static fg_status llama_variant(json_t *root, const char *path, const char *mt, f
     json_t *prf = json_object_get(root, "partial_rotary_factor");
     if (prf && !(json_is_number(prf) && json_number_value(prf) == 1.0))
         return fg_err_set(FG_EINPUT, "%s: field 'partial_rotary_factor' must be 1 (rotary over the whole head)", path);
-    if (!strcmp(mt, "llama")) {
+    if (!strcmp(mt, "llama") || !strcmp(mt, "qwen3")) {   /* attention_bias: q, k, v and o alike */
         int ab = 0;
         if ((st = fg_json_bool(root, path, "attention_bias", 0, &ab)) ||
             (st = fg_json_bool(root, path, "mlp_bias", 0, &c->mlp_bias)))
             return st;
         c->qkv_bias = c->o_bias = ab;
+        if (!strcmp(mt, "qwen3")) return qwen_window(root, path);
     } else if (!strcmp(mt, "mistral")) {
         if ((st = fg_json_int(root, path, "sliding_window", 1, 0, &c->sliding_window))) return st;
     } else {   /* qwen2: q/k/v biases; its window only with use_sliding_window */
-        int usw = 0;
-        if ((st = fg_json_bool(root, path, "use_sliding_window", 0, &usw))) return st;
-        if (usw)
-            return fg_err_set(FG_EINPUT, "%s: field 'use_sliding_window' is true: Qwen2's per-layer window "
-                                         "(max_window_layers) is not supported", path);
+        return qwen_window(root, path);
     }
     return FG_OK;
 }
@@ -168,10 +192,11 @@ static fg_status llama_from_json(json_t *root, const char *path, const char *dir
         (st = fg_json_int(root, path, "pad_token_id", 1, 0, &c->pad_id)))
         return st;
     if (c->n_heads <= 0) return fg_err_set(FG_EINPUT, "%s: num_attention_heads must be > 0", path);
-    if (c->hidden % c->n_heads && !json_object_get(root, "head_dim"))
+    int qwen3 = !strcmp(mt, "qwen3");   /* Qwen3Config's head_dim defaults to 128, not hidden / heads */
+    if (c->hidden % c->n_heads && !qwen3 && !json_object_get(root, "head_dim"))
         return fg_err_set(FG_EINPUT, "%s: hidden_size %d is not a multiple of num_attention_heads %d and there is "
                                      "no head_dim", path, c->hidden, c->n_heads);
-    if ((st = fg_json_int(root, path, "head_dim", 1, c->hidden / c->n_heads, &c->head_dim))) return st;
+    if ((st = fg_json_int(root, path, "head_dim", 1, qwen3 ? 128 : c->hidden / c->n_heads, &c->head_dim))) return st;
     json_t *eos = json_object_get(root, "eos_token_id");
     c->n_eos = 1, c->eos_ids[0] = 2;
     if (eos && !json_is_null(eos) && (st = fg_json_id_list(eos, path, "eos_token_id", c->eos_ids, &c->n_eos)))
@@ -337,7 +362,7 @@ static fg_status llama_from_gguf(const fg_gguf *g, const char *arch, fg_model_co
     if (rope_dim != c->head_dim)
         return fg_err_set(FG_EINPUT, "%s: %s.rope.dimension_count %d is not the head dimension %d (partial rotary "
                                      "is not supported)", fg_gguf_path(g), arch, rope_dim, c->head_dim);
-    llama_common(c, !strcmp(arch, "qwen2") ? "qwen2" : "llama");
+    llama_common(c, arch);   /* llama, qwen2 (biases: below), qwen3 (q/k norms) */
     c->qkv_bias = fg_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
     c->o_bias = fg_gguf_find_tensor(g, "blk.0.attn_output.bias") != NULL;
     c->tied = fg_gguf_find_tensor(g, "output.weight") == NULL;
@@ -349,7 +374,8 @@ static fg_status llama_from_gguf(const fg_gguf *g, const char *arch, fg_model_co
 }
 
 /* llama.cpp permutes q and k rows (weights and biases) of architecture
- * llama for its interleaved rotary; qwen2 rotates NEOX-style, unpermuted. */
+ * llama for its interleaved rotary; qwen2 and qwen3 rotate NEOX-style,
+ * unpermuted. */
 static int llama_gguf_unpermute(const fg_model_config *c, const char *arch, int w) {
     return strcmp(arch, "llama") ? 0 : fg_family_llama_unpermute_interleaved(c, w);
 }
@@ -373,9 +399,9 @@ void fg_family_llama_llama2c(fg_model_config *c) {
     c->n_eos = 1, c->eos_ids[0] = 1;
 }
 
-static const char *const llama_gguf_archs[] = {"llama", "qwen2", NULL};
+static const char *const llama_gguf_archs[] = {"llama", "qwen2", "qwen3", NULL};
 static const char *const llama_gguf_ignored[] = {"rope_freqs.weight", NULL};
-static const char *const llama_types[] = {"llama", "mistral", "qwen2", NULL};
+static const char *const llama_types[] = {"llama", "mistral", "qwen2", "qwen3", NULL};
 static const char *const llama_aliases[] = {NULL};
 
 const fg_family fg_family_llama = {
@@ -392,7 +418,8 @@ const fg_family fg_family_llama = {
         "self_attn.v_proj.weight", "self_attn.v_proj.bias", "self_attn.o_proj.weight", "self_attn.o_proj.bias",
         "input_layernorm.weight", "input_layernorm.bias", "mlp.gate_proj.weight", "mlp.gate_proj.bias",
         "mlp.down_proj.weight", "mlp.down_proj.bias", "post_attention_layernorm.weight",
-        "post_attention_layernorm.bias", "mlp.up_proj.weight", "mlp.up_proj.bias",
+        "post_attention_layernorm.bias", "mlp.up_proj.weight", "mlp.up_proj.bias", "self_attn.q_norm.weight",
+        "self_attn.k_norm.weight",
     },
     .global_name = {
         "embed_tokens.weight", "embed_positions.weight", "project_in.weight", "project_out.weight",
@@ -405,6 +432,7 @@ const fg_family fg_family_llama = {
         "attn_q.weight", "attn_q.bias", "attn_k.weight", "attn_k.bias", "attn_v.weight", "attn_v.bias",
         "attn_output.weight", "attn_output.bias", "attn_norm.weight", "", "ffn_gate.weight", "ffn_gate.bias",
         "ffn_down.weight", "ffn_down.bias", "ffn_norm.weight", "", "ffn_up.weight", "ffn_up.bias",
+        "attn_q_norm.weight", "attn_k_norm.weight",
     },
     .gguf_global_name = {"token_embd.weight", "", "", "", "output_norm.weight", "", "output.weight"},
     .gguf_ignored = llama_gguf_ignored,

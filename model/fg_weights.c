@@ -91,10 +91,12 @@ static fg_status bind_tensor(fg_wsrc *ws, const char *file, const char *name, dt
 
 fg_status fg_wsrc__check_complete(fg_wsrc *ws, const char *where) {
     for (int i = 0; i < fg_spec_count(&ws->cfg); i++)
-        if (ws->specs[i].present && ws->locs[i].file < 0)
-            return fg_err_set(FG_EINPUT, "%s: missing tensor '%s' (shape [%lld%s%lld])", where, ws->specs[i].name,
-                              (long long)ws->specs[i].dims[0], ws->specs[i].ndim == 2 ? ", " : "",
-                              ws->specs[i].ndim == 2 ? (long long)ws->specs[i].dims[1] : 0LL);
+        if (ws->specs[i].present && ws->locs[i].file < 0) {
+            char d1[32] = "";   /* a vector's shape has one number */
+            if (ws->specs[i].ndim == 2) snprintf(d1, sizeof d1, ", %lld", (long long)ws->specs[i].dims[1]);
+            return fg_err_set(FG_EINPUT, "%s: missing tensor '%s' (shape [%lld%s])", where, ws->specs[i].name,
+                              (long long)ws->specs[i].dims[0], d1);
+        }
     return FG_OK;
 }
 

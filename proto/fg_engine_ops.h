@@ -32,8 +32,8 @@
  *                     project_in where the model has them)
  *   ATTN         gpu  the attention block of h, in place allowed; writes the
  *                     step's k, v into kc, vc (Tmax, B, KV*d) at [past, past+S)
- *   ATTN_QKV     gpu  h -> q (scaled), k, v (rotary on q and k where the
- *                     model has it, positions from the mask)
+ *   ATTN_QKV     gpu  h -> q (scaled), k, v (per-head q/k norms and rotary
+ *                     where the model has them, positions from the mask)
  *   ATTN_OUT     gpu  h, ctx -> h: out_proj and the residual
  *   MLP          gpu  the MLP block of h
  *   LM_HEAD      gpu  h -> logits (B, V) of each sequence's last new token
@@ -90,8 +90,9 @@
  * model weight FG_GW_<which> (0 bytes where the model has none: a family's
  * ops share the slot lists, each reading the slots its model has). ATTN_QKV
  * reads the mask for rotary positions. */
-#define FG_SLOTS_QKV_W(I) \
-    I(q_w, LW, Q_W) I(q_b, LW, Q_B) I(k_w, LW, K_W) I(k_b, LW, K_B) I(v_w, LW, V_W) I(v_b, LW, V_B)
+#define FG_SLOTS_QKV_W(I)                                                                        \
+    I(q_w, LW, Q_W) I(q_b, LW, Q_B) I(k_w, LW, K_W) I(k_b, LW, K_B) I(v_w, LW, V_W) I(v_b, LW, V_B) \
+    I(q_norm, LW, QN_W) I(k_norm, LW, KN_W)
 #define FG_SLOTS_O_W(I) I(o_w, LW, O_W) I(o_b, LW, O_B)
 #define FG_SLOTS_LN1_W(I) I(ln1_w, LW, LN1_W) I(ln1_b, LW, LN1_B)
 #define FG_SLOTS_ATTN_W(I) FG_SLOTS_QKV_W(I) FG_SLOTS_O_W(I) FG_SLOTS_LN1_W(I)

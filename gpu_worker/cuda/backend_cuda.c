@@ -85,6 +85,10 @@ static fg_status cu_device_init(void *ctx, const fg_op_init *p, const fg_model_c
     if (cfg->compress_weight || cfg->compress_cache)
         return fg_err_set(FG_EINPUT, "DEVICE_INIT: --compress-weight/--compress-cache are not implemented on the cuda "
                                      "backend yet (HINT: --device host)");
+    /* Qwen3's per-head q/k RMSNorm has no kernel here yet: refused, never skipped */
+    if (cfg->qk_norm)
+        return fg_err_set(FG_EINPUT, "DEVICE_INIT: the per-head q/k RMSNorm of this model (Qwen3's q_norm, k_norm) "
+                                     "is not implemented on the cuda backend yet (HINT: --device host)");
     fg_devsize_cuda_layout(cfg, p->max_rows, &ws);   /* what the plan counted */
     if (p->arena_bytes > UINT64_MAX - ws.total - FG_CUDA_WS_ALIGN ||
         (p->budget_bytes && p->arena_bytes + ws.total > p->budget_bytes))

@@ -547,6 +547,14 @@ static fg_model_config llama_config(int V, int H, int A, int KV, int d, int F, i
     return c;
 }
 
+/* c with Qwen3's per-head q/k RMSNorm. */
+static fg_model_config with_qk_norm(fg_model_config c) {
+    c.qk_norm = 1;
+    snprintf(c.name, sizeof c.name, "qwen3-test-%d-%d-%d", c.n_heads, c.n_kv_heads, c.head_dim);
+    MUST(fg_config_validate(&c, c.name));
+    return c;
+}
+
 static fg_super *start(const char *gpu, const char *cpu) {
     fg_super_opts o = {0};
     o.roles = 1u << FG_ROLE_GPU | 1u << FG_ROLE_CPU;
@@ -576,6 +584,9 @@ static int test_bitwise(fg_super *sup) {
         {"qwen2-style MQA biases tied", llama_config(301, 64, 4, 1, 16, 80, 1, 1, 0, FG_ROPE_NONE), 4, 11},
         /* a window of 4 cache slots, shorter than the prompt */
         {"mistral-style window 4", llama_config(300, 64, 4, 2, 16, 96, 0, 0, 4, FG_ROPE_LINEAR), 3, 7},
+        /* per-head q/k norms, head_dim 16 where hidden / heads is 8; 44 prompt rows: sgemm */
+        {"qwen3-style q/k norms GQA 8:2 d16", with_qk_norm(llama_config(300, 64, 8, 2, 16, 96, 0, 0, 0, FG_ROPE_NONE)),
+         4, 11},
     };
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
         bench b;

@@ -8,7 +8,8 @@
     architecture llama with q/k rows permuted, qwen2 unpermuted, norms F32,
     llama3 rope scaling as rope_freqs.weight) give bitwise identical logits
     and tokens on the reference engine: MHA, GQA 16:2, llama3 scaling, Qwen2
-    (q/k/v biases, tied), a tied head with linear scaling, MQA.
+    (q/k/v biases, tied), a tied head with linear scaling, Qwen3 (architecture
+    qwen3: attn_q_norm, attn_k_norm, head_dim from attention.key_length), MQA.
   * Q8_0 runs (its numerics are gguf_quant.py's); how far Q8_0 moves the
     logits from the unquantized model (reported, not judged).
   * The offloading engine on a GGUF (weights, cache and activations on
@@ -79,7 +80,7 @@ with open(os.path.join(work, "p.json"), "w") as f:
 
 cases = [("mha", ["--case", "mha"], "f16"), ("gqa", ["--case", "gqa8", "--rope-scaling", "none"], "f16"),
          ("llama3", ["--case", "llama3", "--rope-orig", "8192"], "f16"), ("qwen2", ["--case", "qwen2"], "f16"),
-         ("tied_linear", ["--case", "tied"], "f16"), ("mqa_f32", ["--case", "mqa"], "f32"),
+         ("tied_linear", ["--case", "tied"], "f16"), ("qwen3", ["--case", "qwen3"], "f16"), ("mqa_f32", ["--case", "mqa"], "f32"),
          ("gqa_bf16", ["--case", "gqa8", "--rope-scaling", "none", "--dtype", "bf16"], "bf16")]
 for name, args, wtype in cases:
     d = make(name, *args)

@@ -8,13 +8,15 @@
     counts both (stored as inf and as 0), never clamped silently;
   * config.json refusals exit 2 naming the file and the field: an unknown
     model_type, rope_scaling yarn and dynamic, partial rotary, a hidden_act
-    other than silu, Qwen2's use_sliding_window, a tensor of the wrong shape
-    (K/V are num_key_value_heads x head_dim rows), a missing tensor;
+    other than silu, Qwen2's and Qwen3's use_sliding_window, Qwen3's sliding
+    layer_types, a tensor of the wrong shape (K/V are num_key_value_heads x
+    head_dim rows; Qwen3's head_dim defaults to 128), a missing tensor (a
+    Qwen3 k_norm);
   * generation_config.json's EOS list ends generation at any of its ids;
   * every --dummy name of the family has its published parameter count
     (its shapes are the real ones), and flexgen policy's arithmetic reads the
     description: a KV cache of the kv heads only, decode FLOPs of 2 per
-    parameter computed with; the two smallest run their first layer.
+    parameter computed with; the three smallest run their first layer.
 """
 import json
 import os
@@ -103,6 +105,27 @@ q = make("qwen_window", "--case", "qwen2")
 edit_config(q, use_sliding_window=True)
 rc, err = run(q)
 check("refuse_qwen2_sliding_window", rc == 2 and "use_sliding_window" in err, err)
+# Qwen3: the same window refusals, per-layer sliding layer_types too; head_dim
+# absent means Qwen3Config's 128, so a head_dim-16 checkpoint no longer fits
+q3 = make("qwen3_base", "--case", "qwen3")
+for name, kv, field in (("qwen3_sliding_window", dict(use_sliding_window=True), "use_sliding_window"),
+                        ("qwen3_layer_types", dict(layer_types=["full_attention", "sliding_attention"]),
+                         "layer_types[1]"),
+                        ("qwen3_default_head_dim", dict(head_dim=None), "q_proj.weight")):
+    d = os.path.join(work, "r_" + name)
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(q3, d)
+    edit_config(d, **kv)
+    rc, err = run(d)
+    check("refuse_" + name, rc == 2 and field in err, err)
+d = os.path.join(work, "qwen3_no_norm")
+shutil.copytree(q3, d)
+st = os.path.join(d, "model.safetensors")
+t = mc.read_safetensors(st)
+del t["model.layers.1.self_attn.k_norm.weight"]
+mc.write_safetensors(st, list(t.items()), "F16")
+rc, err = run(d)
+check("refuse_qwen3_missing_k_norm", rc == 2 and "'layers.1.self_attn.k_norm.weight' (shape [16])" in err, err)
 # K/V rows are num_key_value_heads x head_dim: a checkpoint read as MHA does not fit
 d = os.path.join(work, "r_kv_shape")
 shutil.copytree(base, d)
@@ -139,10 +162,12 @@ check("generation_config_eos_list", rc == 0 and o["output_ids"] == toks[:3] and 
 
 # --dummy names: the real shapes, checked by their parameter counts as
 # published (flexgen policy's arithmetic: weight bytes / 2), within 0.1%;
-# the two smallest also run their first layer (tied head: llama-3.2-1b)
+# the three smallest also run their first layer (tied head: llama-3.2-1b;
+# q/k norms and head_dim 128 over hidden 1024 / 16 heads: qwen3-0.6b)
 params = {"tinyllama-1.1b": 1100048384, "llama-3.2-1b": 1235814400, "llama-2-7b": 6738415616,
           "llama-2-13b": 13015864320, "llama-2-70b": 68976648192, "llama-3.1-8b": 8030261248,
-          "llama-3.1-70b": 70553706496, "mistral-7b": 7241732096, "qwen2.5-7b": 7615616512}
+          "llama-3.1-70b": 70553706496, "mistral-7b": 7241732096, "qwen2.5-7b": 7615616512,
+          "qwen3-0.6b": 596049920, "qwen3-8b": 8190735360}
 for name, want in params.items():
     p = subprocess.run([flexgen, "policy", "--dummy", name, "--prompt-len", "8", "--gen-len", "8", "--gpu-mem", "1T",
                         "--cpu-mem", "1T", "--hardware", "flexgen-t4", "--json"], capture_output=True, text=True)
@@ -157,13 +182,14 @@ for name, want in params.items():
                             "llama-2-7b": (32, 32, 128, 32000, 4096, 0), "llama-2-13b": (40, 40, 128, 32000, 5120, 0),
                             "llama-2-70b": (80, 8, 128, 32000, 8192, 0), "llama-3.1-8b": (32, 8, 128, 128256, 4096, 0),
                             "llama-3.1-70b": (80, 8, 128, 128256, 8192, 0), "mistral-7b": (32, 8, 128, 32000, 4096, 0),
-                            "qwen2.5-7b": (28, 4, 128, 152064, 3584, 0)}[name]
+                            "qwen2.5-7b": (28, 4, 128, 152064, 3584, 0), "qwen3-0.6b": (28, 8, 128, 151936, 1024, 1),
+                            "qwen3-8b": (36, 8, 128, 151936, 4096, 0)}[name]
     kv_want, fl_want = 2 * L * 16 * KV * d * 2, 2 * (want - (0 if tied else V * H))
     kv, fl = ar.get("kv_cache_bytes_per_sequence", 0), ar.get("decode_flops_per_token", 0)
     check("dummy_arithmetic_" + name, kv == kv_want and fl_want < fl < 1.03 * fl_want,
           "cache %d bytes per sequence (want %d), decode %.4g FLOPs per token (%.4g in its matrices)"
           % (kv, kv_want, fl, fl_want))
-for name in ("tinyllama-1.1b", "llama-3.2-1b"):
+for name in ("tinyllama-1.1b", "llama-3.2-1b", "qwen3-0.6b"):
     rc, err = run(name + ":1", dummy=True, gen=2)
     check("dummy_run_" + name, rc == 0 and "model: " + name in err, [x for x in err.splitlines() if "model:" in x][0]
           if "model:" in err else err)

@@ -6,7 +6,7 @@ self-checks. Written from the GGUF specification (ggml docs/gguf.md) and the
 conventions of llama.cpp's convert_hf_to_gguf.py, numpy only.
 
   gguf_write.py --model DIR --out FILE.gguf [--type f32|f16|bf16|q8_0]
-                [--vocab llama|gpt2] [--arch auto|llama|qwen2] [--alignment 32]
+                [--vocab llama|gpt2] [--arch auto|llama|qwen2|qwen3] [--alignment 32]
   gguf_write.py --seeds DIR        # the fuzz seeds (fuzz/seeds/gguf), a few KB each
 
 Layout (all little-endian): "GGUF", u32 version 3, u64 tensor count, u64
@@ -31,7 +31,8 @@ layout (pairs i, i + d/2) to llama.cpp's interleaved one (pairs 2i, 2i+1):
 new row h*d + 2i + s = old row h*d + s*d/2 + i (convert_hf_to_gguf's
 permute: reshape(heads, 2, d/2, ...).swapaxes(1, 2)), with heads = n_head
 for q and n_head_kv for k. A reader must undo it. Architecture qwen2 rotates
-NEOX-style in llama.cpp and is not permuted.
+NEOX-style in llama.cpp and is not permuted, nor is qwen3 (Qwen3: its per-head
+norms as blk.N.attn_q_norm.weight and blk.N.attn_k_norm.weight).
 
 Q8_0 (ggml type 8), blocks of 32 values along a row, 34 bytes each: fp16
 d = max|x| / 127, then 32 int8 q = roundf(x * (1/d)) (half away from zero;
@@ -294,7 +295,8 @@ def gguf_name(hf):
     for a, b in (("input_layernorm", "attn_norm"), ("post_attention_layernorm", "ffn_norm"),
                  ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
                  ("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output"),
-                 ("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"), ("mlp.down_proj", "ffn_down")):
+                 ("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"), ("mlp.down_proj", "ffn_down"),
+                 ("self_attn.q_norm", "attn_q_norm"), ("self_attn.k_norm", "attn_k_norm")):
         if rest.startswith(a + "."):
             return "blk.%s.%s%s" % (n, b, rest[len(a):])
     raise ValueError("no GGUF name for %s" % hf)
@@ -368,7 +370,7 @@ def from_checkpoint(model_dir, out, wtype="f16", vocab="llama", arch="auto", ali
     vocabulary, say) instead of vocab_kvs(vocab, ...)."""
     cfg, t = mlc.load_llama_checkpoint(model_dir)
     if arch == "auto":
-        arch = "qwen2" if cfg["model_type"] == "qwen2" else "llama"
+        arch = cfg["model_type"] if cfg["model_type"] in ("qwen2", "qwen3") else "llama"
     wtype = wtype.upper()
     A = cfg["num_attention_heads"]
     KV = cfg.get("num_key_value_heads") or A
@@ -432,7 +434,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--type", choices=["f32", "f16", "bf16", "q8_0"], default="f16")
     ap.add_argument("--vocab", choices=["llama", "gpt2"], default="llama")
-    ap.add_argument("--arch", choices=["auto", "llama", "qwen2"], default="auto")
+    ap.add_argument("--arch", choices=["auto", "llama", "qwen2", "qwen3"], default="auto")
     ap.add_argument("--alignment", type=int, default=32)
     ap.add_argument("--seeds", help="write the fuzz seeds into this folder instead")
     a = ap.parse_args()

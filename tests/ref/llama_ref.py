@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Numpy Llama-family forward + greedy generation: the independent test
-oracle for Llama 2/3.x, Mistral, Qwen2/2.5 and TinyLlama checkpoints.
+oracle for Llama 2/3.x, Mistral, Qwen2/2.5, Qwen3 and TinyLlama checkpoints.
 Written from the semantics of Hugging Face's modeling_llama.py (and the
-Mistral/Qwen2 differences), never from the C engine, with this project's
+Mistral/Qwen2/Qwen3 differences), never from the C engine, with this project's
 fp16 rounding points (docs/ARCHITECTURE.md, "Numerics") or, with --fp32,
 none at all.
 
@@ -27,8 +27,11 @@ HF semantics kept here:
   * RMSNorm(x) = x * 1/sqrt(mean(x^2) + rms_norm_eps) * w, all in float32
     (HF casts the normalised x to the model dtype before * w: not done here,
     as the engine keeps it float32);
-  * q/k/v = x W^T (+ bias: qwen2 always, llama/mistral when attention_bias);
-    head_dim = config head_dim if given, else hidden / heads;
+  * q/k/v = x W^T (+ bias: qwen2 always, llama/mistral/qwen3 when attention_bias);
+    head_dim = config head_dim if given, else hidden / heads (qwen3: 128);
+  * qwen3 (modeling_qwen3.py): q and k, split into heads, each RMS-normalised
+    over its head_dim values with q_norm / k_norm ([head_dim], eps
+    rms_norm_eps) before rotary; v is not;
   * rotary, rotate-half layout: pairs (i, i + d/2); inv_freq_i = theta^(-2i/d)
     computed in float32 as HF does; angle = position * inv_freq in float32;
     rope_scaling "linear": inv_freq / factor (HF's form of position / factor);
@@ -49,7 +52,7 @@ HF semantics kept here:
 fp16 rounding points (float32 -> fp16 -> float32), the engine's, where the
 OPT oracle has them:
   * the embedding output (exact: the table holds fp16 values);
-  * q: projection + bias in float32, rotary in float32, times head_dim^-0.5,
+  * q: projection + bias in float32 (qwen3: its head norm in float32), rotary in float32, times head_dim^-0.5,
     then rounded once (the attention core reads q pre-scaled, as for OPT);
   * k: projection + bias in float32, rotary in float32 on that unrounded
     value, then rounded once: the KV cache holds fp16 k AFTER rotary, so a
@@ -67,7 +70,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_llama_checkpoint import load_llama_checkpoint, head_dim, qkv_bias, o_bias, mlp_bias  # noqa: E402
+from make_llama_checkpoint import load_llama_checkpoint, head_dim, qkv_bias, o_bias, mlp_bias, qk_norm  # noqa: E402
 import ref_common  # noqa: E402
 
 F32_MIN = ref_common.F32_MIN
@@ -145,6 +148,8 @@ class Model:
         for i in range(cfg["num_hidden_layers"]):
             g = lambda n: t.get("layers.%d.%s" % (i, n))  # noqa: E731
             L = {"ln1": g("input_layernorm.weight"), "ln2": g("post_attention_layernorm.weight")}
+            L["qn"] = g("self_attn.q_norm.weight") if qk_norm(cfg) else None
+            L["kn"] = g("self_attn.k_norm.weight") if qk_norm(cfg) else None
             for n in ("q", "k", "v", "o"):
                 L["w" + n] = T(g("self_attn.%s_proj.weight" % n))
                 has = qkv_bias(cfg) if n != "o" else o_bias(cfg)
@@ -180,6 +185,8 @@ def attention(m, L, x, cache, start, key_mask, cos, sin):
     q = heads(linear(x2, L["wq"], L["bq"]), A)
     k = heads(linear(x2, L["wk"], L["bk"]), KV)
     v = heads(linear(x2, L["wv"], L["bv"]), KV)
+    if L["qn"] is not None:                              # qwen3: per head, over head_dim
+        q, k = rms_norm(q, L["qn"], m.eps), rms_norm(k, L["kn"], m.eps)
     q = r16(rotate(q, cos, sin) * np.float32(hd ** -0.5))
     K, V = cache
     K[:, :, start:S] = r16(rotate(k, cos, sin))

@@ -4,12 +4,14 @@ llama.cpp): the invariants the oracle must hold before anything is compared
 with it.
   1. checkpoints: every case writes and loads back (f16, f32, bf16 sharded),
      names and shapes as the hub has them, tied without lm_head, qwen2 with
-     q/k/v biases, eos lists in both config files;
+     q/k/v biases, qwen3 with q/k norms of head_dim, eos lists in both config files;
   2. rotary: identity at position 0; pairs (i, i + d/2) rotated as complex
      numbers; scores depend on the relative position only; llama3 scaling
      keeps high frequencies, divides low ones by factor, and agrees with the
      rope_freqs factors gguf_write.py writes; linear scaling = positions / factor;
-  3. the forward against a slow loop-per-head reference (float32);
+  3. the forward against a slow loop-per-head reference (float32), Qwen3's
+     per-head q/k norms included; with them, scaling q_proj and k_proj
+     changes nothing (each head is normalised) and dropping them does;
      GQA equals MHA with each kv head repeated for its query heads;
      kv_heads == heads is plain MHA; the tied head is the embedding;
   4. left padding gives each prompt the logits it gets alone; the KV cache
@@ -57,6 +59,9 @@ def test_checkpoints(tmp):
         assert cfg["tie_word_embeddings"] == ("lm_head.weight" not in t), case
         assert ("layers.0.self_attn.q_proj.bias" in t) == (cfg["model_type"] == "qwen2"), case
         assert "layers.0.self_attn.o_proj.bias" not in t, case
+        qn = t.get("layers.0.self_attn.q_norm.weight")
+        assert (qn is not None) == (cfg["model_type"] == "qwen3"), case
+        assert qn is None or qn.shape == (mlc.head_dim(cfg),) == t["layers.0.self_attn.k_norm.weight"].shape, case
         for k, a in t.items():
             assert np.array_equal(a, lr.r16(a)), (case, k)      # fp16-exact values
     cfg, t = mlc.load_llama_checkpoint(os.path.join(tmp, "bf16-sharded"))
@@ -135,6 +140,10 @@ def naive_logits(m, seq):
         q = x @ L["wq"] + b("bq")
         k = x @ L["wk"] + b("bk")
         v = x @ L["wv"] + b("bv")
+        if L.get("qn") is not None:   # qwen3: each head of each position on its own
+            hn = lambda z, w, n: np.array([[rms(z[t, i * hd:(i + 1) * hd], w) for i in range(n)]  # noqa: E731
+                                           for t in range(T)]).reshape(T, n * hd)
+            q, k = hn(q, L["qn"], A), hn(k, L["kn"], KV)
         ctx = np.zeros((T, A * hd))
         for a in range(A):
             g = a * KV // A
@@ -161,11 +170,22 @@ def fwd_all(m, seq):
 
 def test_forward(tmp):
     lr.ROUND_FP16 = False
-    for case in ("mha", "gqa8", "qwen2", "tied", "llama3"):
+    for case in ("mha", "gqa8", "qwen2", "tied", "llama3", "qwen3", "qwen3-tied"):
         m = lr.load_model(os.path.join(tmp, case))
         seq = prompts(m.E.shape[0], 1, seed=5)[0] + [7, 9, 11]
         d = np.abs(fwd_all(m, seq) - naive_logits(m, seq)).max()
         assert d < 1e-4, (case, d)
+    # qwen3: q and k normalised per head, so their projections' scale is gone (up to eps)
+    q3 = lr.load_model(os.path.join(tmp, "qwen3"))
+    seq = [5, 6, 7, 100, 200, 33]
+    big = lr.Model.__new__(lr.Model)
+    big.__dict__.update(q3.__dict__)
+    big.layers = [dict(L, wq=L["wq"] * np.float32(4), wk=L["wk"] * np.float32(0.5)) for L in q3.layers]
+    assert np.abs(fwd_all(q3, seq) - fwd_all(big, seq)).max() < 1e-3
+    plain = lr.Model.__new__(lr.Model)
+    plain.__dict__.update(q3.__dict__)
+    plain.layers = [dict(L, qn=None, kn=None) for L in q3.layers]
+    assert np.abs(fwd_all(q3, seq) - fwd_all(plain, seq)).max() > 1e-2
     # GQA == MHA whose k/v weights repeat each kv head for its query heads
     g = lr.load_model(os.path.join(tmp, "gqa8"))
     rep = g.A // g.KV
@@ -184,13 +204,13 @@ def test_forward(tmp):
     u.head = t.E.copy()
     assert np.array_equal(fwd_all(t, seq), fwd_all(u, seq))
     lr.ROUND_FP16 = True
-    print("forward: OK (loop reference, GQA = repeated MHA, tied head = embedding)")
+    print("forward: OK (loop reference, GQA = repeated MHA, tied head = embedding, qwen3 q/k norms)")
 
 
 def test_padding_cache_window(tmp):
     for fp32, tol in ((True, 1e-5), (False, 2e-2)):
         lr.ROUND_FP16 = not fp32
-        for case in ("gqa8", "qwen2", "mistral"):
+        for case in ("gqa8", "qwen2", "mistral", "qwen3"):
             m = lr.load_model(os.path.join(tmp, case))
             ps = prompts(m.E.shape[0])
             lg, toks = lr.generate(m, ps, 6)
@@ -253,12 +273,13 @@ def test_gguf(tmp):
     p = gw.permute_rows(np.arange(8, dtype=np.float32)[:, None], 1)[:, 0]
     assert p.tolist() == [0, 4, 1, 5, 2, 6, 3, 7]                       # rows i, i + d/2 made adjacent
     for case, wtype, align in (("gqa8", "f16", 32), ("qwen2", "f32", 32), ("llama3", "q8_0", 64),
-                               ("bf16-sharded", "bf16", 32), ("tied", "f16", 32)):
+                               ("bf16-sharded", "bf16", 32), ("tied", "f16", 32), ("qwen3", "f32", 32)):
         cfg, t = mlc.load_llama_checkpoint(os.path.join(tmp, case))
         path = os.path.join(tmp, case + ".gguf")
         gw.from_checkpoint(os.path.join(tmp, case), path, wtype, alignment=align)
         ver, kv, tens, raw = gw.read_gguf(path)
-        assert ver == 3 and kv["general.architecture"] in ("llama", "qwen2")
+        assert ver == 3 and kv["general.architecture"] == {"qwen2": "qwen2", "qwen3": "qwen3"}.get(
+            cfg["model_type"], "llama")
         arch = kv["general.architecture"]
         assert kv[arch + ".attention.head_count_kv"] == cfg["num_key_value_heads"]
         assert len(kv["tokenizer.ggml.tokens"]) == cfg["vocab_size"]

@@ -131,6 +131,10 @@ def faults(m, cfg):
         L["wq"] = np.ascontiguousarray(gguf_write.permute_rows(L["wq"].T, m.A).T)
         L["wk"] = np.ascontiguousarray(gguf_write.permute_rows(L["wk"].T, m.KV).T)
     out.append(("q/k rows left permuted", bad))
+    if m.layers[0].get("qn") is not None:   # qwen3: the per-head q/k norms forgotten
+        bad = copy.copy(m)
+        bad.layers = [dict(L, qn=None, kn=None) for L in m.layers]
+        out.append(("q/k norms left out", bad))
     if cfg.get("rope_scaling"):
         bad = copy.copy(m)
         plain = dict(cfg, rope_scaling=None)

@@ -1,13 +1,13 @@
 #!/usr/bin/python3
 """Write a small random Llama-family checkpoint laid out as Hugging Face
-publishes one (model_type llama, mistral or qwen2), and load any such
+publishes one (model_type llama, mistral, qwen2 or qwen3), and load any such
 directory back (load_llama_checkpoint) for the numpy oracle llama_ref.py and
 for gguf_write.py.
 
 Part of the independent test oracle: numpy only, written from the Hugging
 Face config and tensor naming conventions, never from the C engine.
 
-  make_llama_checkpoint.py --out DIR [--type llama|mistral|qwen2]
+  make_llama_checkpoint.py --out DIR [--type llama|mistral|qwen2|qwen3]
       [--layers 2] [--hidden 64] [--heads 4] [--kv-heads K] [--head-dim D]
       [--ffn 172] [--vocab 320] [--max-pos 256] [--eps 1e-5]
       [--rope-theta 10000] [--rope-scaling none|linear|llama3]
@@ -18,7 +18,7 @@ Face config and tensor naming conventions, never from the C engine.
       [--case NAME]
 
 --case sets a named test configuration (CASES below: mha, gqa8, mqa,
-llama3, tied, qwen2, bf16-sharded, mistral); flags given after it still win
+llama3, tied, qwen2, bf16-sharded, mistral, qwen3, qwen3-tied); flags given after it still win
 only where they are not part of the case (a case is a starting point).
 
 Files: config.json and generation_config.json as the hub has them (eos may
@@ -26,6 +26,7 @@ be a list), model.safetensors or model-0000k-of-0000n.safetensors shards with
 model.safetensors.index.json (the safetensors writer is make_checkpoint.py's).
 Tensor names: model.embed_tokens.weight; per layer
 model.layers.N.self_attn.{q,k,v,o}_proj.weight (+ q/k/v .bias for qwen2),
+model.layers.N.self_attn.{q,k}_norm.weight [head_dim] for qwen3,
 model.layers.N.mlp.{gate,up,down}_proj.weight,
 model.layers.N.{input_layernorm,post_attention_layernorm}.weight;
 model.norm.weight; lm_head.weight unless tie_word_embeddings (a tied
@@ -64,21 +65,35 @@ CASES = {
     "bf16-sharded": dict(type="llama", heads=4, kv_heads=2, hidden=64, ffn=128,
                          dtype="bf16", format="sharded", shards=3),
     "mistral": dict(type="mistral", heads=4, kv_heads=1, hidden=64, ffn=128, sliding_window=8),
+    # Qwen3: q/k norms; head_dim 16 given where hidden / heads would be 8
+    "qwen3": dict(type="qwen3", heads=8, kv_heads=2, hidden=64, head_dim=16, ffn=160,
+                  rope_theta=1000000.0, eps=1e-6),
+    "qwen3-tied": dict(type="qwen3", heads=4, kv_heads=4, hidden=64, head_dim=16, ffn=128, tied=True,
+                       rope_theta=1000000.0, eps=1e-6),
 }
 
-ARCH = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+ARCH = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+        "qwen3": "Qwen3ForCausalLM"}
 
 # ---------------------------------------------------------------- config
 
 
 def head_dim(cfg):
-    """head_dim from the config when given (Qwen3-style, Mistral-Nemo), else hidden / heads."""
+    """head_dim from the config when given (Qwen3-style, Mistral-Nemo), else hidden / heads
+    (Qwen3Config's default is 128 instead)."""
     hd = cfg.get("head_dim")
-    return int(hd) if hd else cfg["hidden_size"] // cfg["num_attention_heads"]
+    if hd:
+        return int(hd)
+    return 128 if cfg.get("model_type") == "qwen3" else cfg["hidden_size"] // cfg["num_attention_heads"]
+
+
+def qk_norm(cfg):
+    """Qwen3 RMS-normalises each head of q and k (q_norm, k_norm: [head_dim])."""
+    return cfg["model_type"] == "qwen3"
 
 
 def qkv_bias(cfg):
-    """Qwen2 always has q/k/v biases; Llama/Mistral when attention_bias is set."""
+    """Qwen2 always has q/k/v biases; Llama/Mistral/Qwen3 when attention_bias is set."""
     return cfg["model_type"] == "qwen2" or bool(cfg.get("attention_bias", False))
 
 
@@ -104,14 +119,17 @@ def make_config(a):
         "torch_dtype": {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}[a.dtype],
         "use_cache": True, "initializer_range": 0.02,
     }
-    if a.head_dim:
-        cfg["head_dim"] = a.head_dim
-    if a.type == "llama":
+    if a.head_dim or a.type == "qwen3":
+        cfg["head_dim"] = a.head_dim or a.hidden // a.heads
+    if a.type in ("llama", "qwen3"):
         cfg.update(attention_bias=False, mlp_bias=False, pretraining_tp=1)
     if a.type == "mistral":
         cfg["sliding_window"] = a.sliding_window or None
     if a.type == "qwen2":
         cfg.update(use_sliding_window=False, sliding_window=a.max_pos, max_window_layers=a.layers)
+    if a.type == "qwen3":
+        cfg.update(use_sliding_window=False, sliding_window=None, max_window_layers=a.layers)
+        del cfg["pretraining_tp"]
     if a.rope_scaling == "linear":
         cfg["rope_scaling"] = {"rope_type": "linear", "factor": a.rope_factor}
     elif a.rope_scaling == "llama3":
@@ -139,6 +157,9 @@ def expected_shapes(cfg):
             s[p + "self_attn.%s_proj.weight" % n] = (rows, H)
             if qkv_bias(cfg):
                 s[p + "self_attn.%s_proj.bias" % n] = (rows,)
+        if qk_norm(cfg):
+            s[p + "self_attn.q_norm.weight"] = (hd,)
+            s[p + "self_attn.k_norm.weight"] = (hd,)
         s[p + "self_attn.o_proj.weight"] = (H, A * hd)
         if o_bias(cfg):
             s[p + "self_attn.o_proj.bias"] = (H,)
@@ -183,12 +204,12 @@ def make_tensors(cfg, seed, std, embed_std, head_std, bf16_exact=False):
 
 
 def load_llama_checkpoint(d):
-    """A Hugging Face Llama/Mistral/Qwen2 directory -> (config, {name without
+    """A Hugging Face Llama/Mistral/Qwen2/Qwen3 directory -> (config, {name without
     'model.': float32 array}); shapes checked against the config."""
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
     if cfg.get("model_type") not in ARCH:
-        raise ValueError("%s: model_type %r is not llama, mistral or qwen2" % (d, cfg.get("model_type")))
+        raise ValueError("%s: model_type %r is not llama, mistral, qwen2 or qwen3" % (d, cfg.get("model_type")))
     t = mc.strip_model(mc.read_safetensors_dir(d))
     mc.check_shapes(d, t, expected_shapes(cfg))
     return cfg, t
