@@ -19,6 +19,7 @@
 #include "fg_backend.h"
 #include "fg_fmt.h"
 #include "fg_devsize.h"
+#include "fg_moe.h"
 #include "fg_pool.h"
 #include "fg_sample.h"
 
@@ -83,6 +84,7 @@ static int alloc_ws(host_ctx *hc, const fg_model_config *c, uint32_t rows) {
     hc->ws.ctx = alloc_f32(r * Q, &failed);
     hc->ws.ff = alloc_f32(r * (uint64_t)fg_opt_ws_ff(c), &failed);
     hc->ws.e = alloc_f32(r * (uint64_t)c->word_embed_proj_dim, &failed);
+    hc->ws.moe = c->n_experts ? alloc_f32(fg_moe_ws_floats(c, (int)rows), &failed) : NULL;
     hc->h = alloc_f32(r * H, &failed);
     hc->samp = alloc_f32(2 * (uint64_t)c->vocab_size, &failed);
     return failed ? -1 : 0;

@@ -1,6 +1,6 @@
 /* fg_llama.c - the Llama family's embedding, blocks and LM head on the CPU
  * (see fg_llama.h); attention over the cache is fg_opt_attn_core, which
- * serves every family. */
+ * serves every family, and a sparse layer's MLP fg_moe.c's. */
 #include "fg_llama.h"
 
 #include <math.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fg_common.h"
+#include "fg_moe.h"
 
 void fg_rope_inv_freq(float *inv, const fg_model_config *c) {
     int d = c->head_dim, half = d / 2;
@@ -101,6 +102,12 @@ void fg_llama_mlp_block(float *h, const fg_step *st, const fg_model_config *c, c
     FG_ASSERT(rows <= ws->max_rows);
     float *gate = ws->ff, *up = ws->ff + (size_t)rows * F;
     fg_rmsnorm(ws->a, h, w->w[FG_LW_LN2_W], c->norm_eps, rows, H);
+    if (w->w[FG_LW_ROUTER_W]) {   /* a sparse layer: the one kind whose weights include a router */
+        fg_moe_mlp(ws->a, ws->a, rows, c, w, ws);
+        fg_add(h, ws->a, n);
+        fg_round_fp16_n(h, n);
+        return;
+    }
     fg_linear(gate, ws->a, c, w, FG_LW_FC1_W, FG_LW_FC1_B, rows, H, F);
     fg_linear(up, ws->a, c, w, FG_LW_UP_W, FG_LW_UP_B, rows, H, F);
     fg_swiglu(gate, up, (size_t)rows * F);

@@ -7,11 +7,13 @@
 #include <string.h>
 
 #include "fg_common.h"
+#include "fg_moe.h"
 #include "fg_pool.h"
 #include "fg_q4.h"
 
 /* Rows of each scratch tensor, per row of the step: a H, q and ctx A*d, k
- * and v KV*d, ff F (twice F for a gated MLP: gate, then up), e D. */
+ * and v KV*d, ff F (twice F for a gated MLP: gate, then up), e D; a sparse
+ * layer's scratch (fg_moe.h). */
 void fg_opt_ws_init(fg_opt_ws *ws, const fg_model_config *c, int max_rows) {
     size_t r = (size_t)max_rows, H = (size_t)c->hidden, Q = (size_t)fg_config_q_dim(c), KV = (size_t)fg_config_kv_dim(c);
     ws->max_rows = max_rows;
@@ -22,16 +24,18 @@ void fg_opt_ws_init(fg_opt_ws *ws, const fg_model_config *c, int max_rows) {
     ws->ctx = fg_alloc_tensor(sizeof(float) * r * Q);
     ws->ff = fg_alloc_tensor(sizeof(float) * r * (size_t)fg_opt_ws_ff(c));
     ws->e = fg_alloc_tensor(sizeof(float) * r * (size_t)c->word_embed_proj_dim);
+    ws->moe = c->n_experts ? fg_alloc_tensor(sizeof(float) * (size_t)fg_moe_ws_floats(c, max_rows)) : NULL;
 }
 
 uint64_t fg_opt_ws_bytes(const fg_model_config *c, int max_rows) {
     uint64_t H = (uint64_t)c->hidden, Q = (uint64_t)fg_config_q_dim(c), KV = (uint64_t)fg_config_kv_dim(c);
-    return sizeof(float) * (uint64_t)max_rows *
-           (H + 2 * Q + 2 * KV + (uint64_t)fg_opt_ws_ff(c) + (uint64_t)c->word_embed_proj_dim);
+    return sizeof(float) * ((uint64_t)max_rows *
+           (H + 2 * Q + 2 * KV + (uint64_t)fg_opt_ws_ff(c) + (uint64_t)c->word_embed_proj_dim) +
+           fg_moe_ws_floats(c, max_rows));
 }
 
 void fg_opt_ws_free(fg_opt_ws *ws) {
-    free(ws->a); free(ws->q); free(ws->k); free(ws->v); free(ws->ctx); free(ws->ff); free(ws->e);
+    free(ws->a); free(ws->q); free(ws->k); free(ws->v); free(ws->ctx); free(ws->ff); free(ws->e); free(ws->moe);
     memset(ws, 0, sizeof *ws);
 }
 

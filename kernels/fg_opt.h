@@ -37,12 +37,18 @@ typedef struct {
     float *a, *q, *k, *v, *ctx; /* (max_rows, H), (.., A*d), (.., KV*d) x 2, (.., A*d) */
     float *ff;                  /* (max_rows, F), or 2F for a gated MLP */
     float *e;                   /* (max_rows, D) */
+    float *moe;                 /* a sparse layer's router and gathers: fg_moe_ws_floats (NULL: no experts) */
 } fg_opt_ws;
 
 /* Sizes by the description: a (rows, H), q and ctx (rows, A*d), k and v
- * (rows, KV*d), ff (rows, fg_opt_ws_ff), e (rows, D); for OPT all of a, q,
- * k, v, ctx are (rows, H). Every family's pieces (kernels/fg_fwd.h) share it. */
-static inline int fg_opt_ws_ff(const fg_model_config *c) { return c->ffn_kind == FG_FFN_SWIGLU ? 2 * c->ffn_dim : c->ffn_dim; }
+ * (rows, KV*d), ff (rows, fg_opt_ws_ff: a dense MLP's, or an expert's gate
+ * and up, whichever is wider), e (rows, D), moe (fg_moe_ws_floats); for OPT
+ * all of a, q, k, v, ctx are (rows, H). Every family's pieces
+ * (kernels/fg_fwd.h) share it. */
+static inline int fg_opt_ws_ff(const fg_model_config *c) {
+    int ff = c->ffn_kind == FG_FFN_SWIGLU ? 2 * c->ffn_dim : c->ffn_dim;
+    return c->n_experts && 2 * c->moe_ffn_dim > ff ? 2 * c->moe_ffn_dim : ff;
+}
 void fg_opt_ws_init(fg_opt_ws *ws, const fg_model_config *c, int max_rows);
 /* Bytes fg_opt_ws_init allocates: what a backend's workspace costs against
  * its memory budget. A compressed weight needs none: fg_gemm_q4w expands a

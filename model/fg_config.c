@@ -53,6 +53,39 @@ int fg_config_is_eos(const fg_model_config *c, int tok) {
     return 0;
 }
 
+/* A stack of experts' rows (E * Fe, E * H) stays far inside int64 and the
+ * tensor readers' bounds. */
+#define EXPERT_ROWS_MAX (1LL << 26)
+
+/* The mixture's numbers: all zero for a dense model; else the router
+ * kinds kernels/fg_moe.c runs, k of E experts, and what is not done yet
+ * (shared experts, expert biases) refused rather than ignored. */
+static fg_status validate_experts(const fg_model_config *c, const char *origin) {
+#define NEED(cond, ...) do { if (!(cond)) return fg_err_set(FG_EINPUT, __VA_ARGS__); } while (0)
+    uint64_t sparse = 0;   /* any layer marked sparse */
+    for (int i = 0; i < FG_CONFIG_MAX_LAYERS / 64; i++) sparse |= c->moe_layers[i];
+    if (c->n_experts == 0) {
+        NEED(!sparse && !c->experts_per_token && !c->moe_ffn_dim && c->router == FG_ROUTER_NONE && !c->n_shared_experts,
+             "%s: experts_per_token, moe_intermediate_size, a router or shared experts without experts", origin);
+        return FG_OK;
+    }
+    NEED(c->n_experts > 0 && c->n_experts <= FG_CONFIG_MAX_EXPERTS, "%s: %d experts (1 to %d)", origin,
+         c->n_experts, FG_CONFIG_MAX_EXPERTS);
+    NEED(c->experts_per_token >= 1 && c->experts_per_token <= c->n_experts,
+         "%s: num_experts_per_tok %d must be in [1, %d experts]", origin, c->experts_per_token, c->n_experts);
+    NEED(c->moe_ffn_dim > 0 && c->moe_ffn_dim <= FG_CONFIG_DIM_MAX, "%s: the experts' intermediate size %d must be in "
+         "[1, %d]", origin, c->moe_ffn_dim, FG_CONFIG_DIM_MAX);
+    NEED((int64_t)c->n_experts * (c->moe_ffn_dim > c->hidden ? c->moe_ffn_dim : c->hidden) <= EXPERT_ROWS_MAX,
+         "%s: %d experts of %d x %d exceed %lld stacked rows", origin, c->n_experts, c->moe_ffn_dim, c->hidden,
+         EXPERT_ROWS_MAX);
+    NEED(c->router == FG_ROUTER_MIXTRAL || c->router == FG_ROUTER_QWEN3_MOE, "%s: unknown router kind %d", origin,
+         c->router);
+    NEED(c->n_shared_experts == 0, "%s: %d shared experts: not supported yet", origin, c->n_shared_experts);
+    NEED(!c->mlp_bias, "%s: biases in a model with experts: not supported yet", origin);
+#undef NEED
+    return FG_OK;
+}
+
 fg_status fg_config_validate(const fg_model_config *c, const char *origin) {
 #define NEED(cond, ...) do { if (!(cond)) return fg_err_set(FG_EINPUT, __VA_ARGS__); } while (0)
     const fg_family *fam = fg_family_get(c->family);
@@ -86,7 +119,7 @@ fg_status fg_config_validate(const fg_model_config *c, const char *origin) {
         NEED(c->eos_ids[i] >= 0 && c->eos_ids[i] < c->vocab_size, "%s: eos_token_id %d out of range", origin,
              c->eos_ids[i]);
 #undef NEED
-    return FG_OK;
+    return validate_experts(c, origin);
 }
 
 /* ---- config.json ---- */
@@ -193,7 +226,7 @@ fg_status fg_config_load_json(const char *path, fg_model_config *cfg) {
     else if (mt && !json_is_string(mt)) st = fg_err_set(FG_EINPUT, "%s: field 'model_type' is not a string", path);
     else if (!(fam = family_of_type(mt ? json_string_value(mt) : NULL)))
         st = fg_err_set(FG_EINPUT, "%s: field 'model_type' is \"%s\", which this engine does not run (opt, llama, "
-                                   "mistral, qwen2, qwen3)", path, json_string_value(mt));
+                                   "mistral, qwen2, qwen3, mixtral, qwen3_moe)", path, json_string_value(mt));
     if (!st) st = fam->from_json(root, path, dir, cfg);
     if (!st) st = fg_config_validate(cfg, path);
     json_decref(root);
@@ -210,10 +243,14 @@ static void set_spec(fg_spec *s, const char *name, int present, int64_t d0, int6
     s->dims[1] = d1;
 }
 
-/* Layer tensor w's shape (d1 = 0: a vector) and presence, from the fields. */
-static int layer_shape(const fg_model_config *c, int w, int64_t *d0, int64_t *d1) {
+/* Layer l's tensor w: its shape (d1 = 0: a vector) and presence, from the
+ * fields. A sparse layer's FC1, UP and FC2 stack its experts' matrices
+ * (fg_config.h), and it has a router. */
+static int layer_shape(const fg_model_config *c, int l, int w, int64_t *d0, int64_t *d1) {
     int64_t H = c->hidden, F = c->ffn_dim, Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c);
     int ln_b = c->norm_kind == FG_NORM_LAYER, gated = c->ffn_kind == FG_FFN_SWIGLU;
+    int64_t E = 1;   /* matrices stacked in the MLP's roles */
+    if (fg_config_layer_sparse(c, l)) E = c->n_experts, F = c->moe_ffn_dim;
     *d1 = 0;
     switch (w) {
     case FG_LW_Q_W: *d0 = Q, *d1 = H; return 1;
@@ -224,15 +261,35 @@ static int layer_shape(const fg_model_config *c, int w, int64_t *d0, int64_t *d1
     case FG_LW_O_B: *d0 = H; return c->o_bias;
     case FG_LW_LN1_W: case FG_LW_LN2_W: *d0 = H; return 1;
     case FG_LW_LN1_B: case FG_LW_LN2_B: *d0 = H; return ln_b;
-    case FG_LW_FC1_W: *d0 = F, *d1 = H; return 1;
-    case FG_LW_FC1_B: *d0 = F; return c->mlp_bias;
-    case FG_LW_FC2_W: *d0 = H, *d1 = F; return 1;
-    case FG_LW_FC2_B: *d0 = H; return c->mlp_bias;
-    case FG_LW_UP_W: *d0 = F, *d1 = H; return gated;
-    case FG_LW_UP_B: *d0 = F; return gated && c->mlp_bias;
+    case FG_LW_FC1_W: *d0 = E * F, *d1 = H; return 1;
+    case FG_LW_FC1_B: *d0 = E * F; return c->mlp_bias;
+    case FG_LW_FC2_W: *d0 = E * H, *d1 = F; return 1;
+    case FG_LW_FC2_B: *d0 = E * H; return c->mlp_bias;
+    case FG_LW_UP_W: *d0 = E * F, *d1 = H; return gated;
+    case FG_LW_UP_B: *d0 = E * F; return gated && c->mlp_bias;
     case FG_LW_QN_W: case FG_LW_KN_W: *d0 = c->head_dim; return c->qk_norm;
+    case FG_LW_ROUTER_W: *d0 = c->n_experts, *d1 = H; return E > 1;
     }
     return 0;
+}
+
+int fg_spec_is_experts(const fg_model_config *c, int idx) {
+    if (idx < FG_GW_COUNT) return 0;
+    int l = (idx - FG_GW_COUNT) / FG_LW_COUNT, w = (idx - FG_GW_COUNT) % FG_LW_COUNT;
+    return fg_config_layer_sparse(c, l) && w >= FG_LW_FC1_W && w <= FG_LW_UP_B && w != FG_LW_LN2_W &&
+           w != FG_LW_LN2_B;
+}
+
+/* A sparse layer's name for role w: the family's pattern with the expert's
+ * number as "*" (a name no checkpoint holds: the stack of all of them), or
+ * NULL where the dense name stands. */
+static int moe_name(const fg_family *fam, const fg_model_config *c, int l, int w, char *out, size_t cap) {
+    const char *pat = fg_config_layer_sparse(c, l) && fam->moe_suffix ? fam->moe_suffix(c, w) : NULL;
+    if (!pat) return 0;
+    const char *at = strstr(pat, "%d");
+    if (at) snprintf(out, cap, "%s%d.%.*s*%s", fam->layer_prefix, l, (int)(at - pat), pat, at + 2);
+    else snprintf(out, cap, "%s%d.%s", fam->layer_prefix, l, pat);
+    return 1;
 }
 
 fg_spec *fg_specs_new(const fg_model_config *c) {
@@ -252,9 +309,10 @@ fg_spec *fg_specs_new(const fg_model_config *c) {
     for (int l = 0; l < c->n_layers; l++)
         for (int w = 0; w < FG_LW_COUNT; w++) {
             char name[96];
-            snprintf(name, sizeof name, "%s%d.%s", fam->layer_prefix, l, fam->layer_suffix[w]);
+            if (!moe_name(fam, c, l, w, name, sizeof name))
+                snprintf(name, sizeof name, "%s%d.%s", fam->layer_prefix, l, fam->layer_suffix[w]);
             int64_t d0, d1;
-            int present = layer_shape(c, w, &d0, &d1);
+            int present = layer_shape(c, l, w, &d0, &d1);
             set_spec(&sp[fg_spec_layer(l, w)], name, present, d0, d1);
         }
     for (int i = 0; i < fg_spec_count(c); i++) {   /* the description's formats, compression not applied */
@@ -265,6 +323,19 @@ fg_spec *fg_specs_new(const fg_model_config *c) {
     return sp;
 }
 
+/* The layer a name after the family's prefix names ("3." of "layers.3...."),
+ * and where its suffix starts; -1 if none. */
+static int name_layer(const fg_family *fam, const fg_model_config *c, const char *name, const char **suffix) {
+    size_t pl = strlen(fam->layer_prefix);
+    if (strncmp(name, fam->layer_prefix, pl)) return -1;
+    const char *p = name + pl;
+    char *end;
+    long l = strtol(p, &end, 10);
+    if (end == p || *end != '.' || l < 0 || l >= c->n_layers) return -1;
+    *suffix = end + 1;
+    return (int)l;
+}
+
 int fg_spec_lookup(const fg_model_config *c, const fg_spec *specs, const char *name) {
     const fg_family *fam = fg_family_get(c->family);
     if (!strncmp(name, "model.", 6)) name += 6;
@@ -273,14 +344,36 @@ int fg_spec_lookup(const fg_model_config *c, const fg_spec *specs, const char *n
     if (c->tied && !strcmp(name, fam->global_name[FG_GW_LM_HEAD])) return -2;   /* the embedding is the head */
     for (int g = 0; g < FG_GW_COUNT; g++)
         if (specs[g].present && !strcmp(name, specs[g].name)) return g;
-    size_t pl = strlen(fam->layer_prefix);
-    if (strncmp(name, fam->layer_prefix, pl)) return -1;
-    const char *p = name + pl;
-    char *end;
-    long l = strtol(p, &end, 10);
-    if (end == p || *end != '.' || l < 0 || l >= c->n_layers) return -1;
-    for (int w = 0; w < FG_LW_COUNT; w++)
-        if (!strcmp(end + 1, fam->layer_suffix[w])) return specs[fg_spec_layer((int)l, w)].present ? fg_spec_layer((int)l, w) : -1;
+    const char *suffix;
+    int l = name_layer(fam, c, name, &suffix);
+    for (int w = 0; l >= 0 && w < FG_LW_COUNT; w++) {
+        const fg_spec *s = &specs[fg_spec_layer(l, w)];
+        if (s->present && !strcmp(name, s->name)) return fg_spec_layer(l, w);
+    }
+    return -1;
+}
+
+int fg_spec_lookup_part(const fg_model_config *c, const fg_spec *specs, const char *name, int *expert) {
+    *expert = -1;
+    int idx = fg_spec_lookup(c, specs, name);
+    const fg_family *fam = fg_family_get(c->family);
+    if (idx != -1 || !c->n_experts || !fam->moe_suffix) return idx;
+    if (!strncmp(name, "model.", 6)) name += 6;
+    const char *suffix;
+    int l = name_layer(fam, c, name, &suffix);
+    if (l < 0 || !fg_config_layer_sparse(c, l)) return -1;
+    static const int roles[] = {FG_LW_FC1_W, FG_LW_FC2_W, FG_LW_UP_W};
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
+        const char *pat = fam->moe_suffix(c, roles[i]), *at = pat ? strstr(pat, "%d") : NULL;
+        if (!at || strncmp(suffix, pat, (size_t)(at - pat))) continue;
+        const char *p = suffix + (at - pat);
+        char *end;
+        long e = strtol(p, &end, 10);
+        if (end == p || *p == '-' || *p == '+' || (*p == '0' && end - p > 1) || strcmp(end, at + 2)) continue;
+        if (e < 0 || e >= c->n_experts) return -1;
+        *expert = (int)e;
+        return fg_spec_layer(l, roles[i]);
+    }
     return -1;
 }
 
@@ -291,7 +384,7 @@ static const int8_t layer_slot[FG_LW_COUNT] = {
     [FG_LW_Q_W] = 0, [FG_LW_K_W] = 1, [FG_LW_V_W] = 2, [FG_LW_O_W] = 3, [FG_LW_FC1_W] = 4, [FG_LW_FC2_W] = 5,
     [FG_LW_UP_W] = 6, [FG_LW_Q_B] = -1, [FG_LW_K_B] = -1, [FG_LW_V_B] = -1, [FG_LW_O_B] = -1, [FG_LW_LN1_W] = -1,
     [FG_LW_LN1_B] = -1, [FG_LW_FC1_B] = -1, [FG_LW_FC2_B] = -1, [FG_LW_LN2_W] = -1, [FG_LW_LN2_B] = -1,
-    [FG_LW_UP_B] = -1, [FG_LW_QN_W] = -1, [FG_LW_KN_W] = -1};
+    [FG_LW_UP_B] = -1, [FG_LW_QN_W] = -1, [FG_LW_KN_W] = -1, [FG_LW_ROUTER_W] = -1};
 static const int8_t global_slot[FG_GW_COUNT] = {
     [FG_GW_EMBED_TOKENS] = 0, [FG_GW_PROJ_IN] = 1, [FG_GW_PROJ_OUT] = 2, [FG_GW_LM_HEAD] = 3,
     [FG_GW_EMBED_POS] = -1, [FG_GW_FINAL_LN_W] = -1, [FG_GW_FINAL_LN_B] = -1};
@@ -320,6 +413,11 @@ uint64_t fg_spec_stored_bytes(const fg_model_config *c, const fg_spec *sp, int i
     return fg_fmt_bytes(fg_spec_fmt(c, sp, idx), (uint64_t)t->dims[0], (uint64_t)t->dims[1]);
 }
 
+uint64_t fg_spec_expert_bytes(const fg_model_config *c, const fg_spec *sp, int idx) {
+    FG_ASSERT(fg_spec_is_experts(c, idx) && c->n_experts > 0);
+    return fg_spec_stored_bytes(c, sp, idx) / (uint64_t)c->n_experts;
+}
+
 uint64_t fg_cache_row_bytes(const fg_model_config *c) {
     if (!c->compress_cache) return 2 * (uint64_t)fg_config_kv_dim(c);
     return (uint64_t)c->n_kv_heads * fg_q4_slice_bytes((uint64_t)fg_config_head_dim(c), 1);
@@ -339,6 +437,9 @@ static float bitsf(uint32_t u) {
     return f;
 }
 
+/* The router word of a description: kind, and the flag beside it. */
+#define DESC_ROUTER_NORM_TOPK (1u << 8)
+
 fg_model_desc fg_config_desc(const fg_model_config *c) {
     fg_model_desc d = {.family = (uint32_t)c->family, .n = FG_MODEL_DESC_N};
     uint32_t kinds = (uint32_t)(c->ffn_kind | c->norm_kind << 4 | c->pos_kind << 8 | c->rope_scaling << 12);
@@ -346,11 +447,15 @@ fg_model_desc fg_config_desc(const fg_model_config *c) {
                      (c->o_bias ? FG_DESC_F_O_BIAS : 0) | (c->mlp_bias ? FG_DESC_F_MLP_BIAS : 0) |
                      (c->tied ? FG_DESC_F_TIED : 0) | (c->compress_weight ? FG_DESC_F_COMPRESS_WEIGHT : 0) |
                      (c->compress_cache ? FG_DESC_F_COMPRESS_CACHE : 0) | (c->qk_norm ? FG_DESC_F_QK_NORM : 0);
+    uint32_t router = (uint32_t)c->router | (c->moe_norm_topk ? DESC_ROUTER_NORM_TOPK : 0);
+    uint32_t layer = fg_config_layer_sparse(c, 0) ? FG_DESC_L_SPARSE : 0;   /* a one-layer config's layer */
     const uint32_t v[FG_MODEL_DESC_N] = {
         (uint32_t)c->vocab_size, (uint32_t)c->hidden, (uint32_t)c->n_heads, (uint32_t)c->n_kv_heads,
         (uint32_t)c->head_dim, (uint32_t)c->ffn_dim, (uint32_t)c->max_pos, (uint32_t)c->word_embed_proj_dim,
         kinds, flags, fbits(c->norm_eps), fbits(c->rope_theta), fbits(c->rope_factor), fbits(c->rope_low),
-        fbits(c->rope_high), (uint32_t)c->rope_orig_max, (uint32_t)c->sliding_window, c->fmt_layer, c->fmt_global};
+        fbits(c->rope_high), (uint32_t)c->rope_orig_max, (uint32_t)c->sliding_window, (uint32_t)c->n_experts,
+        (uint32_t)c->experts_per_token, (uint32_t)c->moe_ffn_dim, router, (uint32_t)c->n_shared_experts,
+        c->fmt_layer, c->fmt_global, layer};
     memcpy(d.v, v, sizeof v);
     return d;
 }
@@ -369,6 +474,7 @@ void fg_config_set_formats(fg_model_config *c, const fg_spec *sp, int layer) {
 fg_model_desc fg_config_desc_layer(const fg_model_config *c, const fg_spec *sp, int layer) {
     fg_model_config one = *c;
     fg_config_set_formats(&one, sp, layer);
+    fg_config_set_sparse(&one, 0, fg_config_layer_sparse(c, layer));   /* the description's layer kind */
     return fg_config_desc(&one);
 }
 
@@ -419,7 +525,17 @@ fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_model_
     c->norm_eps = bitsf(d->v[10]), c->rope_theta = bitsf(d->v[11]), c->rope_factor = bitsf(d->v[12]);
     c->rope_low = bitsf(d->v[13]), c->rope_high = bitsf(d->v[14]);
     c->rope_orig_max = (int)d->v[15], c->sliding_window = (int)d->v[16];
-    c->fmt_layer = d->v[17], c->fmt_global = d->v[18];
+    if (d->v[17] > FG_CONFIG_MAX_EXPERTS || d->v[18] > d->v[17] || d->v[19] > FG_CONFIG_DIM_MAX ||
+        (d->v[20] & ~(DESC_ROUTER_NORM_TOPK | 255u)) || d->v[21] > FG_CONFIG_MAX_EXPERTS ||
+        d->v[24] & ~FG_DESC_L_ALL || (d->v[24] && !d->v[17]))
+        return fg_err_set(FG_EINPUT, "%s: model experts %u (top %u, size %u, router 0x%x, shared %u, layer kind "
+                          "%u) out of range", who, (unsigned)d->v[17], (unsigned)d->v[18], (unsigned)d->v[19],
+                          (unsigned)d->v[20], (unsigned)d->v[21], (unsigned)d->v[24]);
+    c->n_experts = (int)d->v[17], c->experts_per_token = (int)d->v[18], c->moe_ffn_dim = (int)d->v[19];
+    c->router = (int)(d->v[20] & 255), c->moe_norm_topk = !!(d->v[20] & DESC_ROUTER_NORM_TOPK);
+    c->n_shared_experts = (int)d->v[21];
+    fg_config_set_sparse(c, 0, d->v[24] & FG_DESC_L_SPARSE);
+    c->fmt_layer = d->v[22], c->fmt_global = d->v[23];
     int bad = c->fmt_layer >> 28 || c->fmt_global >> 16;
     for (int i = 0; i < 7; i++) bad |= (c->fmt_layer >> (4 * i) & 15) >= FG_FMT_COUNT;
     for (int i = 0; i < 4; i++) {

@@ -16,7 +16,29 @@ enum { FG_FFN_RELU = 0, FG_FFN_SWIGLU = 1 };          /* fc2(relu(fc1 x)); down(
 enum { FG_NORM_LAYER = 0, FG_NORM_RMS = 1 };           /* LayerNorm with bias; RMSNorm, weight only */
 enum { FG_POS_LEARNED = 0, FG_POS_ROPE = 1 };          /* a position table (OPT's offset 2); rotary */
 enum { FG_ROPE_NONE = 0, FG_ROPE_LINEAR = 1, FG_ROPE_LLAMA3 = 2 };   /* rope_scaling */
+/* How a sparse layer's router turns its logits (x Wg^T in fp32, one per
+ * expert) into k experts and their weights (kernels/fg_moe.c):
+ *   MIXTRAL    softmax over all experts, the top k, renormalised to sum 1
+ *              (modeling_mixtral.py);
+ *   QWEN3_MOE  softmax over all experts, the top k, renormalised only with
+ *              norm_topk_prob (moe_norm_topk; modeling_qwen3_moe.py).
+ * Kinds to come are one more value and one case each, nothing here
+ * rewritten: gpt-oss (the top k of the raw logits, then a softmax over those
+ * k; router and expert biases as layer roles of their own), DeepSeek-V3
+ * (sigmoid scores, a selection bias added for the choice only, top k within
+ * the best expert groups, the chosen scores normalised and scaled by
+ * routed_scaling_factor, beside n_shared_experts always-on experts): their
+ * extra numbers (groups, scale) become fields beside moe_norm_topk. */
+enum { FG_ROUTER_NONE = 0, FG_ROUTER_MIXTRAL = 1, FG_ROUTER_QWEN3_MOE = 2 };
 #define FG_MAX_EOS 8
+/* Bounds on a config, far above any real model: every size at most
+ * FG_CONFIG_DIM_MAX (what the workers accept in a model description, and
+ * what keeps the ops' size products inside uint64 and row counts inside
+ * int), at most FG_CONFIG_MAX_LAYERS layers (the tensor list stays an int
+ * count and a few MB), at most FG_CONFIG_MAX_EXPERTS experts a layer. */
+#define FG_CONFIG_DIM_MAX (1 << 20)
+#define FG_CONFIG_MAX_LAYERS 4096
+#define FG_CONFIG_MAX_EXPERTS 1024
 
 typedef struct {
     char name[64];
@@ -45,6 +67,17 @@ typedef struct {
     int qk_norm;             /* Qwen3: an RMSNorm over each head of q and of k (weights [head_dim],
                                 eps norm_eps) after the projections, before rotary */
     int tied;                /* the LM head is the token embedding (no lm_head tensor) */
+    /* Mixture of experts (n_experts 0: every MLP dense). A sparse layer's
+     * MLP is n_experts gated MLPs of moe_ffn_dim each; its router picks
+     * experts_per_token of them for each token and sums their outputs by
+     * its weights. A dense layer of the same model keeps ffn_dim. */
+    int n_experts;           /* E */
+    int experts_per_token;   /* k: the top k */
+    int moe_ffn_dim;         /* Fe: an expert's intermediate size (moe_intermediate_size) */
+    int router;              /* FG_ROUTER_* */
+    int moe_norm_topk;       /* QWEN3_MOE: renormalise the k weights (norm_topk_prob) */
+    int n_shared_experts;    /* always-on experts beside the routed ones (DeepSeek): 0 here */
+    uint64_t moe_layers[FG_CONFIG_MAX_LAYERS / 64];   /* bit l: layer l is sparse (fg_config_layer_sparse) */
     int pad_id, bos_id;
     int n_eos, eos_ids[FG_MAX_EOS];   /* generation stops at any of them */
     /* How the tiers hold it (a run's choice, not the checkpoint's): FlexGen's
@@ -82,14 +115,6 @@ fg_status fg_json_load_file_ex(const char *path, size_t flags, struct json_t **r
 /* A JSON value's kind as an error message says it: "an object", "a string", ... */
 const char *fg_json_kind(const struct json_t *v);
 
-/* Bounds on a config, far above any real model: every size at most
- * FG_CONFIG_DIM_MAX (what the workers accept in a model description, and
- * what keeps the ops' size products inside uint64 and row counts inside
- * int), at most FG_CONFIG_MAX_LAYERS layers (the tensor list stays an int
- * count and a few MB). */
-#define FG_CONFIG_DIM_MAX (1 << 20)
-#define FG_CONFIG_MAX_LAYERS 4096
-
 /* Semantic checks shared by every constructor (A % n_kv_heads == 0, sizes
  * > 0 and within the bounds above, the kinds the family's kernels run, ...). */
 fg_status fg_config_validate(const fg_model_config *cfg, const char *origin);
@@ -108,32 +133,39 @@ const char *fg_config_family_name(const fg_model_config *c);
  * head_dim, ffn_dim, max_pos, word_embed_proj_dim, kinds (ffn_kind |
  * norm_kind << 4 | pos_kind << 8 | rope_scaling << 12), flags (FG_DESC_F_*),
  * norm_eps, rope_theta, rope_factor, rope_low, rope_high, rope_orig_max,
- * sliding_window, fmt_layer, fmt_global (the formats of the tensors the op
- * reads: fg_config_desc_layer). */
+ * sliding_window, n_experts, experts_per_token, moe_ffn_dim, the router
+ * (router | moe_norm_topk << 8), n_shared_experts, then what may differ by
+ * layer: fmt_layer, fmt_global (the formats of the tensors the op reads:
+ * fg_config_desc_layer) and the layer's kind (FG_DESC_L_*). */
 enum {
     FG_DESC_F_PRE_LN = 1, FG_DESC_F_QKV_BIAS = 2, FG_DESC_F_O_BIAS = 4, FG_DESC_F_MLP_BIAS = 8,
     FG_DESC_F_TIED = 16, FG_DESC_F_COMPRESS_WEIGHT = 32, FG_DESC_F_COMPRESS_CACHE = 64, FG_DESC_F_QK_NORM = 128,
 };
 #define FG_DESC_F_ALL 255u   /* every flag above */
-#define FG_MODEL_DESC_N 19
-#define FG_MODEL_DESC_MAX 19
-#define FG_MODEL_DESC_SHAPE_N 17   /* the numbers before the formats: the model's shape */
+enum { FG_DESC_L_SPARSE = 1 };   /* the op's layer: its MLP is a mixture of experts */
+#define FG_DESC_L_ALL 1u
+#define FG_MODEL_DESC_N 25
+#define FG_MODEL_DESC_MAX 25
+#define FG_MODEL_DESC_SHAPE_N 22   /* the numbers before the formats: the model's shape */
+#define FG_MODEL_DESC_DENSE_N 17   /* of those, the ones a model without experts is told apart by */
 typedef struct {
     uint32_t family;                  /* FG_FAMILY_* */
     uint32_t n;                       /* values used: FG_MODEL_DESC_N */
     uint32_t v[FG_MODEL_DESC_MAX];    /* the numbers; the rest 0 */
 } fg_model_desc;
-_Static_assert(sizeof(fg_model_desc) == 84, "fg_model_desc: 21 x u32, no padding");
+_Static_assert(sizeof(fg_model_desc) == 108, "fg_model_desc: 27 x u32, no padding");
 
 /* cfg -> its description (formats as cfg's fmt_layer, fmt_global). */
 fg_model_desc fg_config_desc(const fg_model_config *cfg);
 struct fg_spec_s;
 /* The description of an op on decoder layer `layer` (or -1: the model-level
- * tensors only) of a whole model: its formats are those of the specs. */
+ * tensors only) of a whole model: its formats are those of the specs, its
+ * kind (sparse or not) the layer's. */
 fg_model_desc fg_config_desc_layer(const fg_model_config *cfg, const struct fg_spec_s *sp, int layer);
 /* cfg's fmt_layer / fmt_global set from the specs of decoder layer `layer`
  * (-1: none) and the model-level ones: the config the kernels run that
- * layer's ops with in this process (the reference engine). */
+ * layer's ops with in this process (the reference engine). The kernels
+ * tell a sparse layer by its router (fg_llama.c), so nothing else changes. */
 void fg_config_set_formats(fg_model_config *cfg, const struct fg_spec_s *sp, int layer);
 /* 1 if a and b describe the same model shape (family and the first
  * FG_MODEL_DESC_SHAPE_N numbers); their formats may differ (by layer). */
@@ -141,7 +173,7 @@ int fg_config_desc_same_shape(const fg_model_desc *a, const fg_model_desc *b);
 /* A description -> a one-layer config to run ops with; FG_EINPUT naming
  * `who` for an unknown family, a wrong count or an out-of-range number. */
 fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_model_config *cfg);
-/* The description as text, "FAMILY,V0,...,V16" (a worker's --profile
+/* The description as text, "FAMILY,V0,...,V24" (a worker's --profile
  * --shape), and back: FG_EINPUT naming `who` for text that is not one. */
 void fg_config_desc_text(const fg_model_config *cfg, char *out, size_t cap);
 fg_status fg_config_from_desc_text(const char *text, const char *who, fg_model_config *cfg);
@@ -163,12 +195,28 @@ static inline double fg_config_prefill_attn_pairs(const fg_model_config *c, doub
     double W = fg_config_attn_keys(c, S);
     return S * W - W * W / 2;
 }
+/* 1 if decoder layer l's MLP is a mixture of experts. */
+static inline int fg_config_layer_sparse(const fg_model_config *c, int l) {
+    return c->n_experts > 0 && l >= 0 && l < FG_CONFIG_MAX_LAYERS && (c->moe_layers[l / 64] >> (l % 64) & 1);
+}
+static inline void fg_config_set_sparse(fg_model_config *c, int l, int sparse) {
+    uint64_t bit = 1ull << (l % 64);
+    c->moe_layers[l / 64] = sparse ? c->moe_layers[l / 64] | bit : c->moe_layers[l / 64] & ~bit;
+}
 /* Weight matrices of the MLP: 2 (fc1, fc2) or 3 (gate, up, down). */
 static inline int fg_config_ffn_mats(const fg_model_config *c) { return c->ffn_kind == FG_FFN_SWIGLU ? 3 : 2; }
-/* FLOPs of a decoder layer's Linear layers per row: 2 x (q, k, v, o, MLP). */
+/* FLOPs of a decoder layer's Linear layers per row: 2 x (q, k, v, o, MLP);
+ * a model with experts counts a sparse layer's (the router and k experts
+ * a row), the mean over its layers. */
 static inline double fg_config_layer_flops(const fg_model_config *c) {
-    double H = c->hidden, Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c);
-    return 2 * (H * Q + 2 * H * KV + Q * H + fg_config_ffn_mats(c) * H * (double)c->ffn_dim);
+    double H = c->hidden, Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c), mlp = fg_config_ffn_mats(c) * H * (double)c->ffn_dim;
+    if (c->n_experts > 0) {
+        int sparse = 0;
+        for (int l = 0; l < c->n_layers; l++) sparse += fg_config_layer_sparse(c, l);
+        double moe = H * c->n_experts + (double)c->experts_per_token * 3 * H * c->moe_ffn_dim;
+        mlp = (sparse * moe + (c->n_layers - sparse) * mlp) / (c->n_layers > 0 ? c->n_layers : 1);
+    }
+    return 2 * (H * Q + 2 * H * KV + Q * H + mlp);
 }
 
 /* ---- tensor specs ---- */
@@ -178,13 +226,18 @@ static inline double fg_config_layer_flops(const fg_model_config *c) {
  * Llama input_layernorm), LN2 before the MLP (final_layer_norm,
  * post_attention_layernorm), FC1 the MLP's first matrix (fc1, gate_proj),
  * FC2 its last (fc2, down_proj), UP the gated MLP's up_proj, QN and KN
- * the per-head q and k norms (Qwen3's q_norm, k_norm: [head_dim]). New roles
- * are appended, so a layer's earlier roles keep their index. */
+ * the per-head q and k norms (Qwen3's q_norm, k_norm: [head_dim]), ROUTER
+ * a sparse layer's router ([E, H]: Mixtral's block_sparse_moe.gate,
+ * Qwen3-MoE's mlp.gate). In a sparse layer FC1, UP and FC2 hold every
+ * expert's matrix, expert after expert: FC1 and UP [E * Fe, H], FC2
+ * [E * H, Fe], so expert e is one contiguous byte range of each
+ * (fg_spec_expert_bytes), which a loader fills and a GEMM reads alone.
+ * New roles are appended, so a layer's earlier roles keep their index. */
 enum {
     FG_LW_Q_W, FG_LW_Q_B, FG_LW_K_W, FG_LW_K_B, FG_LW_V_W, FG_LW_V_B,
     FG_LW_O_W, FG_LW_O_B, FG_LW_LN1_W, FG_LW_LN1_B,
     FG_LW_FC1_W, FG_LW_FC1_B, FG_LW_FC2_W, FG_LW_FC2_B, FG_LW_LN2_W, FG_LW_LN2_B,
-    FG_LW_UP_W, FG_LW_UP_B, FG_LW_QN_W, FG_LW_KN_W,
+    FG_LW_UP_W, FG_LW_UP_B, FG_LW_QN_W, FG_LW_KN_W, FG_LW_ROUTER_W,
     FG_LW_COUNT
 };
 /* Model-level tensors (some only exist for some configs: see fg_spec.present).
@@ -219,6 +272,13 @@ static inline int64_t fg_spec_numel(const fg_spec *s) { return s->ndim == 1 ? s-
  * an unknown name (or one this config has no tensor for), -2 for names to
  * ignore (lm_head.weight of a tied model). */
 int fg_spec_lookup(const fg_model_config *cfg, const fg_spec *specs, const char *name);
+/* The same, also for one expert's matrix of a sparse layer
+ * ("layers.3.mlp.experts.17.up_proj.weight"): its layer's FC1, FC2 or UP
+ * spec, *expert its number; *expert = -1 for a whole tensor. */
+int fg_spec_lookup_part(const fg_model_config *cfg, const fg_spec *specs, const char *name, int *expert);
+/* 1 if spec index idx holds every expert of a sparse layer (FC1, FC2, UP
+ * there, and their biases). */
+int fg_spec_is_experts(const fg_model_config *cfg, int idx);
 
 /* ---- bytes as the tiers hold them ---- */
 
@@ -240,6 +300,11 @@ int fg_spec_is_q4(const fg_model_config *c, int idx);
 /* Bytes spec index idx occupies in every tier: fg_fmt_bytes of
  * fg_spec_fmt and its shape (1-D tensors: fp16). */
 uint64_t fg_spec_stored_bytes(const fg_model_config *c, const fg_spec *sp, int idx);
+/* Bytes of one expert's part of a stacked spec (fg_spec_is_experts): a
+ * 1/E of fg_spec_stored_bytes, expert e at offset e times it (rows of whole
+ * blocks in every format but FlexGen's 4-bit, which a model with experts
+ * does not use). */
+uint64_t fg_spec_expert_bytes(const fg_model_config *c, const fg_spec *sp, int idx);
 /* KV cache bytes of one position of one sequence (n_kv_heads * head_dim
  * values): fp16, or n_kv_heads compressed head_dim slices. A (Tmax, B, KV)
  * cache block is Tmax*B of these, time-major. */

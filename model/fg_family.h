@@ -26,6 +26,10 @@ typedef struct {
     fg_status (*validate)(const fg_model_config *cfg, const char *origin);
     const char *layer_prefix;             /* "decoder.layers.": then "N." and a suffix */
     const char *layer_suffix[FG_LW_COUNT];
+    /* A sparse layer's suffix for role w where it differs from
+     * layer_suffix: the router's name, or an expert's matrix with %d for
+     * its number; NULL where it does not (NULL hook: no experts). */
+    const char *(*moe_suffix)(const fg_model_config *cfg, int w);
     const char *global_name[FG_GW_COUNT];
     const char *const *aliases;           /* pairs (other name, canonical name), NULL-terminated */
     /* GGUF (llama.cpp's files; NULL: the family has none): the

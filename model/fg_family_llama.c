@@ -1,10 +1,13 @@
 /* fg_family_llama.c - the Llama family's description: Llama 2 and 3.x,
- * Mistral, Qwen2/2.5, Qwen3 and TinyLlama (Hugging Face model_type llama,
- * mistral, qwen2, qwen3): gated SiLU MLP, RMSNorm, rotary positions
+ * Mistral, Qwen2/2.5, Qwen3, TinyLlama, and the mixtures of experts Mixtral
+ * and Qwen3-MoE (Hugging Face model_type llama, mistral, qwen2, qwen3,
+ * mixtral, qwen3_moe): gated SiLU MLP, RMSNorm, rotary positions
  * (rope_theta, rope_scaling linear or llama3), grouped-query attention,
  * optional q/k/v biases (Qwen2), per-head q/k RMSNorm (Qwen3), tied or
- * separate LM head, Mistral's sliding window, a list of EOS ids. The sizes
- * below are the published config.json values. */
+ * separate LM head, Mistral's sliding window, a list of EOS ids; sparse
+ * layers of routed gated-SiLU experts (which layers, how many, the router's
+ * kind) and their tensor names. The sizes below are the published
+ * config.json values. */
 #include <fcntl.h>
 #include <math.h>
 #include <string.h>
@@ -20,26 +23,38 @@ typedef struct {
     float factor;                        /* linear, llama3 */
     int tied, window, bos, eos[3];
     int head_dim;                        /* 0: hidden / heads */
+    int experts, topk, moe_ffn;          /* 0 experts: dense; every layer sparse otherwise */
 } llama_size;
 
 static const llama_size llama_sizes[] = {
-    {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 5632, 2048, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2}, 0},
+    {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 5632, 2048, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2},
+     0, 0, 0, 0},
     {"llama-3.2-1b", "llama", 128256, 2048, 16, 32, 8, 8192, 131072, 500000, 1e-5f, FG_ROPE_LLAMA3, 32, 1, 0, 128000,
-     {128001, 128008, 128009}, 0},
-    {"llama-2-7b", "llama", 32000, 4096, 32, 32, 32, 11008, 4096, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2}, 0},
-    {"llama-2-13b", "llama", 32000, 5120, 40, 40, 40, 13824, 4096, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2}, 0},
-    {"llama-2-70b", "llama", 32000, 8192, 80, 64, 8, 28672, 4096, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2}, 0},
+     {128001, 128008, 128009}, 0, 0, 0, 0},
+    {"llama-2-7b", "llama", 32000, 4096, 32, 32, 32, 11008, 4096, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2},
+     0, 0, 0, 0},
+    {"llama-2-13b", "llama", 32000, 5120, 40, 40, 40, 13824, 4096, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2},
+     0, 0, 0, 0},
+    {"llama-2-70b", "llama", 32000, 8192, 80, 64, 8, 28672, 4096, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2},
+     0, 0, 0, 0},
     {"llama-3.1-8b", "llama", 128256, 4096, 32, 32, 8, 14336, 131072, 500000, 1e-5f, FG_ROPE_LLAMA3, 8, 0, 0, 128000,
-     {128001, 128008, 128009}, 0},
+     {128001, 128008, 128009}, 0, 0, 0, 0},
     {"llama-3.1-70b", "llama", 128256, 8192, 80, 64, 8, 28672, 131072, 500000, 1e-5f, FG_ROPE_LLAMA3, 8, 0, 0, 128000,
-     {128001, 128008, 128009}, 0},
-    {"mistral-7b", "mistral", 32000, 4096, 32, 32, 8, 14336, 32768, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 4096, 1, {2}, 0},
+     {128001, 128008, 128009}, 0, 0, 0, 0},
+    {"mistral-7b", "mistral", 32000, 4096, 32, 32, 8, 14336, 32768, 10000, 1e-5f, FG_ROPE_NONE, 0, 0, 4096, 1, {2},
+     0, 0, 0, 0},
     {"qwen2.5-7b", "qwen2", 152064, 3584, 28, 28, 4, 18944, 131072, 1000000, 1e-6f, FG_ROPE_NONE, 0, 0, 0, 151643,
-     {151643, 151645}, 0},
+     {151643, 151645}, 0, 0, 0, 0},
     {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 3072, 40960, 1000000, 1e-6f, FG_ROPE_NONE, 0, 1, 0, 151643,
-     {151645, 151643}, 128},
+     {151645, 151643}, 128, 0, 0, 0},
     {"qwen3-8b", "qwen3", 151936, 4096, 36, 32, 8, 12288, 40960, 1000000, 1e-6f, FG_ROPE_NONE, 0, 0, 0, 151643,
-     {151645, 151643}, 128},
+     {151645, 151643}, 128, 0, 0, 0},
+    {"mixtral-8x7b", "mixtral", 32000, 4096, 32, 32, 8, 14336, 32768, 1000000, 1e-5f, FG_ROPE_NONE, 0, 0, 0, 1, {2},
+     0, 8, 2, 14336},
+    {"qwen3-30b-a3b", "qwen3_moe", 151936, 2048, 48, 32, 4, 6144, 40960, 1000000, 1e-6f, FG_ROPE_NONE, 0, 0, 0,
+     151643, {151645, 151643}, 128, 128, 8, 768},
+    {"qwen3-235b-a22b", "qwen3_moe", 151936, 4096, 94, 64, 4, 12288, 40960, 1000000, 1e-6f, FG_ROPE_NONE, 0, 0, 0,
+     151643, {151645, 151643}, 128, 128, 8, 1536},
 };
 
 /* What every member shares, and the biases its model_type implies. */
@@ -51,7 +66,14 @@ static void llama_common(fg_model_config *c, const char *model_type) {
     c->norm_kind = FG_NORM_RMS;
     c->pos_kind = FG_POS_ROPE;
     if (!strcmp(model_type, "qwen2")) c->qkv_bias = 1, c->o_bias = 0;
-    c->qk_norm = !strcmp(model_type, "qwen3");
+    c->qk_norm = !strcmp(model_type, "qwen3") || !strcmp(model_type, "qwen3_moe");
+    if (!strcmp(model_type, "mixtral")) c->router = FG_ROUTER_MIXTRAL;
+    if (!strcmp(model_type, "qwen3_moe")) c->router = FG_ROUTER_QWEN3_MOE;
+}
+
+/* Every layer sparse (Mixtral; Qwen3-MoE's published sizes). */
+static void all_sparse(fg_model_config *c) {
+    for (int l = 0; l < c->n_layers; l++) fg_config_set_sparse(c, l, 1);
 }
 
 static int llama_by_name(const char *name, fg_model_config *c) {
@@ -71,6 +93,11 @@ static int llama_by_name(const char *name, fg_model_config *c) {
         c->bos_id = s->bos, c->pad_id = 0;
         for (int e = 0; e < 3 && s->eos[e]; e++) c->eos_ids[c->n_eos++] = s->eos[e];
         llama_common(c, s->model_type);
+        if (s->experts) {   /* Qwen3-MoE's published sizes renormalise (norm_topk_prob true) */
+            c->n_experts = s->experts, c->experts_per_token = s->topk, c->moe_ffn_dim = s->moe_ffn;
+            c->moe_norm_topk = c->router == FG_ROUTER_QWEN3_MOE;
+            all_sparse(c);
+        }
         return 1;
     }
     return 0;
@@ -150,8 +177,46 @@ static fg_status qwen_window(json_t *root, const char *path) {
     return FG_OK;
 }
 
+/* Mixtral's experts (MixtralConfig: num_local_experts 8, num_experts_per_tok
+ * 2, each of intermediate_size; every layer sparse) and Qwen3-MoE's
+ * (Qwen3MoeConfig: num_experts 128, num_experts_per_tok 8,
+ * moe_intermediate_size 768, norm_topk_prob false; layer l sparse unless in
+ * mlp_only_layers, where (l + 1) % decoder_sparse_step == 0; its dense layers
+ * keep intermediate_size): the defaults are Hugging Face's. */
+static fg_status llama_experts(json_t *root, const char *path, const char *mt, fg_model_config *c) {
+    fg_status st;
+    int step = 1;
+    if (!strcmp(mt, "mixtral")) {
+        if ((st = fg_json_int(root, path, "num_local_experts", 1, 8, &c->n_experts)) ||
+            (st = fg_json_int(root, path, "num_experts_per_tok", 1, 2, &c->experts_per_token)))
+            return st;
+        c->moe_ffn_dim = c->ffn_dim;
+        all_sparse(c);
+        return FG_OK;
+    }
+    if ((st = fg_json_int(root, path, "num_experts", 1, 128, &c->n_experts)) ||
+        (st = fg_json_int(root, path, "num_experts_per_tok", 1, 8, &c->experts_per_token)) ||
+        (st = fg_json_int(root, path, "moe_intermediate_size", 1, 768, &c->moe_ffn_dim)) ||
+        (st = fg_json_bool(root, path, "norm_topk_prob", 0, &c->moe_norm_topk)) ||
+        (st = fg_json_int(root, path, "decoder_sparse_step", 1, 1, &step)))
+        return st;
+    if (step < 1) return fg_err_set(FG_EINPUT, "%s: field 'decoder_sparse_step' must be >= 1", path);
+    for (int l = 0; l < c->n_layers && l < FG_CONFIG_MAX_LAYERS; l++) fg_config_set_sparse(c, l, (l + 1) % step == 0);
+    json_t *only = json_object_get(root, "mlp_only_layers"), *x;
+    size_t i;
+    if (only && !json_is_null(only) && !json_is_array(only))
+        return fg_err_set(FG_EINPUT, "%s: field 'mlp_only_layers' must be a list of layer numbers", path);
+    json_array_foreach(only, i, x) {
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= c->n_layers)
+            return fg_err_set(FG_EINPUT, "%s: field 'mlp_only_layers[%zu]' is not a layer number in [0, %d)", path,
+                              i, c->n_layers);
+        fg_config_set_sparse(c, (int)json_integer_value(x), 0);
+    }
+    return FG_OK;
+}
+
 /* Biases, MLP activation and windows by model_type (HF's LlamaConfig,
- * MistralConfig, Qwen2Config, Qwen3Config). */
+ * MistralConfig, MixtralConfig, Qwen2Config, Qwen3Config, Qwen3MoeConfig). */
 static fg_status llama_variant(json_t *root, const char *path, const char *mt, fg_model_config *c) {
     fg_status st;
     json_t *act = json_object_get(root, "hidden_act");
@@ -160,14 +225,14 @@ static fg_status llama_variant(json_t *root, const char *path, const char *mt, f
     json_t *prf = json_object_get(root, "partial_rotary_factor");
     if (prf && !(json_is_number(prf) && json_number_value(prf) == 1.0))
         return fg_err_set(FG_EINPUT, "%s: field 'partial_rotary_factor' must be 1 (rotary over the whole head)", path);
-    if (!strcmp(mt, "llama") || !strcmp(mt, "qwen3")) {   /* attention_bias: q, k, v and o alike */
+    if (!strcmp(mt, "llama") || !strcmp(mt, "qwen3") || !strcmp(mt, "qwen3_moe")) {   /* attention_bias: q, k, v, o */
         int ab = 0;
         if ((st = fg_json_bool(root, path, "attention_bias", 0, &ab)) ||
             (st = fg_json_bool(root, path, "mlp_bias", 0, &c->mlp_bias)))
             return st;
         c->qkv_bias = c->o_bias = ab;
-        if (!strcmp(mt, "qwen3")) return qwen_window(root, path);
-    } else if (!strcmp(mt, "mistral")) {
+        if (strcmp(mt, "llama")) return qwen_window(root, path);
+    } else if (!strcmp(mt, "mistral") || !strcmp(mt, "mixtral")) {
         if ((st = fg_json_int(root, path, "sliding_window", 1, 0, &c->sliding_window))) return st;
     } else {   /* qwen2: q/k/v biases; its window only with use_sliding_window */
         return qwen_window(root, path);
@@ -192,7 +257,7 @@ static fg_status llama_from_json(json_t *root, const char *path, const char *dir
         (st = fg_json_int(root, path, "pad_token_id", 1, 0, &c->pad_id)))
         return st;
     if (c->n_heads <= 0) return fg_err_set(FG_EINPUT, "%s: num_attention_heads must be > 0", path);
-    int qwen3 = !strcmp(mt, "qwen3");   /* Qwen3Config's head_dim defaults to 128, not hidden / heads */
+    int qwen3 = !strcmp(mt, "qwen3");   /* Qwen3Config: head_dim 128 by default (Qwen3-MoE: hidden / heads) */
     if (c->hidden % c->n_heads && !qwen3 && !json_object_get(root, "head_dim"))
         return fg_err_set(FG_EINPUT, "%s: hidden_size %d is not a multiple of num_attention_heads %d and there is "
                                      "no head_dim", path, c->hidden, c->n_heads);
@@ -205,6 +270,7 @@ static fg_status llama_from_json(json_t *root, const char *path, const char *dir
     if ((st = llama_variant(root, path, mt, c)) || (st = rope_scaling(root, path, c)) ||
         (st = generation_config(dir, c)))
         return st;
+    if (c->router != FG_ROUTER_NONE && (st = llama_experts(root, path, mt, c))) return st;
     json_t *nm = json_object_get(root, "_name_or_path");
     snprintf(c->name, sizeof c->name, "%s", nm && json_is_string(nm) && *json_string_value(nm) ? json_string_value(nm) : mt);
     return FG_OK;
@@ -401,7 +467,27 @@ void fg_family_llama_llama2c(fg_model_config *c) {
 
 static const char *const llama_gguf_archs[] = {"llama", "qwen2", "qwen3", NULL};
 static const char *const llama_gguf_ignored[] = {"rope_freqs.weight", NULL};
-static const char *const llama_types[] = {"llama", "mistral", "qwen2", "qwen3", NULL};
+static const char *const llama_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", NULL};
+
+/* A sparse layer's names in Hugging Face checkpoints, by the router's kind
+ * (each kind is its model's so far): the router, then each expert's gate,
+ * down and up matrices, %d its number. NULL: the dense name stands. */
+static const char *llama_moe_suffix(const fg_model_config *c, int w) {
+    static const char *const mixtral[] = {"block_sparse_moe.gate.weight", "block_sparse_moe.experts.%d.w1.weight",
+                                          "block_sparse_moe.experts.%d.w2.weight",
+                                          "block_sparse_moe.experts.%d.w3.weight"};
+    static const char *const qwen[] = {"mlp.gate.weight", "mlp.experts.%d.gate_proj.weight",
+                                       "mlp.experts.%d.down_proj.weight", "mlp.experts.%d.up_proj.weight"};
+    const char *const *n = c->router == FG_ROUTER_MIXTRAL ? mixtral : c->router == FG_ROUTER_QWEN3_MOE ? qwen : NULL;
+    if (!n) return NULL;
+    switch (w) {
+    case FG_LW_ROUTER_W: return n[0];
+    case FG_LW_FC1_W: return n[1];
+    case FG_LW_FC2_W: return n[2];
+    case FG_LW_UP_W: return n[3];
+    }
+    return NULL;
+}
 static const char *const llama_aliases[] = {NULL};
 
 const fg_family fg_family_llama = {
@@ -419,8 +505,9 @@ const fg_family fg_family_llama = {
         "input_layernorm.weight", "input_layernorm.bias", "mlp.gate_proj.weight", "mlp.gate_proj.bias",
         "mlp.down_proj.weight", "mlp.down_proj.bias", "post_attention_layernorm.weight",
         "post_attention_layernorm.bias", "mlp.up_proj.weight", "mlp.up_proj.bias", "self_attn.q_norm.weight",
-        "self_attn.k_norm.weight",
+        "self_attn.k_norm.weight", "mlp.gate.weight",
     },
+    .moe_suffix = llama_moe_suffix,
     .global_name = {
         "embed_tokens.weight", "embed_positions.weight", "project_in.weight", "project_out.weight",
         "norm.weight", "norm.bias", "lm_head.weight",
@@ -432,7 +519,7 @@ const fg_family fg_family_llama = {
         "attn_q.weight", "attn_q.bias", "attn_k.weight", "attn_k.bias", "attn_v.weight", "attn_v.bias",
         "attn_output.weight", "attn_output.bias", "attn_norm.weight", "", "ffn_gate.weight", "ffn_gate.bias",
         "ffn_down.weight", "ffn_down.bias", "ffn_norm.weight", "", "ffn_up.weight", "ffn_up.bias",
-        "attn_q_norm.weight", "attn_k_norm.weight",
+        "attn_q_norm.weight", "attn_k_norm.weight", "ffn_gate_inp.weight",
     },
     .gguf_global_name = {"token_embd.weight", "", "", "", "output_norm.weight", "", "output.weight"},
     .gguf_ignored = llama_gguf_ignored,

@@ -104,7 +104,8 @@ static fg_status opt_validate(const fg_model_config *c, const char *origin) {
                           c->hidden, c->n_heads);
     if (c->n_kv_heads != c->n_heads || c->head_dim != c->hidden / c->n_heads || c->ffn_kind != FG_FFN_RELU ||
         c->norm_kind != FG_NORM_LAYER || c->pos_kind != FG_POS_LEARNED || c->rope_scaling != FG_ROPE_NONE ||
-        !c->qkv_bias || !c->o_bias || !c->mlp_bias || !c->tied || c->sliding_window || c->qk_norm)
+        !c->qkv_bias || !c->o_bias || !c->mlp_bias || !c->tied || c->sliding_window || c->qk_norm ||
+        c->n_experts)
         return fg_err_set(FG_EINPUT, "%s: an OPT model has one kv head per head, ReLU, LayerNorm, learned "
                                      "positions, every bias and a tied head", origin);
     return FG_OK;
@@ -129,7 +130,8 @@ const fg_family fg_family_opt = {
         "self_attn.v_proj.weight", "self_attn.v_proj.bias", "self_attn.out_proj.weight", "self_attn.out_proj.bias",
         "self_attn_layer_norm.weight", "self_attn_layer_norm.bias", "fc1.weight", "fc1.bias",
         "fc2.weight", "fc2.bias", "final_layer_norm.weight", "final_layer_norm.bias",
-        "up.weight", "up.bias", "self_attn.q_norm.weight", "self_attn.k_norm.weight",   /* OPT has none */
+        "up.weight", "up.bias", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
+        "router.weight",   /* OPT has none */
     },
     .global_name = {
         "decoder.embed_tokens.weight", "decoder.embed_positions.weight", "decoder.project_in.weight",

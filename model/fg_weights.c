@@ -62,10 +62,33 @@ static const char *shape_str(int ndim, const int64_t *d, char *buf, size_t n) {
     return buf;
 }
 
-/* Check one found tensor against its spec and record where it lives. */
+/* The MLP roles whose experts a sparse layer stacks, in parts' order. */
+static int part_role(int w) { return w == FG_LW_FC1_W ? 0 : w == FG_LW_FC2_W ? 1 : w == FG_LW_UP_W ? 2 : -1; }
+
+tensor_loc *fg_wsrc__part(fg_wsrc *ws, int idx, int e) {
+    int l = (idx - FG_GW_COUNT) / FG_LW_COUNT, m = part_role((idx - FG_GW_COUNT) % FG_LW_COUNT);
+    FG_ASSERT(ws->parts && m >= 0 && e >= 0 && e < ws->cfg.n_experts);
+    return &ws->parts[((size_t)l * 3 + (size_t)m) * (size_t)ws->cfg.n_experts + (size_t)e];
+}
+
+/* The name a checkpoint gives expert e of stacked spec s: its "*" the number. */
+static void part_name(const fg_spec *s, int e, char *out, size_t cap) {
+    const char *star = strchr(s->name, '*');
+    snprintf(out, cap, "%.*s%d%s", star ? (int)(star - s->name) : 0, s->name, e, star ? star + 1 : s->name);
+}
+
+/* 1 if any expert of stacked spec idx has a part bound. */
+static int any_part(fg_wsrc *ws, int idx) {
+    for (int e = 0; fg_spec_is_experts(&ws->cfg, idx) && e < ws->cfg.n_experts; e++)
+        if (fg_wsrc__part(ws, idx, e)->file >= 0) return 1;
+    return 0;
+}
+
+/* Check one found tensor against its spec (a whole one, or one expert's
+ * share of a stacked one) and record where it lives. */
 static fg_status bind_tensor(fg_wsrc *ws, const char *file, const char *name, dtype dt, int ndim,
                              const int64_t *dims, int file_idx, size_t offset) {
-    int idx = fg_spec_lookup(&ws->cfg, ws->specs, name);
+    int e, idx = fg_spec_lookup_part(&ws->cfg, ws->specs, name, &e);
     char a[64], b[64];
     if (idx == -1)
         return fg_err_set(FG_EINPUT, "%s: tensor '%s' is not part of a %s model with this config "
@@ -79,24 +102,43 @@ static fg_status bind_tensor(fg_wsrc *ws, const char *file, const char *name, dt
         return FG_OK;
     }
     const fg_spec *s = &ws->specs[idx];
-    if (ndim != s->ndim || dims[0] != s->dims[0] || (ndim == 2 && dims[1] != s->dims[1]))
+    int64_t want[2] = {e >= 0 ? s->dims[0] / ws->cfg.n_experts : s->dims[0], s->dims[1]};
+    if (ndim != s->ndim || dims[0] != want[0] || (ndim == 2 && dims[1] != want[1]))
         return fg_err_set(FG_EINPUT, "%s: tensor '%s' has shape %s, expected %s from the config", file, name,
-                          shape_str(ndim, dims, a, sizeof a), shape_str(s->ndim, s->dims, b, sizeof b));
-    if (ws->locs[idx].file >= 0)
+                          shape_str(ndim, dims, a, sizeof a), shape_str(s->ndim, want, b, sizeof b));
+    tensor_loc *l = e >= 0 ? fg_wsrc__part(ws, idx, e) : &ws->locs[idx];
+    if (l->file >= 0 || (e >= 0 && ws->locs[idx].file >= 0) || (e < 0 && any_part(ws, idx)))
         return fg_err_set(FG_EINPUT, "%s: tensor '%s' appears twice (also in %s)", file, name,
-                          ws->files[ws->locs[idx].file].path);
-    ws->locs[idx] = (tensor_loc){.file = file_idx, .offset = offset, .dt = dt};
+                          ws->files[l->file >= 0 ? l->file : ws->locs[idx].file >= 0 ? ws->locs[idx].file : file_idx].path);
+    *l = (tensor_loc){.file = file_idx, .offset = offset, .dt = dt};
     return FG_OK;
 }
 
-fg_status fg_wsrc__check_complete(fg_wsrc *ws, const char *where) {
-    for (int i = 0; i < fg_spec_count(&ws->cfg); i++)
-        if (ws->specs[i].present && ws->locs[i].file < 0) {
-            char d1[32] = "";   /* a vector's shape has one number */
-            if (ws->specs[i].ndim == 2) snprintf(d1, sizeof d1, ", %lld", (long long)ws->specs[i].dims[1]);
-            return fg_err_set(FG_EINPUT, "%s: missing tensor '%s' (shape [%lld%s])", where, ws->specs[i].name,
-                              (long long)ws->specs[i].dims[0], d1);
+/* A present spec with nothing bound: "'NAME' (shape [...])", or for a stack
+ * of experts bound in parts, the first missing expert's name and shape. */
+static int missing(fg_wsrc *ws, int i, char *what, size_t cap) {
+    const fg_spec *s = &ws->specs[i];
+    if (!s->present || ws->locs[i].file >= 0) return 0;
+    char d1[32] = "";   /* a vector's shape has one number */
+    if (s->ndim == 2) snprintf(d1, sizeof d1, ", %lld", (long long)s->dims[1]);
+    if (!any_part(ws, i)) {
+        snprintf(what, cap, "'%s' (shape [%lld%s])", s->name, (long long)s->dims[0], d1);
+        return 1;
+    }
+    for (int e = 0; e < ws->cfg.n_experts; e++)
+        if (fg_wsrc__part(ws, i, e)->file < 0) {
+            char n[sizeof s->name + 16];
+            part_name(s, e, n, sizeof n);
+            snprintf(what, cap, "'%s' (shape [%lld%s])", n, (long long)(s->dims[0] / ws->cfg.n_experts), d1);
+            return 1;
         }
+    return 0;
+}
+
+fg_status fg_wsrc__check_complete(fg_wsrc *ws, const char *where) {
+    char what[256];
+    for (int i = 0; i < fg_spec_count(&ws->cfg); i++)
+        if (missing(ws, i, what, sizeof what)) return fg_err_set(FG_EINPUT, "%s: missing tensor %s", where, what);
     return FG_OK;
 }
 
@@ -238,10 +280,11 @@ static fg_status open_sharded(fg_wsrc *ws, const char *dir, const char *index_pa
     }
     /* Every tensor the index names must be where it says. */
     if (!st) json_object_foreach(wm, name, v) {
-        int idx = fg_spec_lookup(&ws->cfg, ws->specs, name);
+        int e, idx = fg_spec_lookup_part(&ws->cfg, ws->specs, name, &e);
         if (idx < 0) continue;
         const char *fn = json_string_value(v);
-        const char *actual = ws->locs[idx].file >= 0 ? ws->files[ws->locs[idx].file].path : "";
+        const tensor_loc *l = e >= 0 ? fg_wsrc__part(ws, idx, e) : &ws->locs[idx];
+        const char *actual = l->file >= 0 ? ws->files[l->file].path : "";
         size_t la = strlen(actual), lf = strlen(fn);
         if (la < lf || strcmp(actual + la - lf, fn)) {
             st = fg_err_set(FG_EINPUT, "%s: weight_map says '%s' is in %s, but it is not there", index_path, name, fn);
@@ -340,6 +383,11 @@ fg_wsrc *fg_wsrc__alloc(const fg_model_config *cfg) {
     int n = fg_spec_count(cfg);
     ws->locs = fg_xcalloc((size_t)n, sizeof *ws->locs);
     for (int i = 0; i < n; i++) ws->locs[i].file = -1;
+    if (cfg->n_experts) {
+        size_t np = (size_t)cfg->n_layers * 3 * (size_t)cfg->n_experts;
+        ws->parts = fg_xcalloc(np, sizeof *ws->parts);
+        for (size_t i = 0; i < np; i++) ws->parts[i].file = -1;
+    }
     return ws;
 }
 
@@ -484,7 +532,10 @@ uint64_t fg_wsrc_identity(const fg_wsrc *ws) {
         fg_model_desc d = fg_config_desc(c);
         d.v[9] &= ~(uint32_t)(FG_DESC_F_COMPRESS_WEIGHT | FG_DESC_F_COMPRESS_CACHE);   /* the run's, not the source's */
         id_u64(h, d.family);
-        for (int i = 0; i < FG_MODEL_DESC_SHAPE_N; i++) id_u64(h, d.v[i]);   /* formats: the files' headers */
+        /* formats: the files' headers; a dense model's as it always was (its stores stay valid) */
+        int n = c->n_experts ? FG_MODEL_DESC_SHAPE_N : FG_MODEL_DESC_DENSE_N;
+        for (int i = 0; i < n; i++) id_u64(h, d.v[i]);
+        for (int l = 0; c->n_experts && l < c->n_layers; l++) id_u64(h, (uint64_t)fg_config_layer_sparse(c, l));
     }
     if (ws->kind == WS_DUMMY) id_u64(h, ws->seed);
     /* name order: readdir's order (npy) and the index's (shards) are not
@@ -546,21 +597,14 @@ static void narrow_counted(const float *buf, fg_half *dst, size_t m, uint64_t *o
     }
 }
 
-fg_status fg_wsrc_read(fg_wsrc *ws, int idx, fg_half *dst) {
-    FG_ASSERT(idx >= 0 && idx < fg_spec_count(&ws->cfg) && ws->specs[idx].present);
-    if (ws->kind == WS_DUMMY) {
-        fill_dummy(ws, idx, dst);
-        return FG_OK;
-    }
-    const tensor_loc *l = &ws->locs[idx];
-    const mapped_file *f = &ws->files[l->file];
-    size_t n = (size_t)fg_spec_numel(&ws->specs[idx]);
-    const uint8_t *src = f->map + l->offset;
-    uint64_t over = 0, flushed = 0;
-    if (ws->kind == WS_GGUF) return fg_wsrc__read_gguf(ws, idx, dst, n);
+/* n values of a safetensors or .npy tensor at l into dst, as fp16 (values
+ * fp16 cannot hold counted into *over, *flushed). */
+static void read_loc(const fg_wsrc *ws, const tensor_loc *l, size_t n, fg_half *dst, uint64_t *over,
+                     uint64_t *flushed) {
+    const uint8_t *src = ws->files[l->file].map + l->offset;
     if (l->dt == DT_F16) {
         memcpy(dst, src, n * 2);
-        return FG_OK;
+        return;
     }
     float buf[1024];
     for (size_t i0 = 0; i0 < n; i0 += 1024) {
@@ -572,10 +616,30 @@ fg_status fg_wsrc_read(fg_wsrc *ws, int idx, fg_half *dst) {
                 memcpy(&b, src + 2 * (i0 + i), 2);
                 buf[i] = fg_bf16_to_float(b);
             }
-        narrow_counted(buf, dst + i0, m, &over, &flushed);
+        narrow_counted(buf, dst + i0, m, over, flushed);
     }
+}
+
+fg_status fg_wsrc_read(fg_wsrc *ws, int idx, fg_half *dst) {
+    FG_ASSERT(idx >= 0 && idx < fg_spec_count(&ws->cfg) && ws->specs[idx].present);
+    if (ws->kind == WS_DUMMY) {
+        fill_dummy(ws, idx, dst);
+        return FG_OK;
+    }
+    if (ws->kind == WS_GGUF) return fg_wsrc__read_gguf(ws, idx, dst, (size_t)fg_spec_numel(&ws->specs[idx]));
+    const fg_spec *s = &ws->specs[idx];
+    const tensor_loc *l = &ws->locs[idx];
+    size_t n = (size_t)fg_spec_numel(s);
+    uint64_t over = 0, flushed = 0;
+    if (l->file >= 0) read_loc(ws, l, n, dst, &over, &flushed);
+    else   /* a stack of experts, each its own tensor: expert after expert */
+        for (int e = 0; e < ws->cfg.n_experts; e++) {
+            size_t part = n / (size_t)ws->cfg.n_experts;
+            l = fg_wsrc__part(ws, idx, e);
+            read_loc(ws, l, part, dst + (size_t)e * part, &over, &flushed);
+        }
+    const mapped_file *f = &ws->files[l->file];
     if (l->unpermute) {
-        const fg_spec *s = &ws->specs[idx];
         if (fg_rows_unpermute(dst, (uint64_t)s->dims[0], s->ndim == 2 ? (uint64_t)s->dims[1] : 1, l->unpermute))
             return fg_err_set(FG_EINPUT, "%s: tensor '%s': %lld rows cannot be split into %d heads of an even size "
                               "(to undo the interleaved rotary order)", f->path, s->name, (long long)s->dims[0],
@@ -583,7 +647,7 @@ fg_status fg_wsrc_read(fg_wsrc *ws, int idx, fg_half *dst) {
     }
     if (over || flushed)   /* reported, never hidden: the engine computes on the fp16 values */
         fg_warn("%s: tensor '%s' (%s): %llu of %zu values overflow fp16 (stored as inf), %llu underflow it "
-                "(stored as 0)", f->path, ws->specs[idx].name, l->dt == DT_BF16 ? "BF16" : "F32",
+                "(stored as 0)", f->path, s->name, l->dt == DT_BF16 ? "BF16" : "F32",
                 (unsigned long long)over, n, (unsigned long long)flushed);
     return FG_OK;
 }
@@ -596,6 +660,7 @@ void fg_wsrc_destroy(fg_wsrc **p) {
         if (ws->files[i].map) munmap((void *)ws->files[i].map, ws->files[i].size);
     free(ws->files);
     free(ws->locs);
+    free(ws->parts);
     free(ws->specs);
     free(ws);
     *p = NULL;

@@ -35,7 +35,9 @@
  *   ATTN_QKV     gpu  h -> q (scaled), k, v (per-head q/k norms and rotary
  *                     where the model has them, positions from the mask)
  *   ATTN_OUT     gpu  h, ctx -> h: out_proj and the residual
- *   MLP          gpu  the MLP block of h
+ *   MLP          gpu  the MLP block of h (a sparse layer's: its router and
+ *                     every expert, the slots fc1/fc2/up holding the
+ *                     experts' stacks)
  *   LM_HEAD      gpu  h -> logits (B, V) of each sequence's last new token
  *   ATTN_CORE    cpu  q, k, v, kc, vc, mask -> ctx: attention where the
  *                     cache lives (cpu_cache_compute); writes k, v into the
@@ -98,7 +100,7 @@
 #define FG_SLOTS_ATTN_W(I) FG_SLOTS_QKV_W(I) FG_SLOTS_O_W(I) FG_SLOTS_LN1_W(I)
 #define FG_SLOTS_MLP_W(I)                                                                                   \
     I(fc1_w, LW, FC1_W) I(fc1_b, LW, FC1_B) I(fc2_w, LW, FC2_W) I(fc2_b, LW, FC2_B) I(ln2_w, LW, LN2_W) \
-    I(ln2_b, LW, LN2_B) I(up_w, LW, UP_W) I(up_b, LW, UP_B)
+    I(ln2_b, LW, LN2_B) I(up_w, LW, UP_W) I(up_b, LW, UP_B) I(router, LW, ROUTER_W)
 #define FG_SLOTS_CACHE(I) I(kc, CACHE, 0) I(vc, CACHE, 1)
 
 #define FG_SLOTS_DEVICE_INIT(I, O)
@@ -180,9 +182,9 @@ typedef struct {
     float top_p;         /* the rows' smallest; 1 = no row cuts */
 } fg_op_sample;
 
-_Static_assert(sizeof(fg_op_init) == 104, "fg_op_init: no hidden padding");
-_Static_assert(sizeof(fg_op_step) == 104, "fg_op_step: no hidden padding");
-_Static_assert(sizeof(fg_op_sample) == 112, "fg_op_sample: no hidden padding");
+_Static_assert(sizeof(fg_op_init) == 128, "fg_op_init: no hidden padding");
+_Static_assert(sizeof(fg_op_step) == 128, "fg_op_step: no hidden padding");
+_Static_assert(sizeof(fg_op_sample) == 136, "fg_op_sample: no hidden padding");
 
 /* ---- building an op's message from the table ------------------------------ */
 

@@ -73,12 +73,12 @@
 #include "fg_shm.h"
 
 #define FG_PROTO_MAGIC 0x4d474c46u
-#define FG_PROTO_VERSION 6u   /* 6: q_norm and k_norm slots in the attention ops (Qwen3) */
+#define FG_PROTO_VERSION 7u   /* 7: experts in the model description, the router slot, 28 handles */
 
 #define FG_MSG_HEADER_BYTES 40
 #define FG_MSG_MAX_AFTER 2
 #define FG_MSG_HANDLE_BYTES 20
-#define FG_MSG_MAX_HANDLES 24     /* per direction in COMPUTE, pairs in COPY (a whole LAYER: 20 weight roles + h, mask, k and v cache = 24) */
+#define FG_MSG_MAX_HANDLES 28     /* per direction in COMPUTE, pairs in COPY (a whole LAYER: 21 weight roles + h, mask, k and v cache = 25) */
 #define FG_MSG_MAX_PARAMS 256     /* bytes of op parameters */
 #define FG_MSG_INFO_MAX 128
 #define FG_MSG_TEXT_MAX 512

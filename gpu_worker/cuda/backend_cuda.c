@@ -89,6 +89,11 @@ static fg_status cu_device_init(void *ctx, const fg_op_init *p, const fg_model_c
     if (cfg->qk_norm)
         return fg_err_set(FG_EINPUT, "DEVICE_INIT: the per-head q/k RMSNorm of this model (Qwen3's q_norm, k_norm) "
                                      "is not implemented on the cuda backend yet (HINT: --device host)");
+    /* a mixture of experts (router, gathers, per-expert GEMMs) has no kernels here yet: refused, never run dense */
+    if (cfg->n_experts)
+        return fg_err_set(FG_EINPUT, "DEVICE_INIT: a mixture-of-experts model (%d experts, top %d) is not "
+                                     "implemented on the cuda backend yet (HINT: --device host)", cfg->n_experts,
+                          cfg->experts_per_token);
     fg_devsize_cuda_layout(cfg, p->max_rows, &ws);   /* what the plan counted */
     if (p->arena_bytes > UINT64_MAX - ws.total - FG_CUDA_WS_ALIGN ||
         (p->budget_bytes && p->arena_bytes + ws.total > p->budget_bytes))

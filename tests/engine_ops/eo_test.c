@@ -555,6 +555,16 @@ static fg_model_config with_qk_norm(fg_model_config c) {
     return c;
 }
 
+/* c with every layer a mixture of E experts of Fe, the top k by `router`
+ * (renormalised or not: Qwen3-MoE's norm_topk_prob). */
+static fg_model_config with_experts(fg_model_config c, int E, int k, int Fe, int router, int norm) {
+    c.n_experts = E, c.experts_per_token = k, c.moe_ffn_dim = Fe, c.router = router, c.moe_norm_topk = norm;
+    for (int l = 0; l < c.n_layers; l++) fg_config_set_sparse(&c, l, 1);
+    snprintf(c.name, sizeof c.name, "moe-test-%d-%d-%d", E, k, Fe);
+    MUST(fg_config_validate(&c, c.name));
+    return c;
+}
+
 static fg_super *start(const char *gpu, const char *cpu) {
     fg_super_opts o = {0};
     o.roles = 1u << FG_ROLE_GPU | 1u << FG_ROLE_CPU;
@@ -587,6 +597,12 @@ static int test_bitwise(fg_super *sup) {
         /* per-head q/k norms, head_dim 16 where hidden / heads is 8; 44 prompt rows: sgemm */
         {"qwen3-style q/k norms GQA 8:2 d16", with_qk_norm(llama_config(300, 64, 8, 2, 16, 96, 0, 0, 0, FG_ROPE_NONE)),
          4, 11},
+        /* experts: Mixtral-style 8 of top 2; Qwen3-MoE-style 16 of top 4, not renormalised, with q/k norms
+         * (44 prompt rows: an expert's rows take either GEMM path) */
+        {"mixtral-style 8 experts top 2", with_experts(llama_config(300, 64, 4, 2, 16, 96, 0, 0, 0, FG_ROPE_NONE), 8, 2,
+                                                      48, FG_ROUTER_MIXTRAL, 1), 3, 7},
+        {"qwen3-moe-style 16 experts top 4", with_experts(with_qk_norm(llama_config(300, 64, 8, 2, 16, 96, 0, 0, 0,
+                                                          FG_ROPE_NONE)), 16, 4, 32, FG_ROUTER_QWEN3_MOE, 0), 4, 11},
     };
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
         bench b;
@@ -610,11 +626,12 @@ static int test_errors(fg_super *sup) {
     uint64_t hb = 3ull * 7 * 64 * 2;
     fg_shm_handle h_dev = sized(b.a_dev[A_H], hb);
     const fg_shm_handle *W = &b.w_dev[fg_spec_layer(0, 0)];
-    fg_shm_handle mlp_in[9] = {h_dev};   /* fc1 .. ln2, then up (absent in OPT) */
+    fg_shm_handle mlp_in[10] = {h_dev};   /* fc1 .. ln2, then up and the router (absent in OPT) */
     for (int w = FG_LW_FC1_W; w <= FG_LW_UP_B; w++) mlp_in[1 + w - FG_LW_FC1_W] = W[w];
+    mlp_in[9] = W[FG_LW_ROUTER_W];
     fg_msg m;
 
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p, sizeof p);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 10, &h_dev, 1, &p, sizeof p);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP before DEVICE_INIT", "before DEVICE_INIT", NULL);
 
     /* the host backend's workspace: fg_opt's scratch and fp32 h for max_rows
@@ -646,28 +663,28 @@ static int test_errors(fg_super *sup) {
     /* sizes and counts */
     fg_shm_handle bad_h = sized(b.a_dev[A_H], hb - 2);
     mlp_in[0] = bad_h;
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p, sizeof p);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 10, &h_dev, 1, &p, sizeof p);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP with a short h", "MLP: in[0] h", "B*S*H");
     mlp_in[0] = h_dev;
     mlp_in[1].nbytes += 2;
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p, sizeof p);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 10, &h_dev, 1, &p, sizeof p);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP with a long fc1_w", "MLP: in[1] fc1_w", "[128, 64]");
     mlp_in[1].nbytes -= 2;
     m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 6, &h_dev, 1, &p, sizeof p);
-    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP with 6 inputs", "MLP takes 9 inputs", NULL);
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p, sizeof p - 4);
+    run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP with 6 inputs", "MLP takes 10 inputs", NULL);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 10, &h_dev, 1, &p, sizeof p - 4);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP with short params", "params", NULL);
     fg_op_step p2 = p;
     p2.model.v[5] = 256;   /* ffn_dim */
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p2, sizeof p2);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 10, &h_dev, 1, &p2, sizeof p2);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP of another model", "DEVICE_INIT", NULL);
     p2 = p;
     p2.S = 8;
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p2, sizeof p2);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 10, &h_dev, 1, &p2, sizeof p2);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP of more rows than max_rows", "max_rows", NULL);
     fg_shm_handle outside = h_dev;
     outside.offset = b.init.arena_bytes - hb / 2;
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &outside, 1, &p, sizeof p);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 10, &outside, 1, &p, sizeof p);
     run_err(sup, FG_ROLE_GPU, &m, FG_MSG_EBADCMD, "MLP writing past the arena", "out[0] h", "arena");
 
     /* the model has no project_out: that slot must be empty */
@@ -707,13 +724,13 @@ static int test_errors(fg_super *sup) {
     p2.Tmax = 6;
     m = op_msg(FG_MSG_CPU_ATTN, FG_OP_ATTN_CORE, core_in, 6, &ctx, 1, &p2, sizeof p2);
     run_err(sup, FG_ROLE_CPU, &m, FG_MSG_EBADCMD, "ATTN_CORE with Tmax < past+S", "Tmax", NULL);
-    m = op_msg(FG_MSG_CPU_ATTN, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p, sizeof p);
+    m = op_msg(FG_MSG_CPU_ATTN, FG_OP_MLP, mlp_in, 10, &h_dev, 1, &p, sizeof p);
     run_err(sup, FG_ROLE_CPU, &m, FG_MSG_EUNSUPPORTED, "MLP on the cpu worker", "unknown op", NULL);
 
     /* both workers still serve: a good ATTN_CORE and a good MLP */
     m = op_msg(FG_MSG_CPU_ATTN, FG_OP_ATTN_CORE, core_in, 6, &ctx, 1, &p, sizeof p);
     run_ok(sup, FG_ROLE_CPU, &m, "ATTN_CORE after the errors");
-    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 9, &h_dev, 1, &p, sizeof p);
+    m = op_msg(FG_MSG_COMPUTE, FG_OP_MLP, mlp_in, 10, &h_dev, 1, &p, sizeof p);
     run_ok(sup, FG_ROLE_GPU, &m, "MLP after the errors");
     check_no_deaths(sup);
     bench_free(&b);

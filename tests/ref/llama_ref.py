@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """Numpy Llama-family forward + greedy generation: the independent test
-oracle for Llama 2/3.x, Mistral, Qwen2/2.5, Qwen3 and TinyLlama checkpoints.
-Written from the semantics of Hugging Face's modeling_llama.py (and the
-Mistral/Qwen2/Qwen3 differences), never from the C engine, with this project's
+oracle for Llama 2/3.x, Mistral, Qwen2/2.5, Qwen3, TinyLlama and the mixtures
+of experts Mixtral and Qwen3-MoE. Written from the semantics of Hugging
+Face's modeling_llama.py (and the Mistral/Qwen2/Qwen3 differences,
+modeling_mixtral.py's and modeling_qwen3_moe.py's sparse blocks), never from
+the C engine, with this project's
 fp16 rounding points (docs/ARCHITECTURE.md, "Numerics") or, with --fp32,
 none at all.
 
@@ -32,6 +34,16 @@ HF semantics kept here:
   * qwen3 (modeling_qwen3.py): q and k, split into heads, each RMS-normalised
     over its head_dim values with q_norm / k_norm ([head_dim], eps
     rms_norm_eps) before rotary; v is not;
+  * a sparse layer's MLP (MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock), on
+    the same x = RMSNorm_post(h): router_logits = x @ gate^T (float32),
+    p = softmax(router_logits) in float32, the top k of p (torch.topk; ties
+    to the lower expert here), weights = those p divided by their sum
+    (Mixtral always, Qwen3-MoE only with norm_topk_prob), then for each
+    expert e in ascending order the rows routed to it get
+    weight * down_e(silu(gate_e x) * up_e x) added (HF's index_add_ loop),
+    all float32 (HF casts the weights to the model dtype: not done here, as
+    the engine keeps them float32); which layers are sparse as make_llama_
+    checkpoint.is_sparse says (mlp_only_layers, decoder_sparse_step);
   * rotary, rotate-half layout: pairs (i, i + d/2); inv_freq_i = theta^(-2i/d)
     computed in float32 as HF does; angle = position * inv_freq in float32;
     rope_scaling "linear": inv_freq / factor (HF's form of position / factor);
@@ -70,13 +82,20 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_llama_checkpoint import load_llama_checkpoint, head_dim, qkv_bias, o_bias, mlp_bias, qk_norm  # noqa: E402
+from make_llama_checkpoint import (load_llama_checkpoint, head_dim, qkv_bias, o_bias, mlp_bias, qk_norm,  # noqa: E402
+                                   is_sparse, moe_names, n_experts, top_k)
 import ref_common  # noqa: E402
 
 F32_MIN = ref_common.F32_MIN
 margins = ref_common.margins   # top1 - top2 logits, for this module's users
 
 ROUND_FP16 = True  # --fp32 (or a self-test) turns the rounding points off
+# Routing near-ties: the gap between a row's k-th and (k+1)-th router logit
+# is how near another implementation's routing comes to choosing differently.
+# ROW_GAPS collects each sparse layer's rows in a forward call; SEQ_GAP the
+# smallest gap over each sequence's real rows so far; STEP_GAPS that, after
+# each step of generate (compare.py excuses a divergence after a near-tie).
+ROW_GAPS, SEQ_GAP, STEP_GAPS = [], [None], []
 
 
 def r16(x):
@@ -154,10 +173,20 @@ class Model:
                 L["w" + n] = T(g("self_attn.%s_proj.weight" % n))
                 has = qkv_bias(cfg) if n != "o" else o_bias(cfg)
                 L["b" + n] = g("self_attn.%s_proj.bias" % n) if has else None
+            L["moe"] = self.experts(cfg, g, T) if is_sparse(cfg, i) else None
             for n in ("gate", "up", "down"):
-                L["w" + n] = T(g("mlp.%s_proj.weight" % n))
-                L["b" + n] = g("mlp.%s_proj.bias" % n) if mlp_bias(cfg) else None
+                if L["moe"] is None:
+                    L["w" + n] = T(g("mlp.%s_proj.weight" % n))
+                    L["b" + n] = g("mlp.%s_proj.bias" % n) if mlp_bias(cfg) else None
             self.layers.append(L)
+
+    @staticmethod
+    def experts(cfg, g, T):
+        """A sparse layer: router [H, E] and, per expert, (gate, up, down) transposed."""
+        router, gate, up, down, _ = moe_names(cfg)
+        norm = cfg["model_type"] == "mixtral" or bool(cfg.get("norm_topk_prob", False))
+        ex = [tuple(T(g(n % e)) for n in (gate, up, down)) for e in range(n_experts(cfg))]
+        return {"router": T(g(router)), "experts": ex, "k": top_k(cfg), "norm": norm}
 
 
 def load_model(d):
@@ -208,9 +237,39 @@ def attention(m, L, x, cache, start, key_mask, cos, sin):
     return linear(ctx, L["wo"], L["bo"]).reshape(B, T, -1)
 
 
+def swiglu_mlp(x2, wg, wu, wd, bg=None, bu=None, bd=None):
+    g = linear(x2, wg, bg)
+    u = linear(x2, wu, bu)
+    return linear(g / (np.float32(1.0) + np.exp(-g)) * u, wd, bd)   # down(silu(gate) * up)
+
+
+def moe(M, x2):
+    """The sparse block on rows x2 [N, H]: route, then each expert's rows."""
+    logits = x2 @ M["router"]
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p = (p / p.sum(-1, keepdims=True)).astype(np.float32)
+    k = M["k"]
+    order = np.argsort(-p, axis=-1, kind="stable")       # best first, ties to the lower expert
+    sel = order[:, :k]
+    w = np.take_along_axis(p, sel, axis=-1)
+    if k < p.shape[1]:
+        ranked = np.take_along_axis(logits, order[:, k - 1:k + 1], axis=-1)
+        ROW_GAPS.append(ranked[:, 0] - ranked[:, 1])
+    if M["norm"]:
+        w = w / w.sum(-1, keepdims=True)
+    out = np.zeros_like(x2)
+    for e, (wg, wu, wd) in enumerate(M["experts"]):
+        rows, slot = np.nonzero(sel == e)
+        if len(rows):
+            out[rows] += w[rows, slot][:, None] * swiglu_mlp(x2[rows], wg, wu, wd)
+    return out
+
+
 def mlp(L, x):
     B, T, H = x.shape
     x2 = x.reshape(B * T, H)
+    if L["moe"] is not None:
+        return moe(L["moe"], x2).reshape(B, T, H)
     g = linear(x2, L["wgate"], L["bgate"])
     u = linear(x2, L["wup"], L["bup"])
     y = g / (np.float32(1.0) + np.exp(-g)) * u            # silu(gate) * up
@@ -226,7 +285,22 @@ def forward(m, ids, pos, caches, start, key_mask, all_positions=False):
         h = r16(h + attention(m, L, rms_norm(h, L["ln1"], m.eps), cache, start, key_mask, cos, sin))
         h = r16(h + mlp(L, rms_norm(h, L["ln2"], m.eps)))
     x = h if all_positions else h[:, -1]
+    note_route_gaps(ids.shape, start, key_mask)
     return rms_norm(x, m.norm, m.eps) @ m.head.T
+
+
+def note_route_gaps(shape, start, key_mask):
+    """Fold this call's sparse layers' row gaps into each sequence's smallest
+    (its real rows only; a call at start 0 begins new sequences)."""
+    B, T = shape
+    if start == 0 or SEQ_GAP[0] is None:
+        SEQ_GAP[0] = np.full(B, np.inf)
+        del STEP_GAPS[:]
+    real = key_mask[:, start:start + T] != 0
+    for g in ROW_GAPS:
+        SEQ_GAP[0] = np.minimum(SEQ_GAP[0], np.where(real, g.reshape(B, T), np.inf).min(1))
+    del ROW_GAPS[:]
+    STEP_GAPS.append(SEQ_GAP[0].copy())
 
 
 def new_caches(m, B, T):
@@ -267,5 +341,15 @@ def configure(a):
     return " (fp32)" if a.fp32 else ""
 
 
+def summary(m):
+    """After generate: for a model with experts, the closest routing choice
+    and, per prompt and step, the smallest gap so far ("route_gaps")."""
+    if not any(L["moe"] for L in m.layers):
+        return "", {}
+    g = np.stack(STEP_GAPS, axis=1)   # [N, G]
+    return (", smallest top-k router logit gap %.3g" % g.min(),
+            {"route_gaps": [[float(x) for x in r] for r in g]})
+
+
 if __name__ == "__main__":
-    ref_common.main(FAMILY, __doc__, add_args, configure)
+    ref_common.main(FAMILY, __doc__, add_args, configure, summary)

@@ -19,7 +19,13 @@ with it.
      changes nothing and a narrow one matches the loop reference;
   5. the fp16 rounding points: the cache holds fp16(rotary(k)) (rounded once,
      after rotary), and the fp16 and --fp32 readings differ but stay close;
-  6. GGUF: the writer's file reads back (alignment, offsets, values per type,
+  6. experts (Mixtral, Qwen3-MoE cases): the sparse block against a loop
+     over rows and their k experts written from the definition, the weights
+     renormalised (mixtral, qwen3-moe) or not (qwen3-moe-nonorm), top-all
+     renormalised = every expert weighted by the softmax, an expert no row
+     chooses changes nothing, dense layers where mlp_only_layers and
+     decoder_sparse_step say, the checkpoints' expert names and shapes;
+  7. GGUF: the writer's file reads back (alignment, offsets, values per type,
      the Q/K permutation undone by its inverse), and Q8_0 follows
      quantize_row_q8_0_ref on hand-computed blocks.
 Usage: llama_selftest.py   (exit 0 = all good)
@@ -60,7 +66,7 @@ def test_checkpoints(tmp):
         assert ("layers.0.self_attn.q_proj.bias" in t) == (cfg["model_type"] == "qwen2"), case
         assert "layers.0.self_attn.o_proj.bias" not in t, case
         qn = t.get("layers.0.self_attn.q_norm.weight")
-        assert (qn is not None) == (cfg["model_type"] == "qwen3"), case
+        assert (qn is not None) == mlc.qk_norm(cfg), case
         assert qn is None or qn.shape == (mlc.head_dim(cfg),) == t["layers.0.self_attn.k_norm.weight"].shape, case
         for k, a in t.items():
             assert np.array_equal(a, lr.r16(a)), (case, k)      # fp16-exact values
@@ -306,6 +312,59 @@ def test_gguf(tmp):
     print("gguf: OK (Q8_0 blocks, permutation, read back per type, alignment 64)")
 
 
+def moe_loop(M, x2):
+    """The sparse block from its definition, one row and one chosen expert at
+    a time, in float64: softmax, the k largest, renormalised or not."""
+    out = np.zeros(x2.shape, np.float64)
+    for r in range(x2.shape[0]):
+        lg = x2[r].astype(np.float64) @ M["router"]
+        p = np.exp(lg - lg.max())
+        p /= p.sum()
+        top = sorted(range(len(p)), key=lambda e: -p[e])[:M["k"]]
+        w = p[top] / (p[top].sum() if M["norm"] else 1.0)
+        for e, we in sorted(zip(top, w)):
+            wg, wu, wd = (a.astype(np.float64) for a in M["experts"][e])
+            g, u = x2[r] @ wg, x2[r] @ wu
+            out[r] += we * ((g / (1 + np.exp(-g)) * u) @ wd)
+    return out
+
+
+def test_experts(tmp):
+    rng = np.random.default_rng(4)
+    for case, norm, sparse in (("mixtral", True, [1, 1]), ("qwen3-moe", True, [1, 0, 1]),
+                               ("qwen3-moe-nonorm", False, [0, 1, 0, 1])):
+        cfg, t = mlc.load_llama_checkpoint(os.path.join(tmp, case))
+        m = lr.load_model(os.path.join(tmp, case))
+        assert [L["moe"] is not None for L in m.layers] == [bool(x) for x in sparse], case
+        router, gate, up, down, FE = mlc.moe_names(cfg)
+        for i, sp in enumerate(sparse):
+            assert (("layers.%d.%s" % (i, router)) in t) == bool(sp), (case, i)
+            assert (("layers.%d.mlp.gate_proj.weight" % i) in t) != bool(sp), (case, i)
+        E = mlc.n_experts(cfg)
+        assert t["layers.%d.%s" % (sparse.index(1), down % (E - 1))].shape == (cfg["hidden_size"], FE)
+        M = next(L["moe"] for L in m.layers if L["moe"] is not None)
+        assert M["norm"] == norm, case
+        x2 = rng.standard_normal((9, cfg["hidden_size"])).astype(np.float32)
+        d = np.abs(lr.moe(M, x2) - moe_loop(M, x2)).max()
+        assert d < 1e-4, (case, d)
+        other = dict(M, norm=not norm)
+        assert np.abs(lr.moe(M, x2) - lr.moe(other, x2)).max() > 1e-2, case   # renormalising shows
+        everyone = dict(M, k=E, norm=True)                                      # all experts: softmax-weighted
+        p = np.exp(x2 @ M["router"] - (x2 @ M["router"]).max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        dense = sum(p[:, e:e + 1] * lr.swiglu_mlp(x2, *M["experts"][e]) for e in range(E))
+        assert np.abs(lr.moe(everyone, x2) - dense).max() < 1e-4, case
+        x1 = x2[:1]
+        chosen = set(np.argsort(-(x1 @ M["router"])[0], kind="stable")[:M["k"]].tolist())
+        idle = next(e for e in range(E) if e not in chosen)
+        zeroed = dict(M, experts=[tuple(np.zeros_like(a) for a in ex) if e == idle else ex
+                                  for e, ex in enumerate(M["experts"])])
+        assert np.array_equal(lr.moe(M, x1), lr.moe(zeroed, x1)), case
+    del lr.ROW_GAPS[:]
+    print("experts: OK (loop reference, renormalisation on and off, top-all = softmax mixture, idle experts, "
+          "dense layers by mlp_only_layers and decoder_sparse_step)")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_checkpoints(tmp)
@@ -313,6 +372,7 @@ def main():
         test_forward(tmp)
         test_padding_cache_window(tmp)
         test_rounding_points(tmp)
+        test_experts(tmp)
         test_gguf(tmp)
     print("llama_selftest: OK")
 

@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """Write a small random Llama-family checkpoint laid out as Hugging Face
-publishes one (model_type llama, mistral, qwen2 or qwen3), and load any such
+publishes one (model_type llama, mistral, qwen2, qwen3, and the mixtures of
+experts mixtral and qwen3_moe), and load any such
 directory back (load_llama_checkpoint) for the numpy oracle llama_ref.py and
 for gguf_write.py.
 
 Part of the independent test oracle: numpy only, written from the Hugging
 Face config and tensor naming conventions, never from the C engine.
 
-  make_llama_checkpoint.py --out DIR [--type llama|mistral|qwen2|qwen3]
+  make_llama_checkpoint.py --out DIR [--type llama|mistral|qwen2|qwen3|mixtral|qwen3_moe]
       [--layers 2] [--hidden 64] [--heads 4] [--kv-heads K] [--head-dim D]
       [--ffn 172] [--vocab 320] [--max-pos 256] [--eps 1e-5]
       [--rope-theta 10000] [--rope-scaling none|linear|llama3]
@@ -15,10 +16,13 @@ Face config and tensor naming conventions, never from the C engine.
       [--tied] [--sliding-window W] [--eos 2 [--eos 3 ...]]
       [--seed S] [--std 0.1] [--embed-std E] [--head-std E]
       [--format safetensors|sharded] [--shards 2] [--dtype f16|bf16|f32]
+      [--experts E] [--topk K] [--moe-ffn FE] [--norm-topk] [--sparse-step N]
+      [--mlp-only L [--mlp-only L ...]] [--router-std S]
       [--case NAME]
 
 --case sets a named test configuration (CASES below: mha, gqa8, mqa,
-llama3, tied, qwen2, bf16-sharded, mistral, qwen3, qwen3-tied); flags given after it still win
+llama3, tied, qwen2, bf16-sharded, mistral, qwen3, qwen3-tied, mixtral,
+qwen3-moe, qwen3-moe-nonorm); flags given after it still win
 only where they are not part of the case (a case is a starting point).
 
 Files: config.json and generation_config.json as the hub has them (eos may
@@ -29,6 +33,12 @@ model.layers.N.self_attn.{q,k,v,o}_proj.weight (+ q/k/v .bias for qwen2),
 model.layers.N.self_attn.{q,k}_norm.weight [head_dim] for qwen3,
 model.layers.N.mlp.{gate,up,down}_proj.weight,
 model.layers.N.{input_layernorm,post_attention_layernorm}.weight;
+a sparse layer (every layer of mixtral; qwen3_moe's where (N + 1) %
+decoder_sparse_step == 0 and N is not in mlp_only_layers) has instead
+mixtral's model.layers.N.block_sparse_moe.gate.weight [E, H] and
+.block_sparse_moe.experts.M.{w1,w3}.weight [F, H], .w2.weight [H, F]
+(F = intermediate_size), or qwen3_moe's model.layers.N.mlp.gate.weight and
+.mlp.experts.M.{gate,up,down}_proj.weight (F = moe_intermediate_size);
 model.norm.weight; lm_head.weight unless tie_word_embeddings (a tied
 checkpoint stores no lm_head, as Llama 3.2 1B and Qwen2.5 0.5B do).
 
@@ -70,10 +80,21 @@ CASES = {
                   rope_theta=1000000.0, eps=1e-6),
     "qwen3-tied": dict(type="qwen3", heads=4, kv_heads=4, hidden=64, head_dim=16, ffn=128, tied=True,
                        rope_theta=1000000.0, eps=1e-6),
+    # Mixtral-like: 8 experts, top 2 (renormalised), GQA 4:2, every layer sparse
+    "mixtral": dict(type="mixtral", heads=4, kv_heads=2, hidden=64, ffn=96, experts=8, topk=2,
+                    rope_theta=1000000.0),
+    # Qwen3-MoE-like: 32 experts, top 8 renormalised (norm_topk_prob), q/k norms, layer 1
+    # dense (mlp_only_layers) with its own intermediate_size
+    "qwen3-moe": dict(type="qwen3_moe", layers=3, heads=8, kv_heads=2, hidden=64, head_dim=16, ffn=128,
+                      experts=32, topk=8, moe_ffn=32, norm_topk=True, mlp_only=[1],
+                      rope_theta=1000000.0, eps=1e-6),
+    # the same without renormalising the top 8, sparse every second layer (1 and 3)
+    "qwen3-moe-nonorm": dict(type="qwen3_moe", layers=4, heads=8, kv_heads=2, hidden=64, head_dim=16, ffn=128,
+                             experts=32, topk=8, moe_ffn=32, sparse_step=2, rope_theta=1000000.0, eps=1e-6),
 }
 
 ARCH = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-        "qwen3": "Qwen3ForCausalLM"}
+        "qwen3": "Qwen3ForCausalLM", "mixtral": "MixtralForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM"}
 
 # ---------------------------------------------------------------- config
 
@@ -88,8 +109,43 @@ def head_dim(cfg):
 
 
 def qk_norm(cfg):
-    """Qwen3 RMS-normalises each head of q and k (q_norm, k_norm: [head_dim])."""
-    return cfg["model_type"] == "qwen3"
+    """Qwen3 (and Qwen3-MoE) RMS-normalise each head of q and k (q_norm, k_norm: [head_dim])."""
+    return cfg["model_type"] in ("qwen3", "qwen3_moe")
+
+
+def n_experts(cfg):
+    """Experts of a sparse layer (0: a dense model), as MixtralConfig and Qwen3MoeConfig default them."""
+    if cfg["model_type"] == "mixtral":
+        return cfg.get("num_local_experts", 8)
+    if cfg["model_type"] == "qwen3_moe":
+        return cfg.get("num_experts", 128)
+    return 0
+
+
+def top_k(cfg):
+    return cfg.get("num_experts_per_tok", 2 if cfg["model_type"] == "mixtral" else 8)
+
+
+def is_sparse(cfg, i):
+    """Layer i's MLP is a mixture: Mixtral's every layer; Qwen3-MoE's as
+    Qwen3MoeDecoderLayer decides (not in mlp_only_layers, (i + 1) %
+    decoder_sparse_step == 0)."""
+    if cfg["model_type"] == "mixtral":
+        return True
+    if cfg["model_type"] != "qwen3_moe":
+        return False
+    return (i not in (cfg.get("mlp_only_layers") or []) and n_experts(cfg) > 0
+            and (i + 1) % cfg.get("decoder_sparse_step", 1) == 0)
+
+
+def moe_names(cfg):
+    """(router, gate, up, down) of a sparse layer, %d the expert's number, and the experts' size."""
+    if cfg["model_type"] == "mixtral":
+        return ("block_sparse_moe.gate.weight", "block_sparse_moe.experts.%d.w1.weight",
+                "block_sparse_moe.experts.%d.w3.weight", "block_sparse_moe.experts.%d.w2.weight",
+                cfg["intermediate_size"])
+    return ("mlp.gate.weight", "mlp.experts.%d.gate_proj.weight", "mlp.experts.%d.up_proj.weight",
+            "mlp.experts.%d.down_proj.weight", cfg.get("moe_intermediate_size", 768))
 
 
 def qkv_bias(cfg):
@@ -119,10 +175,19 @@ def make_config(a):
         "torch_dtype": {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}[a.dtype],
         "use_cache": True, "initializer_range": 0.02,
     }
-    if a.head_dim or a.type == "qwen3":
+    if a.head_dim or a.type in ("qwen3", "qwen3_moe"):
         cfg["head_dim"] = a.head_dim or a.hidden // a.heads
-    if a.type in ("llama", "qwen3"):
+    if a.type in ("llama", "qwen3", "qwen3_moe"):
         cfg.update(attention_bias=False, mlp_bias=False, pretraining_tp=1)
+    if a.type == "mixtral":
+        cfg.update(num_local_experts=a.experts, num_experts_per_tok=a.topk, sliding_window=None,
+                   router_jitter_noise=0.0, output_router_logits=False, router_aux_loss_coef=0.02)
+    if a.type == "qwen3_moe":
+        cfg.update(num_experts=a.experts, num_experts_per_tok=a.topk, moe_intermediate_size=a.moe_ffn,
+                   norm_topk_prob=bool(a.norm_topk), decoder_sparse_step=a.sparse_step,
+                   mlp_only_layers=list(a.mlp_only or []), use_sliding_window=False, sliding_window=None,
+                   max_window_layers=a.layers, output_router_logits=False, router_aux_loss_coef=0.001)
+        del cfg["pretraining_tp"]
     if a.type == "mistral":
         cfg["sliding_window"] = a.sliding_window or None
     if a.type == "qwen2":
@@ -164,6 +229,12 @@ def expected_shapes(cfg):
         if o_bias(cfg):
             s[p + "self_attn.o_proj.bias"] = (H,)
         s[p + "post_attention_layernorm.weight"] = (H,)
+        if is_sparse(cfg, i):
+            router, gate, up, down, FE = moe_names(cfg)
+            s[p + router] = (n_experts(cfg), H)
+            for e in range(n_experts(cfg)):
+                s[p + gate % e], s[p + up % e], s[p + down % e] = (FE, H), (FE, H), (H, FE)
+            continue
         for n, shape in (("gate", (F, H)), ("up", (F, H)), ("down", (H, F))):
             s[p + "mlp.%s_proj.weight" % n] = shape
             if mlp_bias(cfg):
@@ -174,9 +245,10 @@ def expected_shapes(cfg):
     return s
 
 
-def make_tensors(cfg, seed, std, embed_std, head_std, bf16_exact=False):
+def make_tensors(cfg, seed, std, embed_std, head_std, bf16_exact=False, router_std=None):
     """Ordered {full HF name: float32 array} of fp16-exact values (bf16-exact too
-    with bf16_exact), in the order expected_shapes lists them."""
+    with bf16_exact), in the order expected_shapes lists them; a router
+    N(0, router_std), default std."""
     rng = np.random.default_rng(seed)
 
     def rnd(shape, s, base=0.0):
@@ -195,6 +267,8 @@ def make_tensors(cfg, seed, std, embed_std, head_std, bf16_exact=False):
             a = rnd(shape, head_std)
         elif name.endswith("norm.weight"):
             a = rnd(shape, std, base=1.0)
+        elif name.endswith("block_sparse_moe.gate.weight") or name.endswith("mlp.gate.weight"):
+            a = rnd(shape, router_std or std)
         else:
             a = rnd(shape, std)
         t[name if name == "lm_head.weight" else "model." + name] = a
@@ -204,12 +278,12 @@ def make_tensors(cfg, seed, std, embed_std, head_std, bf16_exact=False):
 
 
 def load_llama_checkpoint(d):
-    """A Hugging Face Llama/Mistral/Qwen2/Qwen3 directory -> (config, {name without
+    """A Hugging Face Llama/Mistral/Qwen2/Qwen3/Mixtral/Qwen3-MoE directory -> (config, {name without
     'model.': float32 array}); shapes checked against the config."""
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
     if cfg.get("model_type") not in ARCH:
-        raise ValueError("%s: model_type %r is not llama, mistral, qwen2 or qwen3" % (d, cfg.get("model_type")))
+        raise ValueError("%s: model_type %r is not one of %s" % (d, cfg.get("model_type"), ", ".join(ARCH)))
     t = mc.strip_model(mc.read_safetensors_dir(d))
     mc.check_shapes(d, t, expected_shapes(cfg))
     return cfg, t
@@ -247,6 +321,13 @@ def parse_args(argv=None):
     ap.add_argument("--format", choices=["safetensors", "sharded"], default="safetensors")
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--dtype", choices=["f16", "bf16", "f32"], default="f16")
+    ap.add_argument("--experts", type=int, default=8)
+    ap.add_argument("--topk", type=int, default=2)
+    ap.add_argument("--moe-ffn", type=int, default=32, help="qwen3_moe's moe_intermediate_size")
+    ap.add_argument("--norm-topk", action="store_true", help="qwen3_moe's norm_topk_prob")
+    ap.add_argument("--sparse-step", type=int, default=1, help="qwen3_moe's decoder_sparse_step")
+    ap.add_argument("--mlp-only", type=int, action="append", help="qwen3_moe's mlp_only_layers")
+    ap.add_argument("--router-std", type=float, default=0.0, help="default: --std")
     pre = ap.parse_known_args(argv)[0]
     case = dict(CASES[pre.case]) if pre.case else {}
     case_eos = case.pop("eos", [2])
@@ -267,7 +348,8 @@ def parse_args(argv=None):
 
 def write(a):
     cfg = make_config(a)
-    t = make_tensors(cfg, a.seed, a.std, a.embed_std, a.head_std, bf16_exact=(a.dtype == "bf16"))
+    t = make_tensors(cfg, a.seed, a.std, a.embed_std, a.head_std, bf16_exact=(a.dtype == "bf16"),
+                     router_std=a.router_std)
     st = {"f16": "F16", "bf16": "BF16", "f32": "F32"}[a.dtype]
     # hub_names=True: names are written exactly as given, and no lm_head is added.
     mc.write_checkpoint(a.out, cfg, t, a.format, st, max(1, a.shards), True, False)

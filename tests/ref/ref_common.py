@@ -94,10 +94,11 @@ def margins(logits):
     return top2[..., 1] - top2[..., 0]
 
 
-def main(fam, doc, add_args=None, configure=None):
+def main(fam, doc, add_args=None, configure=None, summary=None):
     """The oracle's command line; doc's first line describes it. add_args(ap)
     adds the family's own flags; configure(args) applies them before the model
-    loads and returns a note for the summary line ("" for none)."""
+    loads and returns a note for the summary line ("" for none); summary(m),
+    right after generate, another note and fields for the tokens file."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--prompt-ids", required=True)
@@ -114,6 +115,8 @@ def main(fam, doc, add_args=None, configure=None):
         prompts = json.load(f)
     m = fam.load_model(a.model)
     logits, toks = generate(fam, m, prompts, a.gen_len)
+    more, fields = summary(m) if summary else ("", {})
+    note += more
     if not np.isfinite(logits).all():
         sys.exit("%s: non-finite logits" % fam.name)
     if a.no_cache:
@@ -125,8 +128,8 @@ def main(fam, doc, add_args=None, configure=None):
             sys.exit("%s: cache vs no-cache mismatch" % fam.name)
     np.save(a.out_logits, logits)
     with open(a.out_tokens, "w") as f:
-        json.dump({"tokens": toks.tolist(),
-                   "margins": [[float(x) for x in r] for r in margins(logits)]}, f)
+        json.dump(dict({"tokens": toks.tolist(),
+                        "margins": [[float(x) for x in r] for r in margins(logits)]}, **fields), f)
     print("%s: %d prompts x %d tokens, median top-2 margin %.4f%s"
           % (fam.name, len(prompts), a.gen_len, float(np.median(margins(logits))), note))
 

@@ -1,0 +1,92 @@
+/* fg_moe.c - a sparse layer's router and experts on the CPU (see fg_moe.h). */
+#include "fg_moe.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "fg_common.h"
+#include "fg_fmt.h"
+
+/* ws->moe, per row: the router's E logits, k selections, k weights, k
+ * entries of the expert-ordered row list, and three H-wide rows (gathered
+ * input, an expert's output, the sum); then E counts and E + 1 starts. */
+uint64_t fg_moe_ws_floats(const fg_model_config *c, int max_rows) {
+    if (!c->n_experts) return 0;
+    uint64_t E = (uint64_t)c->n_experts, k = (uint64_t)c->experts_per_token, H = (uint64_t)c->hidden;
+    return (uint64_t)max_rows * (E + 3 * k + 3 * H) + 2 * E + 1;
+}
+
+/* Softmax of one row of n logits in place (fp32, the maximum taken off). */
+static void softmax_row(float *p, int n) {
+    float m = p[0], sum = 0;
+    for (int i = 1; i < n; i++) m = p[i] > m ? p[i] : m;
+    for (int i = 0; i < n; i++) sum += p[i] = expf(p[i] - m);
+    for (int i = 0; i < n; i++) p[i] /= sum;
+}
+
+void fg_moe_route(int32_t *sel, float *wt, float *logits, int rows, const fg_model_config *c) {
+    int E = c->n_experts, k = c->experts_per_token;
+    int renorm = c->router == FG_ROUTER_MIXTRAL || (c->router == FG_ROUTER_QWEN3_MOE && c->moe_norm_topk);
+    FG_ASSERT(c->router == FG_ROUTER_MIXTRAL || c->router == FG_ROUTER_QWEN3_MOE);
+    for (int r = 0; r < rows; r++) {
+        float *p = logits + (size_t)r * E, sum = 0;
+        int32_t *s = sel + (size_t)r * k;
+        float *w = wt + (size_t)r * k;
+        softmax_row(p, E);
+        for (int j = 0; j < k; j++) {   /* the j-th best not yet taken; ties to the lower number */
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int i = 0; i < j; i++) taken |= s[i] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            }
+            s[j] = best, w[j] = p[best], sum += p[best];
+        }
+        for (int j = 0; renorm && j < k; j++) w[j] /= sum;
+    }
+}
+
+/* Expert e's slice of stacked layer role `which` (rows of its matrix): its
+ * bytes start e times one expert's bytes in. */
+static const void *expert_w(const fg_layer_w *w, int which, int fmt, int e, int out, int in) {
+    return (const uint8_t *)w->w[which] + (size_t)e * fg_fmt_bytes(fmt, (uint64_t)out, (uint64_t)in);
+}
+
+void fg_moe_mlp(float *y, const float *x, int rows, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws) {
+    int E = c->n_experts, k = c->experts_per_token, H = c->hidden, F = c->moe_ffn_dim;
+    int f1 = fg_config_fmt(c, fg_spec_layer(0, FG_LW_FC1_W)), f2 = fg_config_fmt(c, fg_spec_layer(0, FG_LW_FC2_W));
+    int fu = fg_config_fmt(c, fg_spec_layer(0, FG_LW_UP_W));
+    FG_ASSERT(rows <= ws->max_rows && w->w[FG_LW_ROUTER_W] && 2 * F <= fg_opt_ws_ff(c));
+    float *logits = ws->moe, *wt = logits + (size_t)rows * E;
+    int32_t *sel = (int32_t *)(wt + (size_t)rows * k), *order = sel + (size_t)rows * k;
+    float *xg = (float *)(order + (size_t)rows * k), *yo = xg + (size_t)rows * H, *acc = yo + (size_t)rows * H;
+    int32_t *count = (int32_t *)(acc + (size_t)rows * H), *start = count + E;
+    fg_gemm_fmt(logits, x, w->w[FG_LW_ROUTER_W], FG_FMT_F16, NULL, rows, H, E);
+    fg_moe_route(sel, wt, logits, rows, c);
+    /* rows by expert (a counting sort: within an expert, ascending row) */
+    memset(count, 0, sizeof(int32_t) * (size_t)E);
+    for (int i = 0; i < rows * k; i++) count[sel[i]]++;
+    start[0] = 0;
+    for (int e = 0; e < E; e++) start[e + 1] = start[e] + count[e];
+    for (int e = 0; e < E; e++) count[e] = start[e];
+    for (int i = 0; i < rows * k; i++) order[count[sel[i]]++] = i;   /* i = row * k + j */
+    memset(acc, 0, sizeof(float) * (size_t)rows * H);
+    float *gate = ws->ff, *up = ws->ff + (size_t)rows * F;
+    for (int e = 0; e < E; e++) {
+        int n = start[e + 1] - start[e];
+        if (!n) continue;
+        for (int i = 0; i < n; i++)
+            memcpy(xg + (size_t)i * H, x + (size_t)(order[start[e] + i] / k) * H, sizeof(float) * (size_t)H);
+        fg_gemm_fmt(gate, xg, expert_w(w, FG_LW_FC1_W, f1, e, F, H), f1, NULL, n, H, F);
+        fg_gemm_fmt(up, xg, expert_w(w, FG_LW_UP_W, fu, e, F, H), fu, NULL, n, H, F);
+        fg_swiglu(gate, up, (size_t)n * F);
+        fg_gemm_fmt(yo, gate, expert_w(w, FG_LW_FC2_W, f2, e, H, F), f2, NULL, n, F, H);
+        for (int i = 0; i < n; i++) {
+            int slot = order[start[e] + i];
+            float g = wt[slot], *dst = acc + (size_t)(slot / k) * H;
+            const float *src = yo + (size_t)i * H;
+            for (int d = 0; d < H; d++) dst[d] += g * src[d];
+        }
+    }
+    memcpy(y, acc, sizeof(float) * (size_t)rows * H);
+}
