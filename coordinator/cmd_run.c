@@ -275,6 +275,7 @@ static fg_wsrc *open_model(const run_args *a, run_io *io) {
     fg_wsrc *ws = NULL;
     fg_exit_on(a->dummy ? fg_wsrc_open_dummy(a->dummy, a->seed, &ws) : fg_wsrc_open_dir(a->model_dir, NULL, &ws));
     fg_exit_on(fg_prompt_tokenizer(a->model_dir, a->tokenizer, a->dummy != NULL, a->prompts || a->n_stop, ws, &io->tok));
+    fg_exit_on(fg_config_check_compress_weight(fg_wsrc_config(ws), a->flex.policy.compress_weight));
     fg_wsrc_config_mut(ws)->compress_weight = a->flex.policy.compress_weight;   /* the tiers' format, fg_q4.h */
     fg_wsrc_config_mut(ws)->compress_cache = a->flex.policy.compress_cache;
     const fg_model_config *c = fg_wsrc_config(ws);

@@ -47,6 +47,13 @@ fg_status fg_config_by_name(const char *name, fg_model_config *cfg) {
     return fg_err_set(FG_EINPUT, "unknown model name '%s'; known:%s", name, known);
 }
 
+fg_status fg_config_check_compress_weight(const fg_model_config *c, int compress_weight) {
+    if (compress_weight && c->n_experts)
+        return fg_err_set(FG_EINPUT, "--compress-weight: %s has experts, whose 4-bit form is not implemented yet "
+                                     "(HINT: leave --compress-weight out; --compress-cache works)", c->name);
+    return FG_OK;
+}
+
 int fg_config_is_eos(const fg_model_config *c, int tok) {
     for (int i = 0; i < c->n_eos; i++)
         if (c->eos_ids[i] == tok) return 1;
@@ -399,7 +406,9 @@ int fg_spec_fmt(const fg_model_config *c, const fg_spec *sp, int idx) {
     if (sp) f = sp[idx].fmt;
     else if (slot < 0) f = FG_FMT_F16;
     else f = (int)((idx < FG_GW_COUNT ? c->fmt_global : c->fmt_layer) >> (4 * slot) & 15);
-    return f == FG_FMT_F16 && c->compress_weight && idx >= FG_GW_COUNT && slot >= 0 ? FG_FMT_Q4G64 : f;
+    /* a stack of experts stays as it is: fg_config_check_compress_weight refuses the run */
+    return f == FG_FMT_F16 && c->compress_weight && idx >= FG_GW_COUNT && slot >= 0 && !fg_spec_is_experts(c, idx)
+               ? FG_FMT_Q4G64 : f;
 }
 
 int fg_config_fmt(const fg_model_config *c, int idx) { return fg_spec_fmt(c, NULL, idx); }

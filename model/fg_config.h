@@ -119,6 +119,12 @@ const char *fg_json_kind(const struct json_t *v);
  * > 0 and within the bounds above, the kinds the family's kernels run, ...). */
 fg_status fg_config_validate(const fg_model_config *cfg, const char *origin);
 
+/* FG_EINPUT where the run's --compress-weight cannot hold this model: a
+ * stack of experts compressed as one FlexGen 4-bit matrix would put its
+ * groups' minima and scales after every expert's codes, so no expert would
+ * be one byte range (not done yet: per-expert slices). */
+fg_status fg_config_check_compress_weight(const fg_model_config *cfg, int compress_weight);
+
 /* 1 if tok ends generation (one of the EOS ids). */
 int fg_config_is_eos(const fg_model_config *c, int tok);
 /* "opt", "llama": the family's name, for messages. */
@@ -291,7 +297,7 @@ int fg_config_fmt_slot(int idx);
  * the config's nibble (a description's one-layer config: every layer
  * alike); FlexGen's Q4G64 instead for a layer's F16 matrices under
  * compress_weight (embeddings, the LM head, biases and norms are never
- * compressed; a ggml-quantized matrix stays as it is). */
+ * compressed; a ggml-quantized matrix and a stack of experts stay as they are). */
 int fg_spec_fmt(const fg_model_config *c, const fg_spec *sp, int idx);
 /* fg_spec_fmt(c, NULL, idx). fg_specs_new() gives each spec its nibble. */
 int fg_config_fmt(const fg_model_config *c, int idx);

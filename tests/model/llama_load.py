@@ -11,12 +11,16 @@
     other than silu, Qwen2's and Qwen3's use_sliding_window, Qwen3's sliding
     layer_types, a tensor of the wrong shape (K/V are num_key_value_heads x
     head_dim rows; Qwen3's head_dim defaults to 128), a missing tensor (a
-    Qwen3 k_norm);
+    Qwen3 k_norm; one expert's matrix, named by its own name), an expert
+    number past the experts, a dense layer's names in a sparse layer (and a
+    sparse one's in a dense layer), mlp_only_layers past the layers, top k
+    past the experts, --compress-weight with experts;
   * generation_config.json's EOS list ends generation at any of its ids;
   * every --dummy name of the family has its published parameter count
     (its shapes are the real ones), and flexgen policy's arithmetic reads the
     description: a KV cache of the kv heads only, decode FLOPs of 2 per
-    parameter computed with; the three smallest run their first layer.
+    parameter computed with (for the mixtures of experts, the activated ones
+    their model cards publish); the three smallest run their first layer.
 """
 import json
 import os
@@ -126,6 +130,35 @@ del t["model.layers.1.self_attn.k_norm.weight"]
 mc.write_safetensors(st, list(t.items()), "F16")
 rc, err = run(d)
 check("refuse_qwen3_missing_k_norm", rc == 2 and "'layers.1.self_attn.k_norm.weight' (shape [16])" in err, err)
+# experts: one expert's matrix missing is named by its own name and shape;
+# a dense layer's names in a sparse layer, an expert number past E, a
+# mlp_only_layers entry past the layers, shared experts: refused
+mx = make("mixtral_base", "--case", "mixtral")
+q3m = make("qwen3_moe_base", "--case", "qwen3-moe")
+for name, base_dir, tensor_edit, kv, field in (
+        ("expert_missing", mx, ("del", "model.layers.1.block_sparse_moe.experts.5.w2.weight"), {},
+         "'layers.1.block_sparse_moe.experts.5.w2.weight' (shape [64, 96])"),
+        ("expert_past_E", q3m, ("copy", "model.layers.0.mlp.experts.0.up_proj.weight",
+                                "model.layers.0.mlp.experts.32.up_proj.weight"), {}, "experts.32.up_proj"),
+        ("dense_names_in_sparse", q3m, ("copy", "model.layers.1.mlp.up_proj.weight",
+                                        "model.layers.0.mlp.up_proj.weight"), {}, "layers.0.mlp.up_proj.weight"),
+        ("mlp_only_past_layers", q3m, None, dict(mlp_only_layers=[1, 3]), "mlp_only_layers[1]"),
+        ("topk_past_E", mx, None, dict(num_experts_per_tok=9), "num_experts_per_tok"),
+        ("dense_layer_as_sparse", q3m, None, dict(mlp_only_layers=[]), "layers.1.mlp.gate_proj.weight")):
+    d = os.path.join(work, "r_" + name)
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(base_dir, d)
+    edit_config(d, **kv)
+    if tensor_edit:
+        st = os.path.join(d, "model.safetensors")
+        t = mc.read_safetensors(st)
+        if tensor_edit[0] == "del":
+            del t[tensor_edit[1]]
+        else:
+            t[tensor_edit[2]] = t[tensor_edit[1]]
+        mc.write_safetensors(st, list(t.items()), "F16")
+    rc, err = run(d)
+    check("refuse_" + name, rc == 2 and field in err, err)
 # K/V rows are num_key_value_heads x head_dim: a checkpoint read as MHA does not fit
 d = os.path.join(work, "r_kv_shape")
 shutil.copytree(base, d)
@@ -189,6 +222,28 @@ for name, want in params.items():
     check("dummy_arithmetic_" + name, kv == kv_want and fl_want < fl < 1.03 * fl_want,
           "cache %d bytes per sequence (want %d), decode %.4g FLOPs per token (%.4g in its matrices)"
           % (kv, kv_want, fl, fl_want))
+# mixtures of experts: the totals and activated counts their model cards
+# publish (Mixtral 8x7B: 46.7B, 12.9B active; Qwen3-30B-A3B: 30.5B, 3.3B;
+# Qwen3-235B-A22B: 235B, 22B), each to the precision it is given in (half a
+# unit of its last digit), and the cache of the kv heads only. The activated
+# count is a decode token's FLOPs / 2 (the router and k experts a layer:
+# fg_config_layer_flops) plus the embedding it looks up, within 3% (that
+# includes the attention over 16 positions) plus that precision.
+moe = {"mixtral-8x7b": (46.7e9, 0.05e9, 12.9e9, 0.05e9, 32, 8, 128, 32000, 4096),
+       "qwen3-30b-a3b": (30.5e9, 0.05e9, 3.3e9, 0.05e9, 48, 4, 128, 151936, 2048),
+       "qwen3-235b-a22b": (235e9, 0.5e9, 22e9, 0.5e9, 94, 4, 128, 151936, 4096)}
+for name, (total, tt, active, ta, L, KV, d, V, H) in moe.items():
+    p = subprocess.run([flexgen, "policy", "--dummy", name, "--prompt-len", "8", "--gen-len", "8", "--gpu-mem", "1T",
+                        "--cpu-mem", "1T", "--hardware", "flexgen-t4", "--json"], capture_output=True, text=True)
+    ar = json.loads(p.stdout)["arithmetic"] if p.returncode == 0 else {}
+    got, act = ar.get("weight_bytes_total", 0) / 2, ar.get("decode_flops_per_token", 0) / 2 + V * H
+    check("dummy_shape_" + name, abs(got - total) <= tt and ar.get("kv_cache_bytes_per_sequence") == 2 * L * 16 * KV * d * 2,
+          "%d parameters (published %.4g), cache %s bytes per sequence" % (got, total, ar.get("kv_cache_bytes_per_sequence")))
+    check("dummy_active_" + name, active - ta <= act <= 1.03 * (active + ta),
+          "%.4g activated parameters (published %.3g)" % (act, active))
+# a model with experts under --compress-weight is refused, naming the flag
+rc, err = run("mixtral-8x7b:1", "--compress-weight", dummy=True, gen=2)
+check("refuse_experts_compress_weight", rc == 2 and "--compress-weight" in err and "experts" in err, err)
 for name in ("tinyllama-1.1b", "llama-3.2-1b", "qwen3-0.6b"):
     rc, err = run(name + ":1", dummy=True, gen=2)
     check("dummy_run_" + name, rc == 0 and "model: " + name in err, [x for x in err.splitlines() if "model:" in x][0]
