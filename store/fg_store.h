@@ -26,10 +26,11 @@
  *                                  another source of the same name replaces it
  *     globals.bin                  token and position embeddings, project_in/out,
  *                                  final norm, an untied LM head (those the config has)
- *     layer-000.bin .. layer-NNN.bin   decoder layer i: those of its 20 tensor roles
+ *     layer-000.bin .. layer-NNN.bin   decoder layer i: those of its 21 tensor roles
  *                                  the config has, in FG_LW_* order (q, k, v, o, LN1,
  *                                  fc1/gate, fc2/down, LN2, up; each weight, then its bias;
- *                                  then Qwen3's q and k norms)
+ *                                  then Qwen3's q and k norms, a sparse layer's
+ *                                  router; its fc1/fc2/up are the experts' stacks)
  *     .lock                        flock()ed while a process checks or builds
  *     *.partial                    a file being written; never read, replaced
  *                                  on the next build. A file appears under its
