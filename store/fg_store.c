@@ -40,11 +40,11 @@ sfile *fg_store_file_of(const fg_store *s, int file) {
 static uint64_t store_identity(const fg_wsrc *ws, const char *compression) {
     uint8_t b[8 + 4 + IDENTITY_COMP_BYTES];
     put64(b, fg_wsrc_identity(ws));
-    put32(b + 8, FG_STORE_VERSION);
+    put32(b + 8, FG_STORE_IDENTITY_VERSION);
     put_str(b + 12, IDENTITY_COMP_BYTES, compression);
     uint64_t id = fg_store_checksum(b, sizeof b);
-    fg_debug("tier store identity %016" PRIx64 ": source %016" PRIx64 " (%s), format v%d, compression %s", id,
-             get64(b), fg_wsrc_describe(ws), FG_STORE_VERSION, compression);
+    fg_debug("tier store identity %016" PRIx64 ": source %016" PRIx64 " (%s), identity v%d, compression %s", id,
+             get64(b), fg_wsrc_describe(ws), FG_STORE_IDENTITY_VERSION, compression);
     return id;
 }
 

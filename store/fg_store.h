@@ -14,10 +14,14 @@
  * fg_store_repair rebuilds the file (fg_store_invalidate removes it, for the
  * next open to rebuild). A store is never read as if fine when it is not.
  *
- * ON-DISK FORMAT, version 2 (integers little-endian). Checksums are
- * XXH3_64bits with seed 0 (libxxhash; fg_store_checksum). Version 1 had XXH64
- * checksums and an identity read from the source's description: its files
- * are stale and rebuilt on open, as any other version's.
+ * ON-DISK FORMAT, version 3 (integers little-endian). Checksums are
+ * XXH3_64bits with seed 0 (libxxhash; fg_store_checksum). Version 3 adds
+ * one table entry per expert of a sparse layer's stacks (below); a version
+ * 2 file is read as one (it has no expert entries: a version 2 file of a
+ * model with experts holds whole stacks, so its table differs from this
+ * build's and it is rebuilt). Version 1 had XXH64 checksums and an
+ * identity read from the source's description: its files are stale and
+ * rebuilt on open, as any other version's.
  *
  *   <offload-dir>/<model-id>/      model-id = "<config name>-<format>": "-fp16" for
  *                                  compression none, "-q4g64" for 4-bit weights
@@ -30,7 +34,10 @@
  *                                  the config has, in FG_LW_* order (q, k, v, o, LN1,
  *                                  fc1/gate, fc2/down, LN2, up; each weight, then its bias;
  *                                  then Qwen3's q and k norms, a sparse layer's
- *                                  router; its fc1/fc2/up are the experts' stacks)
+ *                                  router; its fc1/fc2/up are the experts' stacks,
+ *                                  each stored as one entry per expert, expert
+ *                                  after expert: an expert is read alone, or a run
+ *                                  of them at once, and checked alone)
  *     .lock                        flock()ed while a process checks or builds
  *     *.partial                    a file being written; never read, replaced
  *                                  on the next build. A file appears under its
@@ -44,7 +51,7 @@
  *   Header (header_bytes, a multiple of 4096, zero-filled past the table):
  *     off size
  *       0    8  magic "FGSTORE\0"
- *       8    4  format version = 2
+ *       8    4  format version = 3 (2 accepted: the same without expert entries)
  *      12    4  header_bytes
  *      16    4  kind: 0 globals, 1 decoder layer
  *      20    4  layer index (0xFFFFFFFF for globals)
@@ -78,7 +85,9 @@
  *                          the GGUF file holds them, Q/K rows un-permuted);
  *                          every dtype but 1 only for ndim 2
  *               104   4  ndim (1 or 2)
- *               108   4  reserved, 0
+ *               108   4  expert: 0 for a whole tensor, else e + 1 for expert e's
+ *                          part of a stack (dims that part's: [rows / E, cols];
+ *                          the stack's experts in consecutive entries, e = 0 ..)
  *               112   8  dims[0]
  *               120   8  dims[1] (1 when ndim == 1)
  *               128   8  offset from the start of the file (multiple of 4096)
@@ -93,7 +102,8 @@
 #include "fg_aio.h"
 #include "fg_weights.h"
 
-#define FG_STORE_VERSION 2
+#define FG_STORE_VERSION 3
+#define FG_STORE_IDENTITY_VERSION 2   /* the identity's: what a tensor's bytes are made from */
 #define FG_STORE_ALIGN 4096ull  /* headers, tensors and files are multiples of it (O_DIRECT) */
 #define FG_STORE_GLOBALS (-1)   /* the file argument for globals.bin */
 
@@ -107,6 +117,7 @@ typedef struct {
     uint64_t offset;    /* from the start of the file, a multiple of 4096 */
     uint64_t nbytes;    /* fg_fmt_bytes(fmt, dims[0], dims[1]) */
     int fmt;            /* the tensor's format (common/fg_fmt.h): dtype - 1 */
+    int expert;         /* -1: a whole tensor; e: expert e's part of spec's stack */
     uint64_t checksum;  /* fg_store_checksum of the nbytes bytes */
 } fg_store_tensor;
 

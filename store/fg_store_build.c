@@ -171,6 +171,7 @@ static fg_status flush_stage(builder *b, const fg_aio_file *f) {
 /* Write one file as <path>.partial and hand it to the finalizer. */
 static fg_status build_file(fg_store *s, fg_wsrc *ws, sfile *sf, builder *b) {
     char msg[1024];
+    uint8_t *stack = NULL;   /* a stack of experts read whole, for its per-expert entries */
     fg_fs_atomic out;
     fg_status st = fg_fs_atomic_name(&out, sf->path, FG_FS_SYNC_FILE);   /* the directory once, at the end */
     if (st) return st;
@@ -201,12 +202,23 @@ static fg_status build_file(fg_store *s, fg_wsrc *ws, sfile *sf, builder *b) {
         if (!b->stage_len) b->stage_off = t->offset;
         FG_ASSERT(b->stage_off + b->stage_len == t->offset); /* tensors are contiguous */
         uint8_t *p = b->buf[b->cur] + b->stage_len;
-        if ((st = fg_wsrc_read_stored(ws, t->spec, p))) goto fail;
+        if (t->expert < 0) {
+            if ((st = fg_wsrc_read_stored(ws, t->spec, p))) goto fail;
+        } else {
+            if (t->expert == 0) {
+                free(stack);
+                stack = fg_xmalloc((size_t)t->nbytes * (size_t)fg_wsrc_specs(ws)[t->spec].experts);
+                if ((st = fg_wsrc_read_stored(ws, t->spec, stack))) goto fail;
+            }
+            memcpy(p, stack + (size_t)t->expert * t->nbytes, t->nbytes);
+        }
         memset(p + t->nbytes, 0, padded - t->nbytes);
         t->checksum = fg_store_checksum(p, t->nbytes);
         b->stage_len += padded;
         b->bytes_done += t->nbytes;
     }
+    free(stack);
+    stack = NULL;
     /* the last stage, then both buffers idle: the header goes last */
     if ((st = flush_stage(b, &f)) || (st = flush_stage(b, &f))) goto fail;
     fg_store_encode_header(s, sf, b->buf[b->cur]);
@@ -222,6 +234,7 @@ static fg_status build_file(fg_store *s, fg_wsrc *ws, sfile *sf, builder *b) {
     pthread_mutex_unlock(&b->mu);
     return FG_OK;
 fail:
+    free(stack);
     snprintf(msg, sizeof msg, "%s", fg_err_msg());
     /* Drain both buffers whatever happened: the kernel may still read them. */
     for (int k = 0; k < 2; k++)

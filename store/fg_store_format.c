@@ -19,6 +19,8 @@
 
 /* What an older format version lacks, for the message that rebuilds its
  * files ("" for a version this build never wrote). */
+#define FG_STORE_VERSION_NO_EXPERTS 2   /* read as version 3 without expert entries */
+
 static const char *version_change(uint32_t v) {
     if (v == 1) return " (version 1 has XXH64 checksums and another identity; this build checks XXH3)";
     return "";
@@ -34,19 +36,25 @@ void fg_store_layout_file(const fg_model_config *cfg, const fg_spec *specs, sfil
     int first, count;
     if (sf->layer == FG_STORE_GLOBALS) first = fg_spec_global(0), count = FG_GW_COUNT;
     else first = fg_spec_layer(sf->layer, 0), count = FG_LW_COUNT;
-    sf->t = fg_xcalloc((size_t)count, sizeof *sf->t);
+    int entries = 0;
+    for (int i = 0; i < count; i++) entries += specs[first + i].present ? (specs[first + i].experts ? specs[first + i].experts : 1) : 0;
+    sf->t = fg_xcalloc((size_t)entries + 1, sizeof *sf->t);
     sf->n = 0;
     for (int i = 0; i < count; i++) {
         const fg_spec *sp = &specs[first + i];
         if (!sp->present) continue;
-        fg_store_tensor *t = &sf->t[sf->n++];
-        snprintf(t->name, sizeof t->name, "%s", sp->name);
-        t->spec = first + i;
-        t->ndim = sp->ndim;
-        t->dims[0] = sp->dims[0];
-        t->dims[1] = sp->ndim == 2 ? sp->dims[1] : 1;
-        t->fmt = fg_spec_fmt(cfg, specs, first + i);
-        t->nbytes = fg_spec_stored_bytes(cfg, specs, first + i);
+        int parts = sp->experts ? sp->experts : 1;   /* a stack: an entry per expert */
+        for (int e = 0; e < parts; e++) {
+            fg_store_tensor *t = &sf->t[sf->n++];
+            snprintf(t->name, sizeof t->name, "%s", sp->name);
+            t->spec = first + i;
+            t->expert = sp->experts ? e : -1;
+            t->ndim = sp->ndim;
+            t->dims[0] = sp->dims[0] / parts;
+            t->dims[1] = sp->ndim == 2 ? sp->dims[1] : 1;
+            t->fmt = fg_spec_fmt(cfg, specs, first + i);
+            t->nbytes = sp->experts ? fg_spec_expert_bytes(cfg, specs, first + i) : fg_spec_stored_bytes(cfg, specs, first + i);
+        }
     }
     sf->header_bytes = store_round_up(HDR_FIXED + (uint64_t)sf->n * HDR_ENTRY);
     uint64_t off = sf->header_bytes;
@@ -80,6 +88,7 @@ void fg_store_encode_header(const fg_store *s, const sfile *sf, uint8_t *h) {
         put32(e + 96, (uint32_t)t->spec);
         put32(e + 100, (uint32_t)t->fmt + 1);   /* DTYPE_FP16, DTYPE_Q4, then the table's order */
         put32(e + 104, (uint32_t)t->ndim);
+        put32(e + 108, (uint32_t)(t->expert + 1));
         put64(e + 112, (uint64_t)t->dims[0]);
         put64(e + 120, (uint64_t)t->dims[1]);
         put64(e + 128, t->offset);
@@ -110,7 +119,7 @@ static int load_header(int fd, off_t size, hdr_info *hi, uint8_t **hp, uint32_t 
         goto out;
     }
     hi->version = get32(h + 8);
-    if (hi->version != FG_STORE_VERSION) {
+    if (hi->version != FG_STORE_VERSION && hi->version != FG_STORE_VERSION_NO_EXPERTS) {
         snprintf(why, whyn, "stale: format version %u, this build uses %d%s", hi->version, FG_STORE_VERSION,
                  version_change(hi->version));
         goto out;
@@ -183,6 +192,8 @@ static int decode_table(const uint8_t *h, hdr_info *hi, char *why, size_t whyn) 
         get_str(e, 96, t->name);
         t->spec = (int)get32(e + 96);
         t->ndim = (int)get32(e + 104);
+        uint32_t expert = get32(e + 108);
+        t->expert = (int)expert - 1;
         t->dims[0] = (int64_t)get64(e + 112);
         t->dims[1] = (int64_t)get64(e + 120);
         t->offset = get64(e + 128);
@@ -200,6 +211,7 @@ static int decode_table(const uint8_t *h, hdr_info *hi, char *why, size_t whyn) 
         if (!fg_fmt_get(t->fmt) || (t->fmt != FG_FMT_F16 && t->ndim != 2) || (t->ndim != 1 && t->ndim != 2) || wraps ||
             !want ||
             t->nbytes != want || t->offset % FG_STORE_ALIGN || t->offset < prev_end ||
+            (expert && (hi->version == FG_STORE_VERSION_NO_EXPERTS || expert > FG_CONFIG_MAX_EXPERTS)) ||
             t->offset > hi->f.file_bytes || t->nbytes > hi->f.file_bytes - t->offset) {
             snprintf(why, whyn, "damaged header (tensor %s out of place)", t->name);
             return 1;
@@ -260,7 +272,7 @@ int fg_store_header_matches(const fg_store *s, const sfile *want, const hdr_info
     }
     for (int i = 0; i < want->n; i++) {
         const fg_store_tensor *a = &hi->f.t[i], *b = &want->t[i];
-        if (strcmp(a->name, b->name) || a->spec != b->spec || a->ndim != b->ndim || a->dims[0] != b->dims[0] ||
+        if (strcmp(a->name, b->name) || a->spec != b->spec || a->expert != b->expert || a->ndim != b->ndim || a->dims[0] != b->dims[0] ||
             a->dims[1] != b->dims[1] || a->offset != b->offset || a->nbytes != b->nbytes) {
             snprintf(why, whyn, "stale: tensor table differs at %s", b->name);
             return 0;

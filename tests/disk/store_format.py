@@ -46,7 +46,7 @@ def check_file(path, cfg, tensors, expect_layer):
         fail("%s: magic" % path)
     (version, hbytes, kind, layer, n_layers, n_t, comp, _res, ident, fbytes, doff, dbytes,
      hsum) = struct.unpack_from("<IIIIIII I QQQQQ", data, 8)
-    if version != 2 or comp != 0:
+    if version != 3 or comp != 0:
         fail("%s: version %d compression %d" % (path, version, comp))
     if hbytes % 4096 or doff != hbytes or fbytes != len(data) or dbytes != fbytes - hbytes:
         fail("%s: sizes: header %d data_offset %d file %d (actual %d) data %d"
@@ -64,9 +64,9 @@ def check_file(path, cfg, tensors, expect_layer):
     for i in range(n_t):
         e = 320 + 160 * i
         name = data[e:e + 96].split(b"\0")[0].decode()
-        spec, dtype, ndim, _r, d0, d1, off, nb, csum = struct.unpack_from("<iIII QQQQQ", data, e + 96)
+        spec, dtype, ndim, expert, d0, d1, off, nb, csum = struct.unpack_from("<iIII QQQQQ", data, e + 96)
         names.append(name)
-        if dtype != 1 or off % 4096 or off < prev_end or off + nb > fbytes:
+        if dtype != 1 or expert != 0 or off % 4096 or off < prev_end or off + nb > fbytes:   # OPT: no experts
             fail("%s: %s: dtype %d offset %d nbytes %d" % (path, name, dtype, off, nb))
         if any(data[prev_end:off]):
             fail("%s: padding before %s is not zero" % (path, name))
