@@ -80,6 +80,16 @@ void *fg_xcalloc_at(size_t n, size_t sz, const char *file, int line) {
     return p;
 }
 
+void *fg_xrealloc_at(void *p, size_t n, const char *file, int line) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) {
+        fprintf(stderr, "flexgen: out of memory growing a buffer to %zu bytes at %s:%d\n"
+                        "HINT: lower --cpu-mem or the batch size\n", n, file, line);
+        exit(1);
+    }
+    return q;
+}
+
 void *fg_alloc_tensor(size_t nbytes) {
     void *p = NULL;
     size_t n = (nbytes + 63) & ~(size_t)63;

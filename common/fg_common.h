@@ -57,8 +57,10 @@ void fg_log(fg_log_level lvl, const char *fmt, ...) __attribute__((format(printf
 /* Allocation that cannot fail quietly: on OOM prints file:line and a hint. */
 void *fg_xmalloc_at(size_t n, const char *file, int line);
 void *fg_xcalloc_at(size_t n, size_t sz, const char *file, int line);
+void *fg_xrealloc_at(void *p, size_t n, const char *file, int line);
 #define fg_xmalloc(n) fg_xmalloc_at((n), __FILE__, __LINE__)
 #define fg_xcalloc(n, sz) fg_xcalloc_at((n), (sz), __FILE__, __LINE__)
+#define fg_xrealloc(p, n) fg_xrealloc_at((p), (n), __FILE__, __LINE__)
 
 /* 64-byte aligned allocation for tensors (AVX-512 friendly); free with free(). */
 void *fg_alloc_tensor(size_t nbytes);

@@ -354,7 +354,6 @@ int fg_cmd_policy(int argc, char **argv) {
     fg_model_config *c = fg_wsrc_config_mut(ws);   /* its compress_* are the choice under study */
     const fg_spec *sp = fg_wsrc_specs(ws);
     fg_exit_on(fg_pipecost_check(c, a.stages));   /* before any measuring */
-    fg_exit_on(fg_config_check_compress_weight(c, a.compress_weight));
     if (a.prompt_ids || a.prompts) read_workload(&a, ws, c, &S, &n);
     if (S + a.G > c->max_pos)
         fg_exit_on(fg_err_set(FG_EINPUT, "prompt %d + %d new tokens exceed the model's %d positions", S, a.G, c->max_pos));

@@ -149,6 +149,26 @@ static fg_status journal_block(void *ctx, int first, int count) {
     return st;
 }
 
+/* Weight loads per token (index 0 the prefill), summed over layers and
+ * blocks: bytes copied to the device for dense parts and for experts, the
+ * experts' disk share, and how many experts (a mixture of experts). */
+static json_t *weight_loads_json(const fg_expert_stats *x) {
+    json_t *steps = json_array();
+    uint64_t dense = 0, ex = 0, exd = 0;
+    long nx = 0, nr = 0;
+    for (int i = 0; i < x->G; i++) {
+        json_array_append_new(steps, json_pack("{s:i, s:I, s:I, s:I, s:I, s:I}", "token", i, "dense_bytes",
+                                               (json_int_t)x->dense_bytes[i], "expert_bytes", (json_int_t)x->expert_bytes[i],
+                                               "expert_disk_bytes", (json_int_t)x->expert_disk_bytes[i], "experts",
+                                               (json_int_t)x->experts[i], "routed_experts", (json_int_t)x->routed[i]));
+        dense += x->dense_bytes[i], ex += x->expert_bytes[i], exd += x->expert_disk_bytes[i];
+        nx += x->experts[i], nr += x->routed[i];
+    }
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:o}", "dense_bytes", (json_int_t)dense, "expert_bytes", (json_int_t)ex,
+                     "expert_disk_bytes", (json_int_t)exd, "experts", (json_int_t)nx, "routed_experts", (json_int_t)nr,
+                     "per_token", steps);
+}
+
 static fg_status write_report(const char *path, const run_args *a, const fg_model_config *c, int n, int resumed,
                               const fg_gen_stats *s, const fg_flex_stats *fs, const fg_search_result *pred) {
     double gen_s = s->prefill_s + s->decode_s;
@@ -165,7 +185,7 @@ static fg_status write_report(const char *path, const run_args *a, const fg_mode
     json_object_set_new(o, "resumed_prompts", json_integer(resumed));   /* journaled before, not computed here */
     if (!strcmp(a->engine, "flexgen")) {
         char d[256];
-        fg_policy_describe(&a->flex.policy, d, sizeof d);
+        fg_policy_describe_ex(&a->flex.policy, c->n_experts > 0, d, sizeof d);
         json_object_set_new(o, "policy", json_string(d));
         json_object_set_new(o, "schedule", json_string(a->flex.schedule_row ? "row" : "block"));
         json_object_set_new(o, "peak_gpu_bytes", json_integer((json_int_t)fs->gpu_bytes));
@@ -174,7 +194,9 @@ static fg_status write_report(const char *path, const run_args *a, const fg_mode
         json_object_set_new(o, "d2h_bytes", json_integer((json_int_t)fs->d2h_bytes));
         json_object_set_new(o, "disk_read_bytes", json_integer((json_int_t)fs->disk_read_bytes));
         json_object_set_new(o, "disk_write_bytes", json_integer((json_int_t)fs->disk_write_bytes));
+        json_object_set_new(o, "d2d_bytes", json_integer((json_int_t)fs->d2d_bytes));
         json_object_set_new(o, "commands", json_integer(fs->commands));
+        if (fs->xs.G) json_object_set_new(o, "weight_loads", weight_loads_json(&fs->xs));
         json_t *busy = json_object();
         for (int r = 0; r < 3; r++) json_object_set_new(busy, fg_role_name(r), json_real(fs->busy_s[r]));
         json_object_set_new(o, "worker_busy_s", busy);
@@ -217,6 +239,12 @@ static fg_status write_report(const char *path, const run_args *a, const fg_mode
     return FG_OK;
 }
 
+/* The experts' flags the command line gave, over a searched policy. */
+static void keep_expert_flags(fg_policy *p, const fg_policy *given) {
+    p->expert_load = given->expert_load;
+    if (given->x_set) p->x_set = 1, p->x_gpu = given->x_gpu, p->x_cpu = given->x_cpu;
+}
+
 /* The policy of a flexgen run: --percent as given; else the search
  * (--policy auto) or the fit rule (--policy default). *pred gets the cost
  * model's prediction when there is hardware to predict with (--hardware, a
@@ -224,6 +252,7 @@ static fg_status write_report(const char *path, const run_args *a, const fg_mode
 static fg_status choose_policy(run_args *a, fg_wsrc *ws, const fg_model_config *c, int n, int S,
                                fg_search_result *pred) {
     fg_policy *p = &a->flex.policy;
+    const fg_policy given = *p;
     const char *device = a->flex.device ? a->flex.device : fg_devsize_default();
     fg_search_opts so = {.S = S, .G = a->gen_len, .n_prompts = n, .gpu_mem = a->flex.gpu_mem, .cpu_mem = a->flex.cpu_mem,
                          .disk_mem = a->flex.disk_mem, .backend = device, .gbs = a->batch, .K = a->num_gpu_batches,
@@ -236,6 +265,7 @@ static fg_status choose_policy(run_args *a, fg_wsrc *ws, const fg_model_config *
         /* the whole run fits the GPU budget: all on the GPU, whatever a profile would say */
         int ov = p->overlap;
         *p = pred->p, p->overlap = ov;
+        keep_expert_flags(p, &given);
         fg_policy_describe(p, d, sizeof d);
         fg_info("policy auto: %s (everything fits the GPU budget: no profile needed)", d);
     } else if (!a->have_percent && !strcmp(a->policy, "auto")) {
@@ -246,7 +276,8 @@ static fg_status choose_policy(run_args *a, fg_wsrc *ws, const fg_model_config *
             return st;
         int ov = p->overlap;
         *p = pred->p, p->overlap = ov;
-        fg_policy_describe(p, d, sizeof d);
+        keep_expert_flags(p, &given);
+        fg_policy_describe_ex(p, c->n_experts > 0, d, sizeof d);
         fg_info("policy auto (%s): %s; predicted %.3g tokens/s (prefill %.3g s, decode %.3g s); %ld cases searched in "
                 "%.2f s", hw.source, d, pred->pred.throughput, pred->pred.prefill_s, pred->pred.decode_s, pred->cases,
                 pred->seconds);
@@ -275,7 +306,6 @@ static fg_wsrc *open_model(const run_args *a, run_io *io) {
     fg_wsrc *ws = NULL;
     fg_exit_on(a->dummy ? fg_wsrc_open_dummy(a->dummy, a->seed, &ws) : fg_wsrc_open_dir(a->model_dir, NULL, &ws));
     fg_exit_on(fg_prompt_tokenizer(a->model_dir, a->tokenizer, a->dummy != NULL, a->prompts || a->n_stop, ws, &io->tok));
-    fg_exit_on(fg_config_check_compress_weight(fg_wsrc_config(ws), a->flex.policy.compress_weight));
     fg_wsrc_config_mut(ws)->compress_weight = a->flex.policy.compress_weight;   /* the tiers' format, fg_q4.h */
     fg_wsrc_config_mut(ws)->compress_cache = a->flex.policy.compress_cache;
     const fg_model_config *c = fg_wsrc_config(ws);
@@ -518,6 +548,7 @@ int fg_cmd_run(int argc, char **argv) {
                 (int)io.text.n, a.out);
     fg_run_batch_free(&batch);
     free(fs.rank);
+    fg_expert_stats_free(&fs.xs);
     for (int i = 0; i < n; i++) free(out[i].ids);
     fg_prompt_ids_free(in, (size_t)n);
     free(out);

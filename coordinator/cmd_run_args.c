@@ -73,6 +73,12 @@ static void run_usage(FILE *f) {
         "placement (engine flexgen):\n"
         "  --percent WG WC CG CC HG HC   percent of weights, KV cache and activations on GPU and\n"
         "                        CPU, the rest on disk\n"
+        "  --percent-experts XG XC   a mixture of experts: percent of each sparse layer's experts on GPU\n"
+        "                        and CPU, the rest on disk, placed expert by expert apart from the\n"
+        "                        layer's dense part (default: the weights' WG WC)\n"
+        "  --expert-load routed|all  off-GPU experts: routed (default) loads, once a batch has been\n"
+        "                        routed, only the experts it chose that its layer's slot lacks; all\n"
+        "                        loads every one with the layer, prefetched during the layer before\n"
         "  --policy auto|default without --percent: auto (default) puts everything on the GPU where it\n"
         "                        all fits --gpu-mem, else searches the policy with the cost model over\n"
         "                        this machine's profile (cached; a first run measures only what the\n"
@@ -152,6 +158,8 @@ static fg_status apply_option(int o, run_args *a, int argc, char **argv) {
         st = fg_policy_parse_percent(&a->flex.policy, optarg, argc, argv, &optind);
         a->have_percent = 1;
         break;
+    case O_XPCT: st = fg_policy_parse_percent_experts(&a->flex.policy, optarg, argc, argv, &optind); break;
+    case O_XLOAD: st = fg_policy_parse_expert_load(&a->flex.policy, optarg); break;
     case O_NGB: st = fg_parse_int("--num-gpu-batches", optarg, 1, FG_MAX_GPU_BATCHES, &a->num_gpu_batches); break;
     case O_CPUATTN: a->cpu_cache_compute = 1; break;
     case O_SCHED:
@@ -245,7 +253,8 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
         {"compress-weight", no_argument, 0, O_CW},     {"compress-cache", no_argument, 0, O_CC},
         {"resume", no_argument, 0, O_RESUME},          {"help", no_argument, 0, 'h'},
         {"chat-template", required_argument, 0, O_CHAT}, {"tokenizer", required_argument, 0, O_TOK},
-        {"batch-order", required_argument, 0, O_BORDER},
+        {"batch-order", required_argument, 0, O_BORDER}, {"percent-experts", required_argument, 0, O_XPCT},
+        {"expert-load", required_argument, 0, O_XLOAD},
         {0, 0, 0, 0},
     };
     *a = (run_args){.gen_len = DEFAULT_GEN_LEN, .top_p = 1.0f, .engine = "flexgen", .policy = "auto"};

@@ -64,10 +64,12 @@ json_t *fg_run_job_record(const run_args *a, uint64_t model_id, uint64_t prompts
     json_t *pol;
     if (!strcmp(a->engine, "flexgen")) {
         const fg_policy *p = &a->flex.policy;
-        pol = json_pack("{s:i, s:i, s:[f,f,f,f,f,f], s:b, s:b, s:s}", "gbs", p->gbs, "num_gpu_batches",
+        pol = json_pack("{s:i, s:i, s:[f,f,f,f,f,f], s:b, s:b, s:s, s:s}", "gbs", p->gbs, "num_gpu_batches",
                         p->num_gpu_batches, "percent", p->w_gpu, p->w_cpu, p->c_gpu, p->c_cpu, p->h_gpu, p->h_cpu,
                         "cpu_cache_compute", p->cpu_cache_compute, "overlap", p->overlap, "schedule",
-                        a->flex.schedule_row ? "row" : "block");
+                        a->flex.schedule_row ? "row" : "block", "expert_load",
+                        p->expert_load == FG_EXPERTS_ALL ? "all" : "routed");
+        json_object_set_new(pol, "percent_experts", p->x_set ? json_pack("[f,f]", p->x_gpu, p->x_cpu) : json_null());
     } else {
         pol = json_pack("{s:i}", "batch", a->batch);   /* 0: all prompts at once */
     }
@@ -199,6 +201,16 @@ fg_status fg_run_job_apply(run_args *a, const json_t *rec) {
     TAKE(O_CPUATTN, pol, "cpu_cache_compute", JSON_TRUE, 0, a->cpu_cache_compute = json_is_true(v));
     TAKE(O_NOOVERLAP, pol, "overlap", JSON_TRUE, 0, a->no_overlap = !json_is_true(v));
     TAKE(O_SCHED, pol, "schedule", JSON_STRING, 0, a->schedule_row = !strcmp(json_string_value(v), "row"));
+    if (json_object_get(pol, "expert_load")) {   /* a record without it predates experts as units */
+        TAKE(O_XLOAD, pol, "expert_load", JSON_STRING, 0, {
+            fg_status xs = fg_policy_parse_expert_load(p, json_string_value(v));
+            if (xs) return fg_err_set(FG_EINPUT, "job.json: policy.expert_load: %s", fg_err_msg());
+        });
+        TAKE(O_XPCT, pol, "percent_experts", JSON_ARRAY, 1, if (json_is_array(v)) {
+            if (json_array_size(v) != 2) return fg_err_set(FG_EINPUT, "job.json: policy.percent_experts: expected 2 numbers");
+            p->x_set = 1, p->x_gpu = json_number_value(json_array_get(v, 0)), p->x_cpu = json_number_value(json_array_get(v, 1));
+        });
+    }
     return fg_run_check_inputs(a);
 }
 

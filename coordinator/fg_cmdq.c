@@ -68,7 +68,9 @@ fg_status fg_cmdq_submit(fg_cmdq *q, fg_role role, fg_msg *m, int stream, uint64
     q->commands++;
     if (m->type == FG_MSG_COPY)
         for (uint32_t i = 0; i < m->u.copy.n; i++) {
-            if (m->u.copy.dst[i].segment == FG_SEG_DEVICE) q->h2d_bytes += m->u.copy.dst[i].nbytes;
+            int sdev = m->u.copy.src[i].segment == FG_SEG_DEVICE, ddev = m->u.copy.dst[i].segment == FG_SEG_DEVICE;
+            if (sdev && ddev) q->d2d_bytes += m->u.copy.dst[i].nbytes;
+            else if (ddev) q->h2d_bytes += m->u.copy.dst[i].nbytes;
             else q->d2h_bytes += m->u.copy.dst[i].nbytes;
         }
     if (m->type == FG_MSG_DISK_READ) q->disk_read_bytes += m->u.disk.buf.nbytes;

@@ -47,6 +47,7 @@ typedef struct {
     double busy_s[FG_NROLES];    /* from DONE timings */
     long commands;
     uint64_t h2d_bytes, d2h_bytes;
+    uint64_t d2d_bytes;                           /* inside the device (GPU-tier experts into a slot) */
     uint64_t disk_read_bytes, disk_write_bytes;   /* DISK_READ / DISK_WRITE buffers */
     uint64_t last_gpu[NSTREAMS];                  /* the latest gpu command of each stream */
 } fg_cmdq;

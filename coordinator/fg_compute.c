@@ -5,8 +5,6 @@
  * is, and which ops a schedule layer runs. */
 #include "fg_flex_int.h"
 
-fg_shm_handle fg_weight_handle(const fg_engine *e, int idx, int s);   /* fg_moves.c */
-
 fg_op_init fg_device_init_params(const fg_plan *pl) {
     return (fg_op_init){.model = fg_config_desc_layer(pl->c, pl->sp, -1), .max_rows = (uint32_t)(pl->gbs * pl->S),
                         .arena_bytes = pl->used[SEG_DEV], .budget_bytes = fg_plan_gpu_bytes(pl)};
@@ -69,6 +67,7 @@ static fg_shm_handle resolve(void *ctx, const fg_op_info *oi, const fg_op_slot *
     }
     case FG_SLOT_LOGITS: loc = pl->logits_dev[p]; break;
     case FG_SLOT_RNG: loc = pl->rng_dev[k]; break;
+    case FG_SLOT_ECOUNT: loc = pl->counts_dev[p]; break;
     case FG_SLOT_LW: return fg_weight_handle(e, fg_spec_layer(l, sl->which), x->s);
     case FG_SLOT_GW: return fg_weight_handle(e, fg_spec_global(sl->which), x->s);
     }
@@ -124,9 +123,9 @@ static fg_status lm_head(fg_engine *e, const fg_unit *u, int s, fg_deps d, const
 }
 
 /* Decode attention on the cpu worker, where the cache is: q, k, v from the
- * GPU, the context back; then the MLP. *last gets the MLP. */
-static fg_status cpu_attention_layer(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, const fg_op_step *st,
-                                     uint64_t *last) {
+ * GPU, the context back, out_proj. *last gets ATTN_OUT. */
+static fg_status cpu_attention(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, const fg_op_step *st,
+                               uint64_t *last) {
     const fg_plan *pl = &e->pl;
     uint64_t n = 2ull * st->B * fg_config_q_dim(pl->c), nk = 2ull * st->B * fg_config_kv_dim(pl->c), q;
     fg_status rc;
@@ -139,8 +138,54 @@ static fg_status cpu_attention_layer(fg_engine *e, const fg_unit *u, int s, cons
         (rc = copy(e, &pl->ctx_io, &pl->ctx_dev, 1, NULL, &q)))
         return rc;
     fg_deps dc = {{[ST_H2D] = q}};
-    if ((rc = op(e, FG_OP_ATTN_OUT, u, s, st, sizeof *st, &dc, NULL))) return rc;
-    return op(e, FG_OP_MLP, u, s, st, sizeof *st, NULL, last);
+    return op(e, FG_OP_ATTN_OUT, u, s, st, sizeof *st, &dc, last);
+}
+
+/* cpu_attention, then the MLP. *last gets the MLP. */
+static fg_status cpu_attention_layer(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, const fg_op_step *st,
+                                     uint64_t *last) {
+    fg_status rc = cpu_attention(e, u, s, d, st, last);
+    return rc ? rc : op(e, FG_OP_MLP, u, s, st, sizeof *st, NULL, last);
+}
+
+/* A unit of a split sparse layer whose experts load as routed: under
+ * FG_EXPERTS_ROUTED and with some expert off the GPU. */
+static int routed_unit(const fg_plan *pl, const fg_unit *u) {
+    int l = u->j - 1;
+    return u->j >= 1 && u->j <= pl->L && pl->E && pl->xview[l] && pl->p.expert_load == FG_EXPERTS_ROUTED;
+}
+
+/* A sparse layer whose experts load as routed: its attention (on the GPU
+ * or the cpu worker's), MOE_ROUTE, the counts out and waited for, the
+ * experts they name that the slot lacks loaded (fg_load_experts), then
+ * the MLP behind them. *attn gets the GPU attention (0 for the cpu
+ * worker's), *last the MLP; *cmds grows by the commands sent, the
+ * expert loads' as many as the routing asked for. */
+static fg_status routed_layer(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, const fg_op_step *st,
+                              uint64_t *attn, uint64_t *last, int *cmds) {
+    const fg_plan *pl = &e->pl;
+    int l = u->j - 1, p = u->k % 2, E = pl->E;
+    uint64_t a = 0, r = 0, c = 0;
+    fg_status rc;
+    int cpu = fg_unit_cpu_attn(pl, u);
+    if (cpu) rc = cpu_attention(e, u, s, d, st, &a);
+    else rc = op(e, FG_OP_ATTN, u, s, st, sizeof *st, d, &a), *attn = a;
+    if (rc || (rc = op(e, FG_OP_MOE_ROUTE, u, s, st, sizeof *st, NULL, &r))) return rc;
+    fg_deps after = {{[ST_COMPUTE] = r}};
+    if ((rc = copy(e, &pl->counts_dev[p], &pl->counts_io[u->k], 1, &after, &c)) || (rc = fg_cmdq_await(&e->q, c)))
+        return rc;
+    const int32_t *counts = fg_engine_ptr(e, pl->counts_io[u->k]);   /* (E) */
+    const uint8_t *held = e->w[s].xheld;
+    for (int q = 0; q < E; q++) {
+        e->xwant[q] = counts[q] > 0;
+        if (e->xwant[q] && !held[q] && e->xs.routed && u->i < e->xs.G) e->xs.routed[u->i]++;
+    }
+    long before = e->q.commands;
+    fg_deps ld = {{0}};
+    if ((rc = fg_load_experts(e, s, l, e->xwant, &ld))) return rc;
+    *cmds += (int)(e->q.commands - before);
+    *cmds += (cpu ? FG_CMDS_CPU_ATTN : FG_CMDS_ATTN) + FG_CMDS_MOE_ROUTE + FG_CMDS_MLP;
+    return op(e, FG_OP_MLP, u, s, st, sizeof *st, &ld, last);
 }
 
 fg_status fg_compute(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, fg_pending_store *ps) {
@@ -156,6 +201,7 @@ fg_status fg_compute(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, fg
     }
     int cmds = FG_CMDS_LAYER;
     if (u->j == 0) rc = op(e, FG_OP_EMBED, u, s, &st, sizeof st, d, &last), cmds = FG_CMDS_EMBED;   /* ids: prompts, or SAMPLE's */
+    else if (routed_unit(pl, u)) cmds = 0, rc = routed_layer(e, u, s, d, &st, &attn, &last, &cmds);
     else if (fg_unit_cpu_attn(pl, u)) rc = cpu_attention_layer(e, u, s, d, &st, &last), cmds = FG_CMDS_CPU_ATTN_LAYER;
     else rc = op(e, FG_OP_LAYER, u, s, &st, sizeof st, d, &attn), last = attn;   /* attention and MLP, one command */
     if (rc) return rc;

@@ -57,14 +57,14 @@ static fg_status run_token(fg_engine *e, fg_sampler *sm, int i, const fg_unit *o
     if ((st = fg_load_cache(e, &order[0], &ld)) || (st = fg_load_hidden(e, &order[0], &ld))) return st;
     for (int x = 0; x < nu && !st; x++) {
         const fg_unit *u = &order[x], *next = x + 1 < nu ? &order[x + 1] : NULL;
-        int g = fg_group_of(pl, u->j), gnext = NO_GROUP;
+        int g = fg_group_of(pl, u->j), gnext = NO_GROUP, tnext = i;
         if (g != e->w[e->cur_slot].group) {                  /* load_weight(i, j): a new layer begins */
             e->cur_slot ^= e->w[e->cur_slot].group != NO_GROUP;
-            if ((st = fg_load_weight(e, g, e->cur_slot))) break;
+            if ((st = fg_load_weight(e, g, e->cur_slot, i))) break;
             /* the group after this one, past the token's end when more follow */
             int v = x + 1;
             while (v < x + nu && fg_group_of(pl, order[v % nu].j) == g) v++;
-            if (v < x + nu && (v < nu || more_after)) gnext = fg_group_of(pl, order[v % nu].j);
+            if (v < x + nu && (v < nu || more_after)) gnext = fg_group_of(pl, order[v % nu].j), tnext = i + (v >= nu);
         }
         int s = e->cur_slot;
         /* an LM head overwrites what its batch's last one sampled: recorded first */
@@ -74,7 +74,7 @@ static fg_status run_token(fg_engine *e, fg_sampler *sm, int i, const fg_unit *o
         if ((st = fg_store_cache(e, &prev)) || (st = fg_store_hidden(e, &prev))) break;          /* stores of k-1 */
         prev = cur;
         if ((st = fg_weight_poll(e, s ^ 1))) break;
-        if (gnext != NO_GROUP && pl->p.overlap && (st = fg_load_weight(e, gnext, s ^ 1))) break; /* load_weight(i, j+1) */
+        if (gnext != NO_GROUP && pl->p.overlap && (st = fg_load_weight(e, gnext, s ^ 1, tnext))) break; /* load_weight(i, j+1) */
         if (next) {
             ld = (fg_deps){{0}};
             if (next->k % 2 == u->k % 2) {   /* the same parity's slots: this unit's stores first */
@@ -167,6 +167,11 @@ static fg_status run_block(fg_engine *e, const fg_seq_in *in, int n, int first, 
     return st;
 }
 
+void fg_expert_stats_free(fg_expert_stats *x) {
+    free(x->dense_bytes), free(x->expert_bytes), free(x->expert_disk_bytes), free(x->experts), free(x->routed);
+    *x = (fg_expert_stats){0};
+}
+
 /* ---- setup ------------------------------------------------------------------ */
 
 /* The device arena, and the GPU-resident weights uploaded from their host copy. */
@@ -181,15 +186,28 @@ static fg_status gpu_setup_once(fg_engine *e) {
     uint64_t seq;
     fg_status st = fg_cmdq_submit(&e->q, FG_ROLE_GPU, &m, ST_COMPUTE, &seq);
     if (!st) st = fg_cmdq_await(&e->q, seq);
-    for (int i = 0; !st && i < fg_spec_count(pl->c); i++)
-        if (fg_plan_spec_here(pl, i) && pl->wtier[i] == FG_TIER_GPU) {
-            fg_msg c;
-            fg_msg_init(&c, FG_MSG_COPY);
+    for (int i = 0; !st && i < fg_spec_count(pl->c); i++) {
+        if (!fg_plan_spec_here(pl, i) || pl->wtier[i] != FG_TIER_GPU) continue;
+        fg_msg c;
+        fg_msg_init(&c, FG_MSG_COPY);
+        int x = fg_plan_stack(pl, i);
+        if (!fg_plan_split_stack(pl, i))
             fg_msg_copy_add(&c, fg_engine_handle(e, pl->wsrc[i]), fg_engine_handle(e, pl->whome[i]));
-            st = fg_cmdq_submit_gpu(&e->q, &c, ST_H2D, NULL, NULL);
+        else if (pl->xtier_count[FG_TIER_GPU]) {   /* its GPU experts: one run, in their home's order */
+            size_t e0 = (size_t)x * pl->E;
+            while (pl->ehome[e0].seg != SEG_DEV) e0++;
+            uint64_t n = (uint64_t)pl->xtier_count[FG_TIER_GPU] * pl->ehome[e0].n;
+            fg_msg_copy_add(&c, fg_engine_handle(e, fg_loc_sub(pl->esrc[e0], 0, n)),
+                            fg_engine_handle(e, fg_loc_sub(pl->ehome[e0], 0, n)));
         }
+        if (c.u.copy.n) st = fg_cmdq_submit_gpu(&e->q, &c, ST_H2D, NULL, NULL);
+    }
     if (!st) st = fg_cmdq_await_all(&e->q);
-    for (int s = 0; s < FG_NSLOTS; s++) e->w[s] = (fg_wslot){.group = NO_GROUP}, e->par[s] = (fg_pslot){0};
+    for (int s = 0; s < FG_NSLOTS; s++) {
+        uint8_t *held = e->w[s].xheld;   /* kept: the slot's expert bitmap, emptied */
+        if (held) memset(held, 0, (size_t)pl->E);
+        e->w[s] = (fg_wslot){.group = NO_GROUP, .xheld = held}, e->par[s] = (fg_pslot){0};
+    }
     e->cur_slot = 0;
     return st;
 }
@@ -239,11 +257,34 @@ static fg_status open_store(fg_engine *e, const fg_flex_opts *fo) {
         int nt = 0;
         const fg_store_tensor *t = fg_store_tensors(e->store, f, &nt);
         for (int q = 0; q < nt; q++) {
-            int i = t[q].spec;
+            int i = t[q].spec, x = fg_plan_stack(&e->pl, i);
+            if (t[q].expert >= 0) {   /* one expert of a stack */
+                FG_ASSERT(x >= 0 && t[q].expert < e->pl.E);
+                size_t xi = (size_t)x * e->pl.E + (size_t)t[q].expert;
+                e->xstore_off[xi] = t[q].offset, e->xstore_sum[xi] = t[q].checksum;
+                continue;
+            }
             e->store_file[i] = f, e->store_off[i] = t[q].offset, e->store_sum[i] = t[q].checksum;
         }
     }
     return FG_OK;
+}
+
+/* A split layer's stack: read whole, each expert to its home (a GPU one's
+ * host copy; disk ones are the store's). */
+static fg_status read_split_stack(fg_engine *e, int i) {
+    const fg_plan *pl = &e->pl;
+    int x = fg_plan_stack(pl, i), E = pl->E;
+    uint64_t eb = pl->ehome[(size_t)x * E].n;
+    uint8_t *buf = fg_xmalloc((size_t)eb * (size_t)E);
+    fg_status st = fg_wsrc_read_stored(e->ws, i, buf);
+    for (int q = 0; q < E && !st; q++) {
+        const fg_loc *h = &pl->ehome[(size_t)x * E + q];
+        if (h->seg == SEG_STAGE) continue;
+        memcpy(fg_engine_ptr(e, h->seg == SEG_DEV ? pl->esrc[(size_t)x * E + q] : *h), buf + (size_t)q * eb, (size_t)eb);
+    }
+    free(buf);
+    return st;
 }
 
 /* Workers, segments, spill file, tier store; weights to their homes (host
@@ -266,9 +307,12 @@ static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
             e->spill[0] = 0;
     }
     if (!st && pl->any_disk_weights) st = open_store(e, fo);
-    for (int i = 0; i < fg_spec_count(pl->c) && !st; i++)
-        if (fg_plan_spec_here(pl, i) && pl->wtier[i] != FG_TIER_DISK)
+    for (int i = 0; i < fg_spec_count(pl->c) && !st; i++) {
+        if (!fg_plan_spec_here(pl, i)) continue;
+        if (fg_plan_split_stack(pl, i)) st = read_split_stack(e, i);
+        else if (pl->wtier[i] != FG_TIER_DISK)
             st = fg_wsrc_read_stored(e->ws, i, fg_engine_ptr(e, pl->wtier[i] == FG_TIER_GPU ? pl->wsrc[i] : pl->whome[i]));
+    }
     return st ? st : gpu_setup(e);
 }
 
@@ -279,11 +323,16 @@ static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
 static void log_weight_bytes(const fg_plan *pl) {
     uint64_t tier[FG_NTIERS] = {0}, fmt[FG_FMT_COUNT] = {0};
     int nfmt[FG_FMT_COUNT] = {0};
+    for (int g = -1; g < pl->L; g++) {
+        uint64_t by[FG_NTIERS];
+        fg_plan_group_tier_bytes(pl, g, by);
+        for (int t = 0; t < FG_NTIERS; t++) tier[t] += by[t];
+    }
     for (int i = 0; i < fg_spec_count(pl->c); i++) {
         if (!fg_plan_spec_here(pl, i)) continue;
         uint64_t b = fg_spec_stored_bytes(pl->c, pl->sp, i);
         int f = pl->sp[i].ndim == 1 ? FG_FMT_F16 : fg_spec_fmt(pl->c, pl->sp, i);
-        tier[pl->wtier[i]] += b, fmt[f] += b, nfmt[f]++;
+        fmt[f] += b, nfmt[f]++;
     }
     char by[256] = "";
     size_t n = 0;
@@ -434,10 +483,24 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     e.samp_min_p = fg_xcalloc((size_t)pl->K, sizeof *e.samp_min_p);
     e.unrecorded_batch = fg_xcalloc((size_t)pl->K, sizeof *e.unrecorded_batch);
     e.unrecorded_token = fg_xcalloc((size_t)pl->K, sizeof *e.unrecorded_token);
+    size_t nx = (size_t)pl->L * FG_PLAN_STACKS * (size_t)pl->E;
+    e.xstore_off = fg_xcalloc(nx + 1, sizeof *e.xstore_off);
+    e.xstore_sum = fg_xcalloc(nx + 1, sizeof *e.xstore_sum);
+    e.xstore_checked = fg_xcalloc(nx + 1, 1);
+    e.xall = fg_xcalloc((size_t)pl->E + 1, 1);
+    memset(e.xall, 1, (size_t)pl->E);
+    e.xwant = fg_xcalloc((size_t)pl->E + 1, 1);
+    for (int s = 0; s < FG_NSLOTS; s++) e.w[s].xheld = fg_xcalloc((size_t)pl->E + 1, 1);
+    e.xs = (fg_expert_stats){.G = pl->G};
+    e.xs.dense_bytes = fg_xcalloc((size_t)pl->G, sizeof *e.xs.dense_bytes);
+    e.xs.expert_bytes = fg_xcalloc((size_t)pl->G, sizeof *e.xs.expert_bytes);
+    e.xs.expert_disk_bytes = fg_xcalloc((size_t)pl->G, sizeof *e.xs.expert_disk_bytes);
+    e.xs.experts = fg_xcalloc((size_t)pl->G, sizeof *e.xs.experts);
+    e.xs.routed = fg_xcalloc((size_t)pl->G, sizeof *e.xs.routed);
     fs->gpu_bytes = fg_plan_gpu_bytes(pl);
     fs->shm_bytes = fg_plan_shm_bytes(pl);
     char desc[256];
-    fg_policy_describe(&fo.policy, desc, sizeof desc);
+    fg_policy_describe_ex(&fo.policy, pl->E > 0, desc, sizeof desc);
     fg_info("policy: %s; schedule %s", desc, fo.schedule_row ? "row" : "zig-zag block");
     log_weight_bytes(pl);
 
@@ -473,6 +536,8 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     for (int r = 0; r < FG_NROLES; r++) fs->busy_s[r] = e.q.busy_s[r];
     if (!st) st = gather_ranks(&e, stats, fs);
     fs->commands = e.q.commands, fs->h2d_bytes = e.q.h2d_bytes, fs->d2h_bytes = e.q.d2h_bytes;
+    fs->d2d_bytes = e.q.d2d_bytes;
+    fs->xs = e.xs, e.xs = (fg_expert_stats){0};
     fs->disk_read_bytes = e.q.disk_read_bytes, fs->disk_write_bytes = e.q.disk_write_bytes;
     /* peak resident memory of each process, before the workers exit */
     fs->peak_rss[FG_NROLES] = vm_hwm(getpid());
@@ -486,6 +551,9 @@ out:
     fg_pipe_free(&e);
     free(e.store_file), free(e.store_off), free(e.store_sum), free(e.store_checked);
     free(e.sampled_copy), free(e.samp_max_t), free(e.samp_min_p), free(e.unrecorded_batch), free(e.unrecorded_token);
+    free(e.xstore_off), free(e.xstore_sum), free(e.xstore_checked), free(e.xall), free(e.xwant);
+    for (int s = 0; s < FG_NSLOTS; s++) free(e.w[s].xheld);
+    fg_expert_stats_free(&e.xs);
     fg_plan_free(&e.pl);
     return st;
 }

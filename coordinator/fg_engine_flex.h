@@ -33,6 +33,20 @@ typedef struct {
     uint64_t gpu_bytes, shm_bytes;
 } fg_rank_stats;
 
+/* Weight loads per token (index i of a block: 0 the prefill), summed over
+ * layers and blocks: what moved weights to the device, dense parts and
+ * experts apart, and how many experts that was. An expert a slot already
+ * holds for its layer is not loaded again. NULL arrays: none kept. */
+typedef struct {
+    int G;                        /* entries: the run's gen_len */
+    uint64_t *dense_bytes;        /* (G) a layer's dense weights copied to its slot */
+    uint64_t *expert_bytes;       /* (G) experts copied to a slot (from the CPU, the disk's stage, or GPU homes) */
+    uint64_t *expert_disk_bytes;  /* (G) of those, read from disk first */
+    long *experts;                /* (G) experts copied, one count per (layer, expert) load */
+    long *routed;                 /* (G) under FG_EXPERTS_ROUTED: the distinct experts a (layer, block)'s batches chose */
+} fg_expert_stats;
+void fg_expert_stats_free(fg_expert_stats *x);
+
 /* Extra figures the offloading engine reports beside fg_gen_stats. */
 typedef struct {
     uint64_t gpu_bytes, shm_bytes;        /* device arena + workspace; shared memory */
@@ -44,6 +58,8 @@ typedef struct {
     int gpu_restarts;
     int ranks;                            /* pipeline ranks (1: none) */
     fg_rank_stats *rank;                  /* (ranks) on rank 0 of a pipeline; the caller frees it */
+    uint64_t d2d_bytes;                   /* inside the device (GPU-tier experts into a weight slot) */
+    fg_expert_stats xs;                   /* the caller frees it (fg_expert_stats_free) */
 } fg_flex_stats;
 
 /* The documented default when no --percent is given: everything on the GPU

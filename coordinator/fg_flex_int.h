@@ -36,6 +36,10 @@ typedef struct {
     uint64_t write, read[2];
 } fg_use;
 
+/* Disk reads of one group load: a tensor each (FG_LW_COUNT), and a run of
+ * experts for each stack (FG_PLAN_STACKS) under FG_EXPERTS_ALL. */
+#define FG_WSLOT_MAX_DISK (FG_LW_COUNT + FG_PLAN_STACKS)
+
 #define NO_GROUP (-2)   /* a weight slot holding nothing; groups are -1 (model-level) .. L-1 */
 
 /* A weight slot: the device slot a group's off-GPU weights are copied
@@ -46,9 +50,12 @@ typedef struct {
     uint64_t last_read;             /* the last compute reading it */
     uint64_t readers_before_load;   /* what the pending COPY waits for: the previous group's last reader */
     uint64_t stage_read;            /* the last COPY out of the stage */
-    uint64_t disk[FG_LW_COUNT];     /* disk reads into the stage, in flight */
+    uint64_t disk[FG_WSLOT_MAX_DISK];   /* disk reads into the stage, in flight */
     int ndisk;
     int copy_pending;               /* the COPY to the device is still to be issued */
+    uint64_t prev_readers;          /* the previous group's last reader: every COPY into the slot waits for it */
+    uint8_t *xheld;                 /* (E) a sparse group's experts the slot holds or is loading (fg_load_experts) */
+    int token;                      /* the block's token the group is loaded for (the report's index) */
 } fg_wslot;
 
 /* The slots of one batch parity: its KV cache and hidden-state device
@@ -118,6 +125,13 @@ typedef struct {
     uint64_t *store_off;           /* (nspec) offset in it */
     uint64_t *store_sum;           /* (nspec) its checksum */
     uint8_t *store_checked;        /* (nspec) verified once this run */
+    uint64_t *xstore_off, *xstore_sum;   /* (L*FG_PLAN_STACKS*E) a disk-tier expert in its layer's file */
+    uint8_t *xstore_checked;       /* (L*FG_PLAN_STACKS*E) */
+    /* experts, for the report: per token (gen_len), the experts loaded
+     * (summed over sparse layers and blocks) and the bytes that moved them */
+    fg_expert_stats xs;
+    uint8_t *xall;                 /* (E) all ones: every expert (FG_EXPERTS_ALL) */
+    uint8_t *xwant;                /* (E) scratch: the experts a batch routed to */
     /* the slots */
     fg_wslot w[FG_NSLOTS];
     int cur_slot;                  /* the weight slot of the group computing */
@@ -152,7 +166,15 @@ fg_loc fg_unit_hidden(const fg_engine *e, const fg_unit *u);
 int fg_unit_cpu_attn(const fg_plan *pl, const fg_unit *u);
 
 /* ---- fg_moves.c ---- */
-fg_status fg_load_weight(fg_engine *e, int group, int s);   /* start loading group into slot s */
+/* The device handle of spec idx while its group sits in weight slot s. */
+fg_shm_handle fg_weight_handle(const fg_engine *e, int idx, int s);
+/* Make slot s (holding sparse layer l, split: xview) hold every expert with
+ * want[e] set, loading those it does not hold yet from their homes (disk
+ * ones through the stage, waited for here). *d gets the last COPY. */
+fg_status fg_load_experts(fg_engine *e, int s, int l, const uint8_t *want, fg_deps *d);
+/* Start loading group into slot s, for token `token` of the block (what
+ * the report counts its bytes to: a prefetch may belong to the next). */
+fg_status fg_load_weight(fg_engine *e, int group, int s, int token);
 fg_status fg_weight_ready(fg_engine *e, int s, fg_deps *d); /* finish slot s's load; d waits for it */
 fg_status fg_weight_poll(fg_engine *e, int s);              /* issue slot s's COPY if its disk reads are in */
 fg_status fg_load_cache(fg_engine *e, const fg_unit *u, fg_deps *d);

@@ -34,9 +34,10 @@ static fg_loc *locs(int n) { return fg_xcalloc((size_t)n, sizeof(fg_loc)); }
 
 void fg_plan_free(fg_plan *pl) {
     free(pl->wtier); free(pl->whome); free(pl->wsrc); free(pl->wslot_off);
+    free(pl->etier); free(pl->xview); free(pl->ehome); free(pl->esrc); free(pl->xstage_off); free(pl->xstage_stride);
     free(pl->ctier); free(pl->kc); free(pl->vc); free(pl->hhome);
     free(pl->ids_dev); free(pl->ids_io); free(pl->mask_dev); free(pl->mask_io);
-    free(pl->rng_dev); free(pl->rng_io); free(pl->logits_io);
+    free(pl->rng_dev); free(pl->rng_io); free(pl->logits_io); free(pl->counts_io);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -48,24 +49,79 @@ uint64_t fg_plan_shm_bytes(const fg_plan *pl) {
     return n;
 }
 
+/* A sparse layer's experts: each expert's tier by the policy, a stack's
+ * experts of one tier back to back in that tier's home. Where every expert
+ * is on the GPU a stack is an ordinary GPU tensor (its home the whole
+ * stack); else the ops read the stacks whole in the weight slot (*slot
+ * grows by them) and the disk experts come through the stage, each
+ * aligned (*stage grows). */
+static void plan_experts(fg_plan *pl, int l, uint64_t *slot, uint64_t *stage) {
+    int E = pl->E, view = 0;
+    fg_tier *t = pl->etier + (size_t)l * E;
+    for (int e = 0; e < E; e++) view |= (t[e] = fg_policy_expert_tier(&pl->p, e, E)) != FG_TIER_GPU;
+    pl->xview[l] = (uint8_t)view;
+    for (int m = 0; m < FG_PLAN_STACKS; m++) {
+        int i = fg_spec_layer(l, fg_plan_stack_role(m)), x = l * FG_PLAN_STACKS + m;
+        if (!pl->sp[i].experts) continue;
+        uint64_t eb = fg_spec_expert_bytes(pl->c, pl->sp, i), n[FG_NTIERS] = {0}, r[FG_NTIERS] = {0};
+        for (int e = 0; e < E; e++) n[t[e]]++;
+        fg_loc dev = place(pl, SEG_DEV, n[FG_TIER_GPU] * eb), src = place(pl, SEG_WGPU, n[FG_TIER_GPU] * eb);
+        fg_loc cpu = n[FG_TIER_CPU] ? place(pl, SEG_W, n[FG_TIER_CPU] * eb) : (fg_loc){SEG_W, 0, 0};
+        for (int e = 0; e < E; e++) {
+            fg_loc *h = &pl->ehome[(size_t)x * E + e];
+            uint64_t off = r[t[e]]++ * eb;
+            if (t[e] == FG_TIER_GPU) *h = fg_loc_sub(dev, off, eb), pl->esrc[(size_t)x * E + e] = fg_loc_sub(src, off, eb);
+            else if (t[e] == FG_TIER_CPU) *h = fg_loc_sub(cpu, off, eb);
+            else *h = (fg_loc){SEG_STAGE, 0, eb}, pl->any_disk_weights = 1;
+        }
+        pl->wtier[i] = FG_TIER_GPU;   /* the ops read it on the device: its home, or the slot */
+        if (!view) {
+            pl->whome[i] = dev, pl->wsrc[i] = src;
+            continue;
+        }
+        pl->whome[i] = (fg_loc){SEG_DEV, 0, (uint64_t)E * eb};   /* n only: the stack lives in the slot */
+        *slot = fg_shm_align_up(*slot);
+        pl->wslot_off[i] = *slot;
+        *slot += (uint64_t)E * eb;
+        if (n[FG_TIER_DISK]) {
+            pl->xstage_stride[x] = fg_shm_align_up(eb);
+            *stage = fg_shm_align_up(*stage);
+            pl->xstage_off[x] = *stage;
+            *stage += (uint64_t)E * pl->xstage_stride[x];
+        }
+    }
+}
+
 /* Weights: a home per tensor by the policy; the off-GPU tensors of each
- * group (a decoder layer, or the model-level tensors) packed into a slot. */
+ * group (a decoder layer, or the model-level tensors) packed into a slot,
+ * the disk-tier ones into the slot's stage at the same offsets (a sparse
+ * layer's experts: plan_experts). */
 static void plan_weights(fg_plan *pl) {
     const fg_spec *sp = pl->sp;
-    int n = fg_spec_count(pl->c);
+    int n = fg_spec_count(pl->c), L = pl->L;
     pl->wtier = fg_xcalloc((size_t)n, sizeof *pl->wtier);
     pl->whome = locs(n);
     pl->wsrc = locs(n);
     pl->wslot_off = fg_xcalloc((size_t)n, sizeof *pl->wslot_off);
-    for (int g = -1; g < pl->L; g++) {
+    pl->E = pl->c->n_experts;
+    size_t nx = (size_t)L * FG_PLAN_STACKS;
+    pl->etier = fg_xcalloc((size_t)L * (size_t)pl->E + 1, sizeof *pl->etier);
+    pl->xview = fg_xcalloc((size_t)L + 1, 1);
+    pl->ehome = locs((int)(nx * (size_t)pl->E + 1));
+    pl->esrc = locs((int)(nx * (size_t)pl->E + 1));
+    pl->xstage_off = fg_xcalloc(nx + 1, sizeof *pl->xstage_off);
+    pl->xstage_stride = fg_xcalloc(nx + 1, sizeof *pl->xstage_stride);
+    for (int e = 0; e < pl->E; e++) pl->xtier_count[fg_policy_expert_tier(&pl->p, e, pl->E)]++;
+    for (int g = -1; g < L; g++) {
         int first = g < 0 ? 0 : fg_spec_layer(g, 0), count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
-        uint64_t slot = 0;
+        uint64_t slot = 0, stage = 0;
         fg_policy_weight_tiers(&pl->p, sp, g, pl->wtier + first);
         for (int i = first; i < first + count; i++) {
             if (!fg_plan_spec_here(pl, i)) {
                 pl->wtier[i] = FG_TIER_GPU;   /* absent or another stage's: nowhere, 0 bytes */
                 continue;
             }
+            if (sp[i].experts) continue;   /* plan_experts */
             uint64_t bytes = fg_spec_stored_bytes(pl->c, sp, i);   /* compressed where the run compresses */
             if (pl->wtier[i] == FG_TIER_GPU) {
                 pl->whome[i] = place(pl, SEG_DEV, bytes);
@@ -78,11 +134,28 @@ static void plan_weights(fg_plan *pl) {
             pl->wslot_off[i] = slot;
             slot += bytes;
         }
+        stage = slot;   /* the dense disk tensors at their slot offsets */
+        if (g >= 0 && fg_plan_has_group(pl, g) && fg_config_layer_sparse(pl->c, g)) plan_experts(pl, g, &slot, &stage);
         if (slot > pl->wslot_bytes) pl->wslot_bytes = slot;
+        if (stage > pl->wstage_bytes) pl->wstage_bytes = stage;
     }
     for (int s = 0; s < FG_NSLOTS; s++) pl->wslot[s] = place(pl, SEG_DEV, pl->wslot_bytes);
     if (pl->any_disk_weights)
-        for (int s = 0; s < FG_NSLOTS; s++) pl->wstage[s] = place(pl, SEG_STAGE, pl->wslot_bytes);
+        for (int s = 0; s < FG_NSLOTS; s++) pl->wstage[s] = place(pl, SEG_STAGE, pl->wstage_bytes);
+}
+
+void fg_plan_group_tier_bytes(const fg_plan *pl, int g, uint64_t by[FG_NTIERS]) {
+    int first = g < 0 ? 0 : fg_spec_layer(g, 0), count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
+    for (int t = 0; t < FG_NTIERS; t++) by[t] = 0;
+    for (int i = first; i < first + count; i++) {
+        if (!fg_plan_spec_here(pl, i)) continue;
+        int x = fg_plan_stack(pl, i);
+        if (x < 0) {
+            by[pl->wtier[i]] += fg_spec_stored_bytes(pl->c, pl->sp, i);
+            continue;
+        }
+        for (int e = 0; e < pl->E; e++) by[pl->etier[(size_t)g * pl->E + e]] += pl->ehome[(size_t)x * pl->E + e].n;
+    }
 }
 
 static void plan_cache(fg_plan *pl) {
@@ -130,6 +203,11 @@ static void plan_io(fg_plan *pl) {
         pl->logits_io[k] = place(pl, SEG_IO, 4 * B * pl->c->vocab_size);
     }
     for (int s = 0; s < FG_NSLOTS; s++) pl->logits_dev[s] = place(pl, SEG_DEV, 4 * B * pl->c->vocab_size);
+    int routed = 0;
+    for (int l = 0; l < pl->L; l++) routed |= pl->xview[l] && pl->p.expert_load == FG_EXPERTS_ROUTED;
+    pl->counts_io = locs(K);
+    for (int s = 0; s < FG_NSLOTS && routed; s++) pl->counts_dev[s] = place(pl, SEG_DEV, 4ull * (uint64_t)pl->E);
+    for (int k = 0; k < K && routed; k++) pl->counts_io[k] = place(pl, SEG_IO, 4ull * (uint64_t)pl->E);
     uint64_t hb = 2ull * B * pl->S * pl->c->hidden;
     for (int s = 0; s < 2 && !pl->st.embed; s++) pl->ring_in[s] = place(pl, SEG_IO, hb);
     for (int s = 0; s < 2 && !pl->st.head; s++) pl->ring_out[s] = place(pl, SEG_IO, hb);

@@ -60,6 +60,14 @@ typedef struct {
 } fg_stage;
 static inline fg_stage fg_stage_whole(const fg_model_config *c) { return (fg_stage){0, c->n_layers, 1, 1}; }
 
+/* The stacked roles of a sparse layer, in this order: its experts' gate,
+ * down and up matrices. */
+#define FG_PLAN_STACKS 3
+static inline int fg_plan_stack_role(int m) {
+    static const int role[FG_PLAN_STACKS] = {FG_LW_FC1_W, FG_LW_FC2_W, FG_LW_UP_W};
+    return role[m];
+}
+
 /* Double-buffered device slots: the unit computing uses one while the next
  * one's inputs load into the other. A batch's cache and hidden state use
  * the slot of its parity (k % 2); a layer's weights alternate. */
@@ -82,7 +90,30 @@ typedef struct {
     uint64_t wslot_bytes;            /* the largest group's off-GPU bytes */
     fg_loc wslot[FG_NSLOTS];         /* device: a group's off-GPU weights */
     fg_loc wstage[FG_NSLOTS];        /* shm: disk-tier weights read for a slot */
+    uint64_t wstage_bytes;           /* the largest group's disk-tier bytes, experts padded */
     int any_disk_weights;
+
+    /* experts: expert e of sparse decoder layer l is a unit of placement
+     * of its own, tier etier[l*E + e] (fg_policy_expert_tier); its part of
+     * each of the layer's stacks (FC1, FC2, UP: fg_spec.experts) lives in
+     * that tier's home, a tier's experts back to back in expert order, so
+     * a run of experts is one range. Where every expert of a layer is on
+     * the GPU its homes are the whole stacks, which the ops read; else
+     * (xview[l]) the ops read each stack in the weight slot, at
+     * wslot_off[i] in expert order, whole, and the experts a step needs
+     * are copied there from their homes (fg_load_experts; those on the
+     * GPU too). On disk, an expert is FG_STORE_ALIGN-aligned in the store
+     * and in the slot's stage: expert e of stack x at xstage_off[x] + e *
+     * xstage_stride[x] (stride its bytes rounded up), so one read brings a
+     * run of them. Stack x = fg_plan_stack(pl, spec index). */
+    int E;                           /* experts of a sparse layer (0: a model without) */
+    fg_tier *etier;                  /* (L*E) */
+    uint8_t *xview;                  /* (L) the stacks are read in the weight slot */
+    fg_loc *ehome;                   /* (L*FG_PLAN_STACKS*E) SEG_DEV (GPU), SEG_W (CPU); disk: n only */
+    fg_loc *esrc;                    /* (L*FG_PLAN_STACKS*E) GPU tier: its SEG_WGPU host copy */
+    uint64_t *xstage_off;            /* (L*FG_PLAN_STACKS) the stack's experts in the stage */
+    uint64_t *xstage_stride;         /* (L*FG_PLAN_STACKS) an expert's bytes there, aligned */
+    int xtier_count[FG_NTIERS];      /* experts of each sparse layer on each tier */
 
     /* KV cache: whole layers; one (Tmax, B, KV*d) block per (layer, batch),
      * fp16 or 4-bit (fg_cache_row_bytes per position and sequence) */
@@ -103,6 +134,9 @@ typedef struct {
     fg_loc *rng_dev, *rng_io;        /* (B) fg_sample_row: generator states and settings */
     fg_loc *logits_io;               /* (B, V) fp32 */
     fg_loc logits_dev[FG_NSLOTS];    /* (B, V) fp32, by parity */
+    /* a split sparse layer's route under FG_EXPERTS_ROUTED (MOE_ROUTE):
+     * E int32 counts on the device by parity, out to shm per batch */
+    fg_loc counts_dev[FG_NSLOTS], *counts_io;   /* (K) */
     /* CPU attention's exchange (decode: one new token per sequence) */
     fg_loc q_dev, k_dev, v_dev, ctx_dev, q_io, k_io, v_io, ctx_io;   /* (B, A*d) q and ctx, (B, KV*d) k and v, fp16 */
     /* a pipeline stage's hidden states from the rank before (st.embed 0)
@@ -145,6 +179,26 @@ static inline int fg_plan_spec_here(const fg_plan *pl, int i) {
     if (i < FG_GW_COUNT) return pl->sp[i].present && fg_stage_holds_global(&pl->st, i);
     return pl->sp[i].present && fg_plan_has_group(pl, (i - FG_GW_COUNT) / FG_LW_COUNT);
 }
+
+/* Stack number x of spec index i (a stack of experts: fg_spec.experts),
+ * l * FG_PLAN_STACKS + m; -1 for any other tensor. Expert e of it is
+ * entry x * E + e of ehome and esrc. */
+static inline int fg_plan_stack(const fg_plan *pl, int i) {
+    if (i < FG_GW_COUNT || !pl->sp[i].experts) return -1;
+    int l = (i - FG_GW_COUNT) / FG_LW_COUNT, w = (i - FG_GW_COUNT) % FG_LW_COUNT;
+    for (int m = 0; m < FG_PLAN_STACKS; m++)
+        if (fg_plan_stack_role(m) == w) return l * FG_PLAN_STACKS + m;
+    return -1;
+}
+/* 1 if spec index i is a stack of a split layer: its experts have homes
+ * of their own and the ops read it in the weight slot. */
+static inline int fg_plan_split_stack(const fg_plan *pl, int i) {
+    int x = fg_plan_stack(pl, i);
+    return x >= 0 && pl->xview[x / FG_PLAN_STACKS];
+}
+/* The weight bytes of group g (-1: the model-level tensors) on each tier,
+ * experts by their own tiers, into by[FG_NTIERS]. */
+void fg_plan_group_tier_bytes(const fg_plan *pl, int g, uint64_t by[FG_NTIERS]);
 
 /* Device bytes (arena + workspace) and shared-memory bytes it needs. */
 uint64_t fg_plan_gpu_bytes(const fg_plan *pl);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char *fg_tier_name(fg_tier t) {
     static const char *n[] = {"gpu", "cpu", "disk"};
@@ -20,6 +21,15 @@ static fg_tier choose(double cur, double gpu, double cpu) {
 fg_status fg_policy_validate(const fg_policy *p) {
     const double v[6] = {p->w_gpu, p->w_cpu, p->c_gpu, p->c_cpu, p->h_gpu, p->h_cpu};
     static const char *what[3] = {"weight", "cache", "activation"};
+    if (p->x_set) {
+        if (!(p->x_gpu >= 0 && p->x_gpu <= 100 && p->x_cpu >= 0 && p->x_cpu <= 100))
+            return fg_err_set(FG_EINPUT, "--percent-experts: %g %g, expected percentages in [0, 100]", p->x_gpu, p->x_cpu);
+        if (p->x_gpu + p->x_cpu > 100 + 1e-9)
+            return fg_err_set(FG_EINPUT, "--percent-experts: GPU %g + CPU %g is over 100 (the rest goes to disk)",
+                              p->x_gpu, p->x_cpu);
+    }
+    if (p->expert_load != FG_EXPERTS_ROUTED && p->expert_load != FG_EXPERTS_ALL)
+        return fg_err_set(FG_EINPUT, "expert load %d: expected routed or all", (int)p->expert_load);
     for (int i = 0; i < 6; i++)
         if (!(v[i] >= 0 && v[i] <= 100))
             return fg_err_set(FG_EINPUT, "--percent: value %d is %g, expected a percentage in [0, 100]", i + 1, v[i]);
@@ -36,17 +46,34 @@ fg_status fg_policy_validate(const fg_policy *p) {
     return FG_OK;
 }
 
+/* Bytes of spec i as the dense rule counts them: 0 for a stack of experts,
+ * which are placed one by one (fg_policy_expert_tier). */
+static double dense_bytes(const fg_model_config *held, const fg_spec *specs, int i) {
+    return specs[i].experts ? 0 : (double)fg_spec_stored_bytes(held, specs, i);
+}
+
 void fg_policy_weight_tiers(const fg_policy *p, const fg_spec *specs, int layer, fg_tier *tiers) {
     int first = layer < 0 ? 0 : fg_spec_layer(layer, 0), count = layer < 0 ? FG_GW_COUNT : FG_LW_COUNT;
     double total = 0, before = 0;
     fg_model_config held = {.compress_weight = p->compress_weight};   /* all fg_spec_stored_bytes reads of it */
-    for (int i = first; i < first + count; i++) total += (double)fg_spec_stored_bytes(&held, specs, i);
+    for (int i = first; i < first + count; i++) total += dense_bytes(&held, specs, i);
     for (int i = first; i < first + count; i++) {
-        double sz = (double)fg_spec_stored_bytes(&held, specs, i);
+        double sz = dense_bytes(&held, specs, i);
         double mid = total > 0 ? 100.0 * (before + sz / 2) / total : 0;
         tiers[i - first] = choose(mid, p->w_gpu, p->w_cpu);
         before += sz;
     }
+}
+
+void fg_policy_expert_pct(const fg_policy *p, double *gpu, double *cpu) {
+    *gpu = p->x_set ? p->x_gpu : p->w_gpu;
+    *cpu = p->x_set ? p->x_cpu : p->w_cpu;
+}
+
+fg_tier fg_policy_expert_tier(const fg_policy *p, int e, int E) {
+    double g, c;
+    fg_policy_expert_pct(p, &g, &c);
+    return choose(100.0 * (e + 0.5) / E, g, c);
 }
 
 fg_tier fg_policy_cache_tier(const fg_policy *p, int layer, int n_layers) {
@@ -71,11 +98,43 @@ fg_status fg_policy_parse_percent(fg_policy *p, const char *first, int argc, cha
     return FG_OK;
 }
 
-void fg_policy_describe(const fg_policy *p, char *buf, size_t len) {
+fg_status fg_policy_parse_percent_experts(fg_policy *p, const char *first, int argc, char **argv, int *optind) {
+    if (*optind + 1 > argc) return fg_err_set(FG_EINPUT, "--percent-experts takes two numbers: XG XC");
+    double v[2];
+    for (int i = 0; i < 2; i++) {
+        const char *s = i ? argv[*optind] : first;
+        char *end;
+        errno = 0;
+        v[i] = strtod(s, &end);
+        if (end == s || *end || errno)
+            return fg_err_set(FG_EINPUT, "--percent-experts: value %d '%s' is not a number (want XG XC)", i + 1, s);
+    }
+    *optind += 1;
+    p->x_set = 1, p->x_gpu = v[0], p->x_cpu = v[1];
+    return FG_OK;
+}
+
+fg_status fg_policy_parse_expert_load(fg_policy *p, const char *v) {
+    if (!strcmp(v, "routed")) p->expert_load = FG_EXPERTS_ROUTED;
+    else if (!strcmp(v, "all")) p->expert_load = FG_EXPERTS_ALL;
+    else return fg_err_set(FG_EINPUT, "--expert-load: expected routed or all, got '%s'", v);
+    return FG_OK;
+}
+
+void fg_policy_describe_ex(const fg_policy *p, int with_experts, char *buf, size_t len) {
+    char ex[96] = "";
+    if (with_experts) {
+        double g, c;
+        fg_policy_expert_pct(p, &g, &c);
+        snprintf(ex, sizeof ex, ", experts %g/%g/%g %s", g, c, 100 - g - c,
+                 p->expert_load == FG_EXPERTS_ALL ? "loaded all" : "loaded as routed");
+    }
     snprintf(buf, len,
-             "gbs %d x %d batches; weights gpu/cpu/disk %g/%g/%g, cache %g/%g/%g, activations %g/%g/%g%s%s%s%s",
-             p->gbs, p->num_gpu_batches, p->w_gpu, p->w_cpu, 100 - p->w_gpu - p->w_cpu, p->c_gpu, p->c_cpu,
+             "gbs %d x %d batches; weights gpu/cpu/disk %g/%g/%g%s, cache %g/%g/%g, activations %g/%g/%g%s%s%s%s",
+             p->gbs, p->num_gpu_batches, p->w_gpu, p->w_cpu, 100 - p->w_gpu - p->w_cpu, ex, p->c_gpu, p->c_cpu,
              100 - p->c_gpu - p->c_cpu, p->h_gpu, p->h_cpu, 100 - p->h_gpu - p->h_cpu,
              p->cpu_cache_compute ? ", cpu attention" : "", p->overlap ? ", overlap" : ", no overlap",
              p->compress_weight ? ", 4-bit weights" : "", p->compress_cache ? ", 4-bit cache" : "");
 }
+
+void fg_policy_describe(const fg_policy *p, char *buf, size_t len) { fg_policy_describe_ex(p, 0, buf, len); }

@@ -248,6 +248,16 @@ static fg_status host_layer(void *ctx, const fg_op_args *a) {
     return st;
 }
 
+static fg_status host_moe_route(void *ctx, const fg_op_args *a) {
+    host_ctx *hc = ctx;
+    const fg_half *h = a->in[0];   /* (B*S, H) */
+    int32_t *counts = a->out[0];   /* (E) */
+    if (!a->lw.w[FG_LW_ROUTER_W]) return fg_err_set(FG_EINPUT, "MOE_ROUTE: the layer has no router (not a sparse layer)");
+    fg_half_to_float_n(h, hc->h, rows_h(a));
+    fg_fwd_moe_route(counts, hc->h, &a->st, &a->cfg, &a->lw, &hc->ws);
+    return FG_OK;
+}
+
 static fg_status host_lm_head(void *ctx, const fg_op_args *a) {
     host_ctx *hc = ctx;
     const fg_half *h = a->in[0];   /* (B*S, H) */
@@ -297,5 +307,6 @@ const fg_backend fg_backend_host = {
         [FG_OPI(FG_OP_LAYER)] = host_layer,       /* attention block, then MLP block */
         [FG_OPI(FG_OP_LM_HEAD)] = host_lm_head,   /* fg_fwd_lm_head straight into the fp32 logits */
         [FG_OPI(FG_OP_SAMPLE)] = host_sample,     /* fg_sample row by row */
+        [FG_OPI(FG_OP_MOE_ROUTE)] = host_moe_route, /* fg_fwd_moe_route: the MLP block's own route, counted */
     },
 };

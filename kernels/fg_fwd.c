@@ -10,12 +10,14 @@ typedef struct {
     void (*attn_out)(float *, const float *, const fg_step *, const fg_model_config *, const fg_layer_w *, fg_opt_ws *);
     void (*mlp_block)(float *, const fg_step *, const fg_model_config *, const fg_layer_w *, fg_opt_ws *);
     void (*lm_head)(float *, const float *, const fg_step *, const fg_model_config *, const fg_global_w *, fg_opt_ws *);
+    /* NULL for a family without experts */
+    void (*moe_route)(int32_t *, const float *, const fg_step *, const fg_model_config *, const fg_layer_w *, fg_opt_ws *);
 } fwd_pieces;
 
 static const fwd_pieces opt_pieces = {fg_opt_embed, fg_opt_attn_qkv, fg_opt_attn_out, fg_opt_mlp_block,
-                                      fg_opt_lm_head};
+                                      fg_opt_lm_head, NULL};
 static const fwd_pieces llama_pieces = {fg_llama_embed, fg_llama_attn_qkv, fg_llama_attn_out, fg_llama_mlp_block,
-                                        fg_llama_lm_head};
+                                        fg_llama_lm_head, fg_llama_moe_route};
 
 static const fwd_pieces *pieces(const fg_model_config *c) {
     switch (c->family) {
@@ -55,6 +57,12 @@ void fg_fwd_attn_block(float *h, void *kc, void *vc, int Tmax, const fg_step *st
 
 void fg_fwd_mlp_block(float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws) {
     pieces(c)->mlp_block(h, st, c, w, ws);
+}
+
+void fg_fwd_moe_route(int32_t *counts, const float *h, const fg_step *st, const fg_model_config *c,
+                      const fg_layer_w *w, fg_opt_ws *ws) {
+    FG_ASSERT(pieces(c)->moe_route);
+    pieces(c)->moe_route(counts, h, st, c, w, ws);
 }
 
 void fg_fwd_lm_head(float *logits, const float *h, const fg_step *st, const fg_model_config *c, const fg_global_w *g,

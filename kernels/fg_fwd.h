@@ -24,6 +24,10 @@ void fg_fwd_attn_out(float *h, const float *ctx, const fg_step *st, const fg_mod
 void fg_fwd_attn_block(float *h, void *kc, void *vc, int Tmax, const fg_step *st, const fg_model_config *c,
                        const fg_layer_w *w, fg_opt_ws *ws);
 void fg_fwd_mlp_block(float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws);
+/* A sparse layer's route of h: counts (E) of rows sent to each expert by
+ * the MLP block on the same h (a family with experts only). */
+void fg_fwd_moe_route(int32_t *counts, const float *h, const fg_step *st, const fg_model_config *c,
+                      const fg_layer_w *w, fg_opt_ws *ws);
 void fg_fwd_lm_head(float *logits, const float *h, const fg_step *st, const fg_model_config *c, const fg_global_w *g,
                     fg_opt_ws *ws);
 

@@ -116,6 +116,14 @@ void fg_llama_mlp_block(float *h, const fg_step *st, const fg_model_config *c, c
     fg_round_fp16_n(h, n);
 }
 
+void fg_llama_moe_route(int32_t *counts, const float *h, const fg_step *st, const fg_model_config *c,
+                        const fg_layer_w *w, fg_opt_ws *ws) {
+    int rows = st->B * st->S;
+    FG_ASSERT(rows <= ws->max_rows && w->w[FG_LW_ROUTER_W]);
+    fg_rmsnorm(ws->a, h, w->w[FG_LW_LN2_W], c->norm_eps, rows, c->hidden);   /* as fg_llama_mlp_block */
+    fg_moe_counts(counts, ws->a, rows, c, w, ws);
+}
+
 void fg_llama_lm_head(float *logits, const float *h, const fg_step *st, const fg_model_config *c,
                       const fg_global_w *g, fg_opt_ws *ws) {
     int B = st->B, H = c->hidden;

@@ -53,6 +53,10 @@ void fg_llama_attn_out(float *h, const float *ctx, const fg_step *st, const fg_m
                        fg_opt_ws *ws);
 /* h = round16(h + down(silu(gate x) * up x)), x = RMSNorm(h). */
 void fg_llama_mlp_block(float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws);
+/* A sparse layer's route of h (B*S, H), unchanged: counts (E) the rows its
+ * MLP block sends to each expert (its norm and router, as the block runs them). */
+void fg_llama_moe_route(int32_t *counts, const float *h, const fg_step *st, const fg_model_config *c,
+                        const fg_layer_w *w, fg_opt_ws *ws);
 /* logits (B, V) of each sequence's last new token: final RMSNorm, then the
  * LM head (lm_head, or embed_tokens when tied). */
 void fg_llama_lm_head(float *logits, const float *h, const fg_step *st, const fg_model_config *c,

@@ -52,17 +52,41 @@ static const void *expert_w(const fg_layer_w *w, int which, int fmt, int e, int 
     return (const uint8_t *)w->w[which] + (size_t)e * fg_fmt_bytes(fmt, (uint64_t)out, (uint64_t)in);
 }
 
+/* The router of x's rows: its logits (fp32, F16 weights) and the route,
+ * into ws->moe (logits, then wt, then sel); what fg_moe_mlp and
+ * fg_moe_counts both run, so the counts name exactly the experts the MLP
+ * reads. */
+static void route_rows(const float *x, int rows, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws,
+                       float **wt, int32_t **sel) {
+    int E = c->n_experts, k = c->experts_per_token, H = c->hidden;
+    FG_ASSERT(rows <= ws->max_rows && w->w[FG_LW_ROUTER_W]);
+    float *logits = ws->moe;
+    *wt = logits + (size_t)rows * E;
+    *sel = (int32_t *)(*wt + (size_t)rows * k);
+    fg_gemm_fmt(logits, x, w->w[FG_LW_ROUTER_W], FG_FMT_F16, NULL, rows, H, E);
+    fg_moe_route(*sel, *wt, logits, rows, c);
+}
+
+void fg_moe_counts(int32_t *counts, const float *x, int rows, const fg_model_config *c, const fg_layer_w *w,
+                   fg_opt_ws *ws) {
+    float *wt;
+    int32_t *sel;
+    route_rows(x, rows, c, w, ws, &wt, &sel);
+    memset(counts, 0, sizeof(int32_t) * (size_t)c->n_experts);
+    for (int i = 0; i < rows * c->experts_per_token; i++) counts[sel[i]]++;
+}
+
 void fg_moe_mlp(float *y, const float *x, int rows, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws) {
     int E = c->n_experts, k = c->experts_per_token, H = c->hidden, F = c->moe_ffn_dim;
     int f1 = fg_config_fmt(c, fg_spec_layer(0, FG_LW_FC1_W)), f2 = fg_config_fmt(c, fg_spec_layer(0, FG_LW_FC2_W));
     int fu = fg_config_fmt(c, fg_spec_layer(0, FG_LW_UP_W));
-    FG_ASSERT(rows <= ws->max_rows && w->w[FG_LW_ROUTER_W] && 2 * F <= fg_opt_ws_ff(c));
-    float *logits = ws->moe, *wt = logits + (size_t)rows * E;
-    int32_t *sel = (int32_t *)(wt + (size_t)rows * k), *order = sel + (size_t)rows * k;
+    FG_ASSERT(2 * F <= fg_opt_ws_ff(c));
+    float *wt;
+    int32_t *sel;
+    route_rows(x, rows, c, w, ws, &wt, &sel);
+    int32_t *order = sel + (size_t)rows * k;
     float *xg = (float *)(order + (size_t)rows * k), *yo = xg + (size_t)rows * H, *acc = yo + (size_t)rows * H;
     int32_t *count = (int32_t *)(acc + (size_t)rows * H), *start = count + E;
-    fg_gemm_fmt(logits, x, w->w[FG_LW_ROUTER_W], FG_FMT_F16, NULL, rows, H, E);
-    fg_moe_route(sel, wt, logits, rows, c);
     /* rows by expert (a counting sort: within an expert, ascending row) */
     memset(count, 0, sizeof(int32_t) * (size_t)E);
     for (int i = 0; i < rows * k; i++) count[sel[i]]++;

@@ -28,6 +28,12 @@ void fg_moe_route(int32_t *sel, float *wt, float *logits, int rows, const fg_mod
  * scratch in ws (ws->ff for gate and up, ws->moe for the rest). y may be x. */
 void fg_moe_mlp(float *y, const float *x, int rows, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws);
 
+/* counts (E) = how many of x's rows (rows, H: the layer's normalised
+ * input) the router sends to each expert: the route fg_moe_mlp takes on
+ * the same rows, computed the same way. Scratch in ws->moe. */
+void fg_moe_counts(int32_t *counts, const float *x, int rows, const fg_model_config *c, const fg_layer_w *w,
+                   fg_opt_ws *ws);
+
 /* Floats of ws->moe for max_rows rows (0 for a model without experts). */
 uint64_t fg_moe_ws_floats(const fg_model_config *c, int max_rows);
 

@@ -47,13 +47,6 @@ fg_status fg_config_by_name(const char *name, fg_model_config *cfg) {
     return fg_err_set(FG_EINPUT, "unknown model name '%s'; known:%s", name, known);
 }
 
-fg_status fg_config_check_compress_weight(const fg_model_config *c, int compress_weight) {
-    if (compress_weight && c->n_experts)
-        return fg_err_set(FG_EINPUT, "--compress-weight: %s has experts, whose 4-bit form is not implemented yet "
-                                     "(HINT: leave --compress-weight out; --compress-cache works)", c->name);
-    return FG_OK;
-}
-
 int fg_config_is_eos(const fg_model_config *c, int tok) {
     for (int i = 0; i < c->n_eos; i++)
         if (c->eos_ids[i] == tok) return 1;
@@ -321,6 +314,7 @@ fg_spec *fg_specs_new(const fg_model_config *c) {
             int64_t d0, d1;
             int present = layer_shape(c, l, w, &d0, &d1);
             set_spec(&sp[fg_spec_layer(l, w)], name, present, d0, d1);
+            if (present && fg_spec_is_experts(c, fg_spec_layer(l, w))) sp[fg_spec_layer(l, w)].experts = c->n_experts;
         }
     for (int i = 0; i < fg_spec_count(c); i++) {   /* the description's formats, compression not applied */
         fg_model_config plain = *c;
@@ -406,9 +400,7 @@ int fg_spec_fmt(const fg_model_config *c, const fg_spec *sp, int idx) {
     if (sp) f = sp[idx].fmt;
     else if (slot < 0) f = FG_FMT_F16;
     else f = (int)((idx < FG_GW_COUNT ? c->fmt_global : c->fmt_layer) >> (4 * slot) & 15);
-    /* a stack of experts stays as it is: fg_config_check_compress_weight refuses the run */
-    return f == FG_FMT_F16 && c->compress_weight && idx >= FG_GW_COUNT && slot >= 0 && !fg_spec_is_experts(c, idx)
-               ? FG_FMT_Q4G64 : f;
+    return f == FG_FMT_F16 && c->compress_weight && idx >= FG_GW_COUNT && slot >= 0 ? FG_FMT_Q4G64 : f;
 }
 
 int fg_config_fmt(const fg_model_config *c, int idx) { return fg_spec_fmt(c, NULL, idx); }
@@ -419,7 +411,8 @@ uint64_t fg_spec_stored_bytes(const fg_model_config *c, const fg_spec *sp, int i
     const fg_spec *t = &sp[idx];
     if (!t->present) return 0;
     if (t->ndim == 1) return 2 * (uint64_t)t->dims[0];
-    return fg_fmt_bytes(fg_spec_fmt(c, sp, idx), (uint64_t)t->dims[0], (uint64_t)t->dims[1]);
+    uint64_t parts = t->experts ? (uint64_t)t->experts : 1;   /* a stack: each expert's matrix on its own */
+    return parts * fg_fmt_bytes(fg_spec_fmt(c, sp, idx), (uint64_t)t->dims[0] / parts, (uint64_t)t->dims[1]);
 }
 
 uint64_t fg_spec_expert_bytes(const fg_model_config *c, const fg_spec *sp, int idx) {

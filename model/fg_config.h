@@ -119,12 +119,6 @@ const char *fg_json_kind(const struct json_t *v);
  * > 0 and within the bounds above, the kinds the family's kernels run, ...). */
 fg_status fg_config_validate(const fg_model_config *cfg, const char *origin);
 
-/* FG_EINPUT where the run's --compress-weight cannot hold this model: a
- * stack of experts compressed as one FlexGen 4-bit matrix would put its
- * groups' minima and scales after every expert's codes, so no expert would
- * be one byte range (not done yet: per-expert slices). */
-fg_status fg_config_check_compress_weight(const fg_model_config *cfg, int compress_weight);
-
 /* 1 if tok ends generation (one of the EOS ids). */
 int fg_config_is_eos(const fg_model_config *c, int tok);
 /* "opt", "llama": the family's name, for messages. */
@@ -262,6 +256,9 @@ typedef struct fg_spec_s {
                          for 1-D tensors, and for matrices a float checkpoint
                          holds; a GGUF file's Q4_K ... as it is. What the
                          tiers hold is fg_spec_fmt (compression applied). */
+    int experts;      /* a sparse layer's stack of this many experts' matrices
+                         (fg_spec_is_experts and present), each placed on its
+                         own (fg_policy_expert_tier); 0 for any other tensor */
 } fg_spec;
 
 /* All tensors of the config: global ones first (FG_GW_COUNT entries, some
@@ -297,19 +294,20 @@ int fg_config_fmt_slot(int idx);
  * the config's nibble (a description's one-layer config: every layer
  * alike); FlexGen's Q4G64 instead for a layer's F16 matrices under
  * compress_weight (embeddings, the LM head, biases and norms are never
- * compressed; a ggml-quantized matrix and a stack of experts stay as they are). */
+ * compressed; a ggml-quantized matrix stays as it is; a stack of experts is
+ * compressed expert by expert, each matrix its own fg_q4.h slice). */
 int fg_spec_fmt(const fg_model_config *c, const fg_spec *sp, int idx);
 /* fg_spec_fmt(c, NULL, idx). fg_specs_new() gives each spec its nibble. */
 int fg_config_fmt(const fg_model_config *c, int idx);
 /* 1 if fg_config_fmt(c, idx) is FG_FMT_Q4G64. */
 int fg_spec_is_q4(const fg_model_config *c, int idx);
 /* Bytes spec index idx occupies in every tier: fg_fmt_bytes of
- * fg_spec_fmt and its shape (1-D tensors: fp16). */
+ * fg_spec_fmt and its shape (1-D tensors: fp16; a stack of experts: E
+ * times one expert's matrix). */
 uint64_t fg_spec_stored_bytes(const fg_model_config *c, const fg_spec *sp, int idx);
 /* Bytes of one expert's part of a stacked spec (fg_spec_is_experts): a
  * 1/E of fg_spec_stored_bytes, expert e at offset e times it (rows of whole
- * blocks in every format but FlexGen's 4-bit, which a model with experts
- * does not use). */
+ * blocks, or under FlexGen's 4-bit its own slice). */
 uint64_t fg_spec_expert_bytes(const fg_model_config *c, const fg_spec *sp, int idx);
 /* KV cache bytes of one position of one sequence (n_kv_heads * head_dim
  * values): fp16, or n_kv_heads compressed head_dim slices. A (Tmax, B, KV)

@@ -14,6 +14,7 @@
 #define WHICH_CACHE(w) w
 #define WHICH_LOGITS(w) w
 #define WHICH_RNG(w) w
+#define WHICH_ECOUNT(w) w
 
 #define SLOT(name, kind, which) {#name, FG_SLOT_##kind, WHICH_##kind(which)},
 #define SKIP(name, kind, which)

@@ -43,6 +43,10 @@
  *                     cache lives (cpu_cache_compute); writes k, v into the
  *                     cache like ATTN
  *   LAYER        gpu  ATTN then MLP as one command (half the commands)
+ *   MOE_ROUTE    gpu  h -> counts (E) int32: how many of the rows a sparse
+ *                     layer's MLP block would send to each expert (its
+ *                     norm and router on the same h, as MLP runs them), so
+ *                     the coordinator loads only those experts before MLP
  *   SAMPLE       gpu  logits, rng -> ids (B): the next token of each
  *                     sequence (fg_sample: greedy, or temperature and
  *                     top-p, each row its own: fg_sample_row), generator
@@ -80,7 +84,8 @@
     X(LM_HEAD, GPU, STEP)       \
     X(ATTN_CORE, CPU, STEP)     \
     X(LAYER, GPU, STEP)         \
-    X(SAMPLE, GPU, SAMPLE)
+    X(SAMPLE, GPU, SAMPLE)      \
+    X(MOE_ROUTE, GPU, STEP)
 
 /* Each op's handle slots in message order: I(name, kind, which) the inputs,
  * O(name, kind, which) the outputs. Kinds (fg_slot_kind): ACT an fp16
@@ -88,7 +93,8 @@
  * (B*S, KV*d) (A query heads, KV kv heads of d values: the description's);
  * IDS (B*S) int32; MASK (B, mask_stride) uint8; CACHE (Tmax, B, KV*d) fp16
  * (fg_cache_row_bytes per position and sequence), which 0 = k, 1 = v; LOGITS
- * (B, V) fp32; RNG (B) fg_sample_row (a generator state and that sequence's temperature and top-p, 16 bytes); LW a decoder-layer weight FG_LW_<which>; GW a
+ * (B, V) fp32; ECOUNT (E) int32, a count per expert of the model's
+ * description; RNG (B) fg_sample_row (a generator state and that sequence's temperature and top-p, 16 bytes); LW a decoder-layer weight FG_LW_<which>; GW a
  * model weight FG_GW_<which> (0 bytes where the model has none: a family's
  * ops share the slot lists, each reading the slots its model has). ATTN_QKV
  * reads the mask for rotary positions. */
@@ -120,6 +126,8 @@
 #define FG_SLOTS_LAYER(I, O) \
     I(h, ACT, H) I(mask, MASK, 0) FG_SLOTS_CACHE(I) FG_SLOTS_ATTN_W(I) FG_SLOTS_MLP_W(I) O(h, ACT, H)
 #define FG_SLOTS_SAMPLE(I, O) I(logits, LOGITS, 0) I(rng, RNG, 0) O(ids, IDS, 0)
+#define FG_SLOTS_MOE_ROUTE(I, O) \
+    I(h, ACT, H) I(ln2_w, LW, LN2_W) I(ln2_b, LW, LN2_B) I(router, LW, ROUTER_W) O(counts, ECOUNT, 0)
 
 /* ---- what the table expands to ------------------------------------------- */
 
@@ -130,7 +138,7 @@ enum { FG_OP_ENGINE_BEFORE_ = FG_OP_ENGINE_FIRST - 1, FG_ENGINE_OPS(FG_OP_ENUM_)
 /* Index of an engine op in per-op arrays (a backend's table). */
 #define FG_OPI(op) ((op) - FG_OP_ENGINE_FIRST)
 
-typedef enum { FG_SLOT_ACT, FG_SLOT_IDS, FG_SLOT_MASK, FG_SLOT_CACHE, FG_SLOT_LOGITS, FG_SLOT_RNG, FG_SLOT_LW, FG_SLOT_GW } fg_slot_kind;
+typedef enum { FG_SLOT_ACT, FG_SLOT_IDS, FG_SLOT_MASK, FG_SLOT_CACHE, FG_SLOT_LOGITS, FG_SLOT_RNG, FG_SLOT_LW, FG_SLOT_GW, FG_SLOT_ECOUNT } fg_slot_kind;
 enum { FG_ACT_H, FG_ACT_Q, FG_ACT_K, FG_ACT_V, FG_ACT_CTX };   /* ACT slots' which */
 typedef enum { FG_PARAMS_INIT, FG_PARAMS_STEP, FG_PARAMS_SAMPLE } fg_params_kind;
 

@@ -35,6 +35,7 @@ static uint64_t slot_bytes(const fg_op_slot *s, const fg_op_args *a, const fg_sp
         return (uint64_t)a->p.Tmax * B * fg_cache_row_bytes(&a->cfg);
     case FG_SLOT_LOGITS: snprintf(why, cap, "B*V fp32"); return B * V * sizeof(float);
     case FG_SLOT_RNG: snprintf(why, cap, "B fg_sample_row"); return B * sizeof(fg_sample_row);
+    case FG_SLOT_ECOUNT: snprintf(why, cap, "E int32"); return (uint64_t)a->cfg.n_experts * sizeof(int32_t);
     case FG_SLOT_LW:
     case FG_SLOT_GW: {
         int idx = s->kind == FG_SLOT_LW ? fg_spec_layer(0, s->which) : fg_spec_global(s->which);
@@ -68,7 +69,7 @@ static unsigned elem_bytes(fg_slot_kind k) {
     switch (k) {
     case FG_SLOT_MASK: return sizeof(uint8_t);
     case FG_SLOT_RNG: return sizeof(uint64_t);   /* fg_sample_row starts with its u64 state */
-    case FG_SLOT_IDS: return sizeof(int32_t);
+    case FG_SLOT_IDS: case FG_SLOT_ECOUNT: return sizeof(int32_t);
     case FG_SLOT_LOGITS: return sizeof(float);
     default: return sizeof(fg_half);   /* fp16 tensors; 4-bit data is packed in bytes beside fp16 scales */
     }

@@ -10,7 +10,9 @@
 # Usage: placement.sh FLEXGEN WORKDIR [MAKE_CHECKPOINT ARGS]
 # FG_PLACEMENT_FAMILY=llama: the checkpoint is make_llama_checkpoint.py's
 # (the same policies over a Llama-family model: a cache of kv heads only,
-# rotary, a gated MLP).
+# rotary, a gated MLP). FG_PLACEMENT_EXPERTS=1 (a mixture of experts): also
+# experts placed apart from their layer's dense part (--percent-experts),
+# loaded as routed (the default) or all with the layer.
 set -uo pipefail
 flexgen=$1 work=$2
 ckpt=${3:-"--layers 3 --hidden 64 --heads 4 --ffn 160 --vocab 500 --max-pos 96 --seed 21"}
@@ -51,6 +53,19 @@ policies=(
   "all-on-disk|--percent 0 0 0 0 0 0 --num-gpu-batches 2"
   "three-tiers-everything|--percent 30 30 30 30 0 0 --num-gpu-batches 4 --cpu-cache-compute"
 )
+if [ "${FG_PLACEMENT_EXPERTS:-0}" = 1 ]; then
+  policies+=(
+    "experts-disk-dense-gpu|--percent 100 0 100 0 100 0 --percent-experts 0 0 --num-gpu-batches 2"
+    "experts-gpu-dense-disk|--percent 0 0 100 0 100 0 --percent-experts 100 0"
+    "experts-3-tiers|--percent 50 50 0 100 0 100 --percent-experts 30 30 --num-gpu-batches 3"
+    "experts-3-tiers-load-all|--percent 50 50 0 100 0 100 --percent-experts 30 30 --num-gpu-batches 3 --expert-load all"
+    "experts-cpu-attention|--percent 100 0 0 100 100 0 --percent-experts 20 40 --num-gpu-batches 2 --cpu-cache-compute"
+    "experts-row-schedule|--percent 30 70 100 0 100 0 --percent-experts 0 50 --num-gpu-batches 2 --schedule row"
+    "experts-no-overlap-disk|--percent 0 100 0 100 0 100 --percent-experts 40 0 --no-overlap"
+    "experts-all-on-disk-load-all|--percent 0 0 0 0 0 0 --expert-load all --num-gpu-batches 2"
+    "experts-act-disk-3-tiers|--percent 100 0 30 30 0 0 --percent-experts 25 25 --num-gpu-batches 4 --cpu-cache-compute"
+  )
+fi
 fails=0
 for p in "${policies[@]}"; do
   name=${p%%|*} args=${p#*|}

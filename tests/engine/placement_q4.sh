@@ -80,18 +80,21 @@ dirs = sorted(os.listdir(root))
 q4 = [x for x in dirs if x.endswith("-q4g64")]
 if len(q4) != 1:
     sys.exit("FAIL store: no q4g64 store in %s (%s)" % (root, dirs))
-h = open(os.path.join(root, q4[0], "layer-000.bin"), "rb").read(4096)
+with open(os.path.join(root, q4[0], "layer-000.bin"), "rb") as f:
+    h = f.read(4096)
+    h += f.read(struct.unpack_from("<I", h, 12)[0] - 4096)   # the whole header (a table of experts is long)
 comp, n = struct.unpack_from("<I", h, 32)[0], struct.unpack_from("<I", h, 28)[0]
 seen = {}
-for i in range(n):
+for i in range(n):   # a stack of experts has an entry per expert (offset 108: expert + 1)
     e = 320 + 160 * i
     name = h[e:e + 96].split(b"\0")[0].decode()
-    dtype, ndim = struct.unpack_from("<II", h, e + 100)
+    dtype, ndim, expert = struct.unpack_from("<III", h, e + 100)
     d0, d1, off, nb = struct.unpack_from("<QQQQ", h, e + 112)
-    seen[name] = (dtype, d0, d1, nb)
+    seen[(name, expert)] = (dtype, d0, d1, nb)
 bad = []
-for name, (dtype, d0, d1, nb) in seen.items():
-    mat = name.endswith(("proj.weight", "fc1.weight", "fc2.weight"))   # OPT's six; Llama's seven (gate, up, down)
+for (name, expert), (dtype, d0, d1, nb) in seen.items():
+    # OPT's six; Llama's seven (gate, up, down); Mixtral's experts w1, w2, w3, each expert its own slice
+    mat = name.endswith(("proj.weight", "fc1.weight", "fc2.weight", ".w1.weight", ".w2.weight", ".w3.weight"))
     want = 36 * ((d0 + 63) // 64) * d1 if mat else 2 * d0 * d1
     if (dtype == 2) != mat or nb != want:
         bad.append("%s dtype %d %d bytes (want %d)" % (name, dtype, nb, want))

@@ -116,6 +116,9 @@ static void fill(const fg_msg *m, uint8_t *img, const fg_op_step *p, const fg_mo
                 ((fg_sample_row *)d)[k] = (fg_sample_row){(uint64_t)(urand() * 9e15), k % 2 ? 0.0f : sample_temp,
                                                           k % 2 ? 1.0f : sample_top_p};
             break;
+        case FG_SLOT_ECOUNT:   /* an output only */
+            memset(d, 0, h.nbytes);
+            break;
         case FG_SLOT_LW:
         case FG_SLOT_GW: {
             int lw = s->kind == FG_SLOT_LW;

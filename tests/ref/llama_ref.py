@@ -96,6 +96,11 @@ ROUND_FP16 = True  # --fp32 (or a self-test) turns the rounding points off
 # smallest gap over each sequence's real rows so far; STEP_GAPS that, after
 # each step of generate (compare.py excuses a divergence after a near-tie).
 ROW_GAPS, SEQ_GAP, STEP_GAPS = [], [None], []
+# The routes themselves, for tests that count the experts a step touches:
+# ROW_SELS each sparse layer's chosen experts [N, k] in a forward call;
+# STEP_ROUTES per step: per sparse layer [B, T, k], with STEP_ROW_GAPS the
+# step's own smallest gap per sequence (its real rows, all sparse layers).
+ROW_SELS, STEP_ROUTES, STEP_ROW_GAPS = [], [], []
 
 
 def r16(x):
@@ -252,6 +257,7 @@ def moe(M, x2):
     order = np.argsort(-p, axis=-1, kind="stable")       # best first, ties to the lower expert
     sel = order[:, :k]
     w = np.take_along_axis(p, sel, axis=-1)
+    ROW_SELS.append(sel)
     if k < p.shape[1]:
         ranked = np.take_along_axis(logits, order[:, k - 1:k + 1], axis=-1)
         ROW_GAPS.append(ranked[:, 0] - ranked[:, 1])
@@ -295,12 +301,17 @@ def note_route_gaps(shape, start, key_mask):
     B, T = shape
     if start == 0 or SEQ_GAP[0] is None:
         SEQ_GAP[0] = np.full(B, np.inf)
-        del STEP_GAPS[:]
+        del STEP_GAPS[:], STEP_ROUTES[:], STEP_ROW_GAPS[:]
     real = key_mask[:, start:start + T] != 0
+    step_gap = np.full(B, np.inf)
     for g in ROW_GAPS:
-        SEQ_GAP[0] = np.minimum(SEQ_GAP[0], np.where(real, g.reshape(B, T), np.inf).min(1))
+        step_gap = np.minimum(step_gap, np.where(real, g.reshape(B, T), np.inf).min(1))
+    SEQ_GAP[0] = np.minimum(SEQ_GAP[0], step_gap)
     del ROW_GAPS[:]
     STEP_GAPS.append(SEQ_GAP[0].copy())
+    STEP_ROW_GAPS.append(step_gap)
+    STEP_ROUTES.append([s.reshape(B, T, -1) for s in ROW_SELS])
+    del ROW_SELS[:]
 
 
 def new_caches(m, B, T):
@@ -347,8 +358,14 @@ def summary(m):
     if not any(L["moe"] for L in m.layers):
         return "", {}
     g = np.stack(STEP_GAPS, axis=1)   # [N, G]
+    # decode steps (one row a sequence): per step, per sparse layer, per
+    # sequence its k experts; and per step and sequence that step's own gap
+    routes = [[[sorted(int(e) for e in s[b, -1]) for b in range(s.shape[0])] for s in step]
+              for step in STEP_ROUTES[1:]]
     return (", smallest top-k router logit gap %.3g" % g.min(),
-            {"route_gaps": [[float(x) for x in r] for r in g]})
+            {"route_gaps": [[float(x) for x in r] for r in g],
+             "decode_routes": routes,
+             "decode_route_gaps": [[float(x) for x in r] for r in STEP_ROW_GAPS[1:]]})
 
 
 if __name__ == "__main__":
