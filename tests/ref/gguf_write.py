@@ -509,7 +509,9 @@ def from_checkpoint(model_dir, out, wtype="f16", vocab="llama", arch="auto", ali
 def write_seeds(d):
     """Tiny seeds for fuzz/fuzz_gguf.c: a whole tiny model, a Q8_0 tensor with
     alignment 64, every metadata value type, and an unsupported tensor type;
-    the tiny model with each kind of vocabulary (llama, gpt2)."""
+    the tiny model with each kind of vocabulary (llama, gpt2); tiny mixtures
+    of experts (Mixtral's merged stacks and per-expert tensors, Qwen3-MoE in
+    Q8_0 with a dense layer)."""
     import tempfile
     os.makedirs(d, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
