@@ -20,9 +20,10 @@ their safetensors twins do.
   * Refused with exit 2, naming the file and the key or tensor: shared
     experts, a gating function other than softmax, a weights scale, expert
     groups, expert_weights_norm false for Mixtral, a missing
-    expert_used_count, a missing stack, a stack of another expert count, a
-    missing expert of a per-expert file, experts of one role in two formats,
-    leading_dense_block_count against the tensors.
+    expert_used_count or expert_count, a missing stack, a stack of another
+    expert count, a missing expert of a per-expert file, experts of one role
+    in two formats, leading_dense_block_count against the tensors. A router
+    the file holds in Q8_0 (llama.cpp never writes one) runs, held fp16.
 """
 import json
 import os
