@@ -74,7 +74,7 @@ def main():
     pools = {"F16": (rng.standard_normal(BLOCK // 2, dtype=np.float32) * 0.02).astype("<f2").view(np.uint8)}
     infos, off, align = [], 0, 32
     for hf, shape in mlc.expected_shapes(cfg).items():
-        gt = "F32" if len(shape) == 1 else gq.format_of(a.mix, hf, cfg["num_hidden_layers"])
+        gt = "F32" if len(shape) == 1 else gq.format_of(a.mix, gw.gguf_name(hf), cfg["num_hidden_layers"])
         if gt not in pools:
             pools[gt] = pool(gt, rng)
         vals, nbytes, _ = gb.LAYOUT[gt]

@@ -41,6 +41,13 @@ typedef struct {
     const char *const *gguf_archs;
     fg_status (*from_gguf)(const fg_gguf *g, const char *arch, fg_model_config *cfg);
     const char *gguf_layer_suffix[FG_LW_COUNT];
+    /* A sparse layer's llama.cpp names for the roles that stack its
+     * experts (FC1, UP, FC2; "" elsewhere): the merged 3-D tensor
+     * (ffn_gate_exps.weight, ne [H, Fe, E]: exactly the stack [E * Fe, H]),
+     * and older files' one 2-D tensor per expert, %d its number
+     * (ffn_gate.%d.weight). A sparse layer's router is gguf_layer_suffix's. */
+    const char *gguf_moe_suffix[FG_LW_COUNT];
+    const char *gguf_expert_suffix[FG_LW_COUNT];
     const char *gguf_global_name[FG_GW_COUNT];
     const char *const *gguf_ignored;
     /* Rows of a GGUF tensor of layer role w to unpermute (llama.cpp's Q/K

@@ -6,8 +6,9 @@
  * optional q/k/v biases (Qwen2), per-head q/k RMSNorm (Qwen3), tied or
  * separate LM head, Mistral's sliding window, a list of EOS ids; sparse
  * layers of routed gated-SiLU experts (which layers, how many, the router's
- * kind) and their tensor names. The sizes below are the published
- * config.json values. */
+ * kind) and their tensor names, Hugging Face's and llama.cpp's (GGUF
+ * architectures llama, with expert_count Mixtral, qwen2, qwen3, qwen3moe).
+ * The sizes below are the published config.json values. */
 #include <fcntl.h>
 #include <math.h>
 #include <string.h>
@@ -304,6 +305,10 @@ static fg_status llama_validate(const fg_model_config *c, const char *origin) {
 
 /* ---- GGUF (llama.cpp's converter, convert_hf_to_gguf.py) ---- */
 
+/* expert_gating_func's value for a softmax over the experts (gguf-py's
+ * ExpertGatingFuncType.SOFTMAX). */
+#define GG_GATING_SOFTMAX 1
+
 /* An integer or float metadata value of the architecture, optional where
  * has_def. */
 static fg_status gg_int(const fg_gguf *g, const char *arch, const char *key, int has_def, int64_t def, int *out) {
@@ -406,6 +411,87 @@ static fg_status gg_tokens(const fg_gguf *g, fg_model_config *c) {
     return FG_OK;
 }
 
+static fg_status gg_bool(const fg_gguf *g, const char *arch, const char *key, int def, int *out) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    *out = def;
+    return fg_gguf_find_kv(g, k) >= 0 ? fg_gguf_get_bool(g, k, out) : FG_OK;
+}
+
+/* The keys of llama.cpp's mixtures of experts that ask for routing this
+ * engine's kernels do not run: refused by name rather than ignored. */
+static fg_status gg_experts_refused(const fg_gguf *g, const char *arch) {
+    int shared = 0, shared_ff = 0, groups = 0, gating = GG_GATING_SOFTMAX;
+    float scale = 0;
+    fg_status st;
+    if ((st = gg_int(g, arch, "expert_shared_count", 1, 0, &shared)) ||
+        (st = gg_int(g, arch, "expert_shared_feed_forward_length", 1, 0, &shared_ff)) ||
+        (st = gg_int(g, arch, "expert_group_count", 1, 0, &groups)) ||
+        (st = gg_int(g, arch, "expert_gating_func", 1, GG_GATING_SOFTMAX, &gating)) ||
+        (st = gg_float(g, arch, "expert_weights_scale", 0, &scale)))
+        return st;
+    const char *path = fg_gguf_path(g);
+    if (shared || shared_ff)
+        return fg_err_set(FG_EINPUT, "%s: %s.expert_shared_count %d, expert_shared_feed_forward_length %d: shared "
+                                     "experts are not supported", path, arch, shared, shared_ff);
+    if (groups > 1)
+        return fg_err_set(FG_EINPUT, "%s: %s.expert_group_count %d: routing within expert groups is not supported",
+                          path, arch, groups);
+    if (gating != GG_GATING_SOFTMAX)
+        return fg_err_set(FG_EINPUT, "%s: %s.expert_gating_func is %d: only %d (softmax over the experts) is "
+                                     "supported", path, arch, gating, GG_GATING_SOFTMAX);
+    if (scale != 0 && scale != 1)
+        return fg_err_set(FG_EINPUT, "%s: %s.expert_weights_scale %g: scaled expert weights are not supported",
+                          path, arch, (double)scale);
+    return FG_OK;
+}
+
+/* llama.cpp's mixtures of experts: architecture llama with expert_count
+ * (Mixtral: experts of feed_forward_length, the top k renormalised) and
+ * qwen3moe (experts of expert_feed_forward_length, else feed_forward_length
+ * / k as llama.cpp defaults it; renormalised unless expert_weights_norm is
+ * false: llama.cpp's qwen3moe graph always renormalises, as the published
+ * Qwen3-MoE models do, and never reads that key). Which layers are sparse:
+ * those below leading_dense_block_count dense where the file gives one,
+ * else each layer by whether it has a router (blk.N.ffn_gate_inp.weight).
+ * llama.cpp's own loaders want every layer sparse; this engine also reads a
+ * file whose dense layers keep ffn_gate, ffn_up and ffn_down, which is how
+ * Qwen3-MoE's mlp_only_layers and decoder_sparse_step (no GGUF key) travel. */
+static fg_status gg_experts(const fg_gguf *g, const char *arch, fg_model_config *c) {
+    fg_status st;
+    const char *path = fg_gguf_path(g);
+    int qwen = c->router == FG_ROUTER_QWEN3_MOE, norm = 1;
+    if ((st = gg_int(g, arch, "expert_used_count", 0, 0, &c->experts_per_token)) ||
+        (st = gg_bool(g, arch, "expert_weights_norm", 1, &norm)) || (st = gg_experts_refused(g, arch)))
+        return st;
+    if (qwen) {
+        c->moe_norm_topk = norm;
+        int topk = c->experts_per_token > 0 ? c->experts_per_token : 1;
+        if ((st = gg_int(g, arch, "expert_feed_forward_length", 1, c->ffn_dim / topk, &c->moe_ffn_dim))) return st;
+    } else {
+        if (!norm)
+            return fg_err_set(FG_EINPUT, "%s: %s.expert_weights_norm is false: Mixtral's router renormalises its "
+                                         "top k (llama.cpp's llama graph always does)", path, arch);
+        c->moe_ffn_dim = c->ffn_dim;
+    }
+    int lead = -1, n = c->n_layers < FG_CONFIG_MAX_LAYERS ? c->n_layers : FG_CONFIG_MAX_LAYERS, sparse = 0;
+    char k[128];
+    snprintf(k, sizeof k, "%s.leading_dense_block_count", arch);
+    if (fg_gguf_find_kv(g, k) >= 0 && (st = gg_int(g, arch, "leading_dense_block_count", 0, 0, &lead))) return st;
+    for (int l = 0; l < n; l++) {
+        char r[64];
+        snprintf(r, sizeof r, "blk.%d.ffn_gate_inp.weight", l);
+        int s = lead >= 0 ? l >= lead : fg_gguf_find_tensor(g, r) != NULL;
+        fg_config_set_sparse(c, l, s);
+        sparse += s;
+    }
+    if (!sparse)
+        return fg_err_set(FG_EINPUT, "%s: %s.expert_count is %d but no layer is sparse (%s)", path, arch,
+                          c->n_experts, lead >= 0 ? "leading_dense_block_count covers them all"
+                                                  : "no blk.N.ffn_gate_inp.weight");
+    return FG_OK;
+}
+
 static fg_status llama_from_gguf(const fg_gguf *g, const char *arch, fg_model_config *c) {
     fg_status st;
     int rope_dim = 0;
@@ -428,7 +514,14 @@ static fg_status llama_from_gguf(const fg_gguf *g, const char *arch, fg_model_co
     if (rope_dim != c->head_dim)
         return fg_err_set(FG_EINPUT, "%s: %s.rope.dimension_count %d is not the head dimension %d (partial rotary "
                                      "is not supported)", fg_gguf_path(g), arch, rope_dim, c->head_dim);
-    llama_common(c, arch);   /* llama, qwen2 (biases: below), qwen3 (q/k norms) */
+    /* llama, qwen2 (biases: below), qwen3 (q/k norms); with experts llama is
+     * Mixtral, and qwen3moe Qwen3-MoE */
+    int moe = !strcmp(arch, "llama") || !strcmp(arch, "qwen3moe");
+    if (moe && (st = gg_int(g, arch, "expert_count", strcmp(arch, "qwen3moe") != 0, 0, &c->n_experts))) return st;
+    llama_common(c, !strcmp(arch, "qwen3moe") ? "qwen3_moe" : c->n_experts ? "mixtral" : arch);
+    if (!strcmp(arch, "qwen3moe") && !c->n_experts)
+        return fg_err_set(FG_EINPUT, "%s: qwen3moe.expert_count is 0", fg_gguf_path(g));
+    if (c->n_experts && (st = gg_experts(g, arch, c))) return st;
     c->qkv_bias = fg_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
     c->o_bias = fg_gguf_find_tensor(g, "blk.0.attn_output.bias") != NULL;
     c->tied = fg_gguf_find_tensor(g, "output.weight") == NULL;
@@ -465,7 +558,7 @@ void fg_family_llama_llama2c(fg_model_config *c) {
     c->n_eos = 1, c->eos_ids[0] = 1;
 }
 
-static const char *const llama_gguf_archs[] = {"llama", "qwen2", "qwen3", NULL};
+static const char *const llama_gguf_archs[] = {"llama", "qwen2", "qwen3", "qwen3moe", NULL};
 static const char *const llama_gguf_ignored[] = {"rope_freqs.weight", NULL};
 static const char *const llama_types[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", NULL};
 
@@ -521,6 +614,10 @@ const fg_family fg_family_llama = {
         "ffn_down.weight", "ffn_down.bias", "ffn_norm.weight", "", "ffn_up.weight", "ffn_up.bias",
         "attn_q_norm.weight", "attn_k_norm.weight", "ffn_gate_inp.weight",
     },
+    .gguf_moe_suffix = {[FG_LW_FC1_W] = "ffn_gate_exps.weight", [FG_LW_FC2_W] = "ffn_down_exps.weight",
+                        [FG_LW_UP_W] = "ffn_up_exps.weight"},
+    .gguf_expert_suffix = {[FG_LW_FC1_W] = "ffn_gate.%d.weight", [FG_LW_FC2_W] = "ffn_down.%d.weight",
+                           [FG_LW_UP_W] = "ffn_up.%d.weight"},
     .gguf_global_name = {"token_embd.weight", "", "", "", "output_norm.weight", "", "output.weight"},
     .gguf_ignored = llama_gguf_ignored,
     .gguf_unpermute = llama_gguf_unpermute,

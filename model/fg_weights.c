@@ -77,8 +77,7 @@ static void part_name(const fg_spec *s, int e, char *out, size_t cap) {
     snprintf(out, cap, "%.*s%d%s", star ? (int)(star - s->name) : 0, s->name, e, star ? star + 1 : s->name);
 }
 
-/* 1 if any expert of stacked spec idx has a part bound. */
-static int any_part(fg_wsrc *ws, int idx) {
+int fg_wsrc__any_part(fg_wsrc *ws, int idx) {
     for (int e = 0; fg_spec_is_experts(&ws->cfg, idx) && e < ws->cfg.n_experts; e++)
         if (fg_wsrc__part(ws, idx, e)->file >= 0) return 1;
     return 0;
@@ -107,7 +106,7 @@ static fg_status bind_tensor(fg_wsrc *ws, const char *file, const char *name, dt
         return fg_err_set(FG_EINPUT, "%s: tensor '%s' has shape %s, expected %s from the config", file, name,
                           shape_str(ndim, dims, a, sizeof a), shape_str(s->ndim, want, b, sizeof b));
     tensor_loc *l = e >= 0 ? fg_wsrc__part(ws, idx, e) : &ws->locs[idx];
-    if (l->file >= 0 || (e >= 0 && ws->locs[idx].file >= 0) || (e < 0 && any_part(ws, idx)))
+    if (l->file >= 0 || (e >= 0 && ws->locs[idx].file >= 0) || (e < 0 && fg_wsrc__any_part(ws, idx)))
         return fg_err_set(FG_EINPUT, "%s: tensor '%s' appears twice (also in %s)", file, name,
                           ws->files[l->file >= 0 ? l->file : ws->locs[idx].file >= 0 ? ws->locs[idx].file : file_idx].path);
     *l = (tensor_loc){.file = file_idx, .offset = offset, .dt = dt};
@@ -121,7 +120,7 @@ static int missing(fg_wsrc *ws, int i, char *what, size_t cap) {
     if (!s->present || ws->locs[i].file >= 0) return 0;
     char d1[32] = "";   /* a vector's shape has one number */
     if (s->ndim == 2) snprintf(d1, sizeof d1, ", %lld", (long long)s->dims[1]);
-    if (!any_part(ws, i)) {
+    if (!fg_wsrc__any_part(ws, i)) {
         snprintf(what, cap, "'%s' (shape [%lld%s])", s->name, (long long)s->dims[0], d1);
         return 1;
     }

@@ -34,8 +34,9 @@ struct fg_wsrc {
     fg_spec *specs;
     tensor_loc *locs;      /* one per spec */
     /* A sparse layer's experts, each its own tensor in a Hugging Face
-     * checkpoint: (layer, FC1/FC2/UP, expert) -> where that expert's matrix
-     * lives (fg_wsrc__part), file -1 where a whole stack is bound instead.
+     * checkpoint (and an older GGUF file): (layer, FC1/FC2/UP, expert) ->
+     * where that expert's matrix lives (fg_wsrc__part), file -1 where a
+     * whole stack is bound instead.
      * NULL for a model without experts. */
     tensor_loc *parts;
     mapped_file *files;
@@ -50,6 +51,8 @@ struct fg_wsrc {
 fg_status fg_wsrc__map_file(fg_wsrc *ws, const char *path, int *idx);
 /* The location of expert e's part of stacked spec idx (fg_spec_is_experts). */
 tensor_loc *fg_wsrc__part(fg_wsrc *ws, int idx, int e);
+/* 1 if any expert of stacked spec idx has a part bound. */
+int fg_wsrc__any_part(fg_wsrc *ws, int idx);
 /* FG_EINPUT naming the first present spec with no tensor bound. */
 fg_status fg_wsrc__check_complete(fg_wsrc *ws, const char *where);
 /* A source of config cfg, no tensor bound yet. */

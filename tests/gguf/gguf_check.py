@@ -5,7 +5,8 @@ files tests/ref/gguf_write.py writes:
      values; BF16 as fp16(bf16(x)); Q8_0 as fp16(fp16(d) * q) from numpy's
      quantize_row_q8_0_ref; 1-D tensors (F32) exactly; attn_q / attn_k of
      architecture llama un-permuted to the Hugging Face rows, qwen2 as stored;
-     alignment 64 and sharded BF16 checkpoints too;
+     alignment 64 and sharded BF16 checkpoints too; mixtures of experts' 3-D
+     stacks (ne [in, rows, E]) as the experts' matrices one after another;
   2. metadata: every key, value type and value (arrays of every element type,
      strings with non-ASCII bytes) as numpy reads them; tensor infos
      (type, ne, absolute offset) likewise;
@@ -73,7 +74,14 @@ def check_tensors(tmp, case, wtype, align=32, arch="auto"):
     os.makedirs(out, exist_ok=True)
     tool("dump", path, out)
     n = 0
+    for name, a in gw.gguf_tensors(cfg, t, gw.arch_of(cfg, arch)):   # a stack of experts: 3-D
+        if a.ndim == 3:
+            got = np.fromfile(os.path.join(out, name + ".f16"), dtype="<u2").reshape(a.shape)
+            assert np.array_equal(got, expected_f16(a, infos[name][0]).view(np.uint16)), (case, wtype, name)
+            n += 1
     for hf, a in t.items():
+        if gw.expert_of(cfg, hf) is not None:
+            continue
         name = gw.gguf_name(hf)
         got = np.fromfile(os.path.join(out, name + ".f16"), dtype="<u2").reshape(a.shape)
         want = expected_f16(a, infos[name][0]).view(np.uint16)
@@ -185,9 +193,11 @@ def main():
         for case, wtype, align, arch in (("gqa8", "f16", 32, "auto"), ("gqa8", "q8_0", 64, "auto"),
                                          ("mha", "f32", 32, "auto"), ("llama3", "q8_0", 32, "auto"),
                                          ("bf16-sharded", "bf16", 32, "auto"), ("qwen2", "f16", 32, "auto"),
-                                         ("qwen2", "q8_0", 32, "llama"), ("tied", "bf16", 128, "auto")):
+                                         ("qwen2", "q8_0", 32, "llama"), ("tied", "bf16", 128, "auto"),
+                                         ("mixtral", "q8_0", 32, "auto"), ("qwen3-moe", "f16", 64, "auto")):
             n += check_tensors(tmp, case, wtype, align, arch)
-        print("tensors: OK (%d tensors: F16, F32, BF16, Q8_0; un-permuted q/k; alignment 64, 128)" % n)
+        print("tensors: OK (%d tensors: F16, F32, BF16, Q8_0; un-permuted q/k; alignment 64, 128; experts' 3-D "
+              "stacks)" % n)
         check_meta(tmp)
         check_bad(tmp)
     print("gguf_check: OK")

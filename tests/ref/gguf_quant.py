@@ -19,6 +19,14 @@ Q3_K, Q4_K, Q5_K, Q6_K, MXFP4), or q4_k_m: llama.cpp's Q4_K_M recipe
 and ffn_down of the layers it gives more bits (the first and last eighth and
 every third between), F32 norms. A matrix whose rows are not whole blocks
 falls back to F16 (as llama.cpp's quantizer does).
+
+Mixtures of experts (Mixtral, Qwen3-MoE checkpoints) are laid out as
+gguf_write.py lays them out (architecture llama or qwen3moe, each role's
+experts one 3-D tensor) and quantized as llama.cpp quantizes them: a stack's
+rows are its experts' rows, so it is quantized row by row like a matrix; the
+router (ffn_gate_inp) is never quantized (F32); ffn_down_exps follows
+ffn_down's rule; and for 8 experts (Mixtral) q4_k_m gives attn_k and attn_v
+Q8_0 and attn_output Q5_K, as llama-quant.cpp does for n_expert == 8.
 """
 import argparse
 import json
@@ -44,13 +52,18 @@ def more_bits(layer, n):
     return layer < n // 8 or layer >= 7 * n // 8 or (layer - n // 8) % 3 == 2
 
 
-def format_of(mix, hf, n_layers):
+def format_of(mix, name, n_layers, n_experts=0):
+    """The format of GGUF tensor `name` under MIX."""
     if mix != "q4_k_m":
         return mix
-    if hf == "lm_head.weight":
+    if name == "output.weight":
         return "Q6_K"
-    if ".v_proj." in hf or ".down_proj." in hf:
-        layer = int(hf.split(".")[1])
+    layer = int(name.split(".")[1]) if name.startswith("blk.") else -1
+    if n_experts == 8 and (".attn_k." in name or ".attn_v." in name):
+        return "Q8_0"
+    if n_experts == 8 and ".attn_output." in name:
+        return "Q5_K"
+    if ".attn_v." in name or ".ffn_down" in name:
         return "Q6_K" if more_bits(layer, n_layers) else "Q4_K"
     return "Q4_K"
 
@@ -58,33 +71,28 @@ def format_of(mix, hf, n_layers):
 def build(model_dir, mix, out, ref_dir, seed, gguf):
     cfg, t = mlc.load_llama_checkpoint(model_dir)
     rng = np.random.default_rng(seed)
-    A, KV, L = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"], \
-        cfg["num_hidden_layers"]
-    tensors, ref, used = [], {}, {}
-    for hf in mlc.expected_shapes(cfg):
-        a = t[hf].astype(np.float32)
-        heads = A if ".q_proj." in hf else KV if ".k_proj." in hf else 0
-        if heads:
-            a = gw.permute_rows(a, heads)
-        fmt = "F32" if a.ndim == 1 else format_of(mix, hf, L)
-        if a.ndim == 2 and a.shape[1] % gb.LAYOUT[fmt][0]:
+    arch, L, E = gw.arch_of(cfg), cfg["num_hidden_layers"], mlc.n_experts(cfg)
+    tensors, deqs, used = [], {}, {}
+    for name, a in gw.gguf_tensors(cfg, {k: v.astype(np.float32) for k, v in t.items()}, arch):
+        fmt = "F32" if a.ndim == 1 or name.endswith("ffn_gate_inp.weight") else format_of(mix, name, L, E)
+        if a.ndim > 1 and a.shape[-1] % gb.LAYOUT[fmt][0]:
             fmt = "F16"
         if fmt in ("F32", "F16"):
             raw = a.astype("<f4" if fmt == "F32" else "<f2")
             deq = raw.astype(np.float32)
             raw = raw.tobytes()
-        else:
-            blocks = gb.weight_blocks(fmt, a, rng, gguf)
-            deq = gb.dequantize(fmt, blocks, a.shape, gguf)
+        else:   # a stack of experts: its rows, expert after expert
+            rows = a.reshape(-1, a.shape[-1])
+            blocks = gb.weight_blocks(fmt, rows, rng, gguf)
+            deq = gb.dequantize(fmt, blocks, rows.shape, gguf).reshape(a.shape)
             raw = blocks.tobytes()
-        if heads:
-            deq = gw.unpermute_rows(deq, heads)
         used[fmt] = used.get(fmt, 0) + 1
-        tensors.append((gw.gguf_name(hf), fmt, (raw, list(reversed(a.shape)))))
-        ref["model." + hf if hf != "lm_head.weight" else hf] = deq
+        tensors.append((name, fmt, (raw, list(reversed(a.shape)))))
+        deqs[name] = deq
+    ref = {("model." + hf if hf != "lm_head.weight" else hf): a for hf, a in gw.hf_tensors(cfg, arch, deqs).items()}
     eos = cfg.get("eos_token_id", 2)
     eos = eos[0] if isinstance(eos, list) else eos
-    kvs = gw.model_kvs(cfg, "llama", "F16")
+    kvs = gw.model_kvs(cfg, arch, "F16")
     kvs += gw.vocab_kvs("llama", cfg["vocab_size"], cfg.get("bos_token_id", 1), eos)
     for k, v in GT.items():
         gw.GT.setdefault(k, v)

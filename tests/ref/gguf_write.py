@@ -6,7 +6,8 @@ self-checks. Written from the GGUF specification (ggml docs/gguf.md) and the
 conventions of llama.cpp's convert_hf_to_gguf.py, numpy only.
 
   gguf_write.py --model DIR --out FILE.gguf [--type f32|f16|bf16|q8_0]
-                [--vocab llama|gpt2] [--arch auto|llama|qwen2|qwen3] [--alignment 32]
+                [--vocab llama|gpt2] [--arch auto|llama|qwen2|qwen3|qwen3moe] [--alignment 32]
+                [--experts merged|split]
   gguf_write.py --seeds DIR        # the fuzz seeds (fuzz/seeds/gguf), a few KB each
 
 Layout (all little-endian): "GGUF", u32 version 3, u64 tensor count, u64
@@ -33,6 +34,26 @@ permute: reshape(heads, 2, d/2, ...).swapaxes(1, 2)), with heads = n_head
 for q and n_head_kv for k. A reader must undo it. Architecture qwen2 rotates
 NEOX-style in llama.cpp and is not permuted, nor is qwen3 (Qwen3: its per-head
 norms as blk.N.attn_q_norm.weight and blk.N.attn_k_norm.weight).
+
+Mixtures of experts, as convert_hf_to_gguf.py writes them: Mixtral is
+architecture llama with llama.expert_count and llama.expert_used_count
+(feed_forward_length is the experts' size); Qwen3-MoE is architecture
+qwen3moe (qwen3moe.expert_count, expert_used_count,
+expert_feed_forward_length = moe_intermediate_size, feed_forward_length =
+intermediate_size; q/k norms as qwen3). A sparse layer's router is
+blk.N.ffn_gate_inp.weight ([E, H], F32 whatever --type says: the converter
+never narrows it), and each role's experts are stacked into one 3-D tensor,
+expert after expert: blk.N.ffn_gate_exps.weight and ffn_up_exps.weight of ne
+[H, Fe, E], ffn_down_exps.weight of ne [Fe, H, E] (numpy [E, Fe, H] and [E,
+H, Fe]). --experts split writes instead one 2-D tensor per expert
+(blk.N.ffn_gate.E.weight ...), as older converters wrote Mixtral. Two
+departures, both outside what llama.cpp's converter can produce: a
+Qwen3-MoE checkpoint with norm_topk_prob false gets qwen3moe.expert_weights_norm
+false (llama.cpp's qwen3moe graph ignores that key and always renormalises);
+and one with dense layers (mlp_only_layers, decoder_sparse_step) keeps
+those layers' ffn_gate, ffn_up and ffn_down (llama.cpp's qwen3moe wants
+every layer sparse and refuses such a file; FlexGen reads each layer's kind
+from whether it has a router).
 
 Q8_0 (ggml type 8), blocks of 32 values along a row, 34 bytes each: fp16
 d = max|x| / 127, then 32 int8 q = roundf(x * (1/d)) (half away from zero;
@@ -285,8 +306,81 @@ def llama3_rope_factors(cfg):
     return np.array(out, np.float32)
 
 
+def expert_of(cfg, hf):
+    """(layer, role, expert) of a sparse layer's expert matrix (HF name
+    without 'model.'; role gate, up or down), else None."""
+    if not mlc.n_experts(cfg) or not hf.startswith("layers."):
+        return None
+    _, n, rest = hf.split(".", 2)
+    _, gate, up, down, _ = mlc.moe_names(cfg)
+    for role, pat in (("gate", gate), ("up", up), ("down", down)):
+        pre, post = pat.split("%d")
+        mid = rest[len(pre):len(rest) - len(post)]
+        if rest.startswith(pre) and rest.endswith(post) and mid.isdigit():
+            return int(n), role, int(mid)
+    return None
+
+
+def gguf_tensors(cfg, t, arch, experts="merged"):
+    """The checkpoint's tensors ({HF name without 'model.': float32}) as
+    llama.cpp's converter lays them out: [(GGUF name, float32 array in
+    numpy order)], q/k rows permuted for architecture llama, a sparse
+    layer's experts stacked per role into one [E, rows, in] array (or, with
+    experts="split", one per expert)."""
+    A = cfg["num_attention_heads"]
+    KV = cfg.get("num_key_value_heads") or A
+    out, stacks = [], {}
+    for hf in mlc.expected_shapes(cfg):
+        a = t[hf]
+        if arch == "llama" and ".q_proj." in hf:
+            a = permute_rows(a, A)
+        elif arch == "llama" and ".k_proj." in hf:
+            a = permute_rows(a, KV)
+        ex = expert_of(cfg, hf)
+        if ex is None:
+            out.append((gguf_name(hf), a))
+        elif experts == "split":
+            out.append(("blk.%d.ffn_%s.%d.weight" % ex, a))
+        else:
+            st = stacks.setdefault(ex[:2], [])
+            st.append(a)
+            if len(st) == mlc.n_experts(cfg):
+                out.append(("blk.%d.ffn_%s_exps.weight" % ex[:2], np.stack(st)))
+    return out
+
+
+def hf_tensors(cfg, arch, g):
+    """The inverse of gguf_tensors: {GGUF name: float32 array} -> {HF name
+    without 'model.': float32}, q/k rows un-permuted for architecture
+    llama, stacks split per expert (merged or one per expert, as g has them)."""
+    heads = {".q_proj.": cfg["num_attention_heads"], ".k_proj.": cfg.get("num_key_value_heads")
+             or cfg["num_attention_heads"]}
+    t = {}
+    for hf in mlc.expected_shapes(cfg):
+        ex = expert_of(cfg, hf)
+        if ex is None:
+            a = g[gguf_name(hf)]
+        elif "blk.%d.ffn_%s_exps.weight" % ex[:2] in g:
+            a = g["blk.%d.ffn_%s_exps.weight" % ex[:2]][ex[2]]
+        else:
+            a = g["blk.%d.ffn_%s.%d.weight" % ex]
+        for k, h in heads.items():
+            if k in hf and arch == "llama":
+                a = unpermute_rows(a, h)
+        t[hf] = a
+    return t
+
+
+def checkpoint_tensors(cfg, path):
+    """A file's tensors as the checkpoint's ({HF name without 'model.':
+    float32}, the values as the file holds them: F32, F16, BF16, Q8_0)."""
+    _, kv, tens, raw = read_gguf(path)
+    return hf_tensors(cfg, kv["general.architecture"], {n: tensor_f32(i, raw) for n, i in tens.items()})
+
+
 def gguf_name(hf):
-    """HF name without 'model.' -> llama.cpp tensor name."""
+    """HF name without 'model.' -> llama.cpp tensor name (a sparse layer's
+    router too; its experts: gguf_tensors)."""
     fixed = {"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight",
              "lm_head.weight": "output.weight"}
     if hf in fixed:
@@ -296,7 +390,8 @@ def gguf_name(hf):
                  ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
                  ("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output"),
                  ("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"), ("mlp.down_proj", "ffn_down"),
-                 ("self_attn.q_norm", "attn_q_norm"), ("self_attn.k_norm", "attn_k_norm")):
+                 ("self_attn.q_norm", "attn_q_norm"), ("self_attn.k_norm", "attn_k_norm"),
+                 ("block_sparse_moe.gate", "ffn_gate_inp"), ("mlp.gate", "ffn_gate_inp")):
         if rest.startswith(a + "."):
             return "blk.%s.%s%s" % (n, b, rest[len(a):])
     raise ValueError("no GGUF name for %s" % hf)
@@ -362,29 +457,41 @@ def model_kvs(cfg, arch, ftype):
     rs = cfg.get("rope_scaling") or {}
     if rs.get("rope_type", rs.get("type")) == "linear":
         kv += [(arch + ".rope.scaling.type", "str", "linear"), (arch + ".rope.scaling.factor", "f32", rs["factor"])]
+    if mlc.n_experts(cfg):
+        kv += [(arch + ".expert_count", "u32", mlc.n_experts(cfg)),
+               (arch + ".expert_used_count", "u32", mlc.top_k(cfg))]
+    if cfg["model_type"] == "qwen3_moe":
+        kv.append((arch + ".expert_feed_forward_length", "u32", mlc.moe_names(cfg)[4]))
+        if not cfg.get("norm_topk_prob", False):
+            kv.append((arch + ".expert_weights_norm", "bool", False))
     return kv
 
 
-def from_checkpoint(model_dir, out, wtype="f16", vocab="llama", arch="auto", alignment=32, tok_kvs=None):
+def arch_of(cfg, arch="auto"):
+    """llama.cpp's architecture for a checkpoint: qwen2, qwen3, qwen3moe by
+    model_type, else llama (Llama, Mistral, Mixtral)."""
+    if arch != "auto":
+        return arch
+    return {"qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe"}.get(cfg["model_type"], "llama")
+
+
+def tensor_type(name, a, wtype):
+    """The ggml type the converter gives a tensor under --type wtype: F32
+    for 1-D tensors and routers, F16 where Q8_0's rows would not be whole
+    blocks."""
+    if a.ndim == 1 or name.endswith("ffn_gate_inp.weight"):
+        return "F32"
+    return "F16" if wtype == "Q8_0" and a.shape[-1] % QK8_0 else wtype
+
+
+def from_checkpoint(model_dir, out, wtype="f16", vocab="llama", arch="auto", alignment=32, tok_kvs=None,
+                    experts="merged"):
     """tok_kvs: the tokenizer metadata to write (read_kvs of a real
     vocabulary, say) instead of vocab_kvs(vocab, ...)."""
     cfg, t = mlc.load_llama_checkpoint(model_dir)
-    if arch == "auto":
-        arch = cfg["model_type"] if cfg["model_type"] in ("qwen2", "qwen3") else "llama"
+    arch = arch_of(cfg, arch)
     wtype = wtype.upper()
-    A = cfg["num_attention_heads"]
-    KV = cfg.get("num_key_value_heads") or A
-    tensors = []
-    for hf in mlc.expected_shapes(cfg):
-        a = t[hf]
-        if arch == "llama" and ".q_proj." in hf:
-            a = permute_rows(a, A)
-        elif arch == "llama" and ".k_proj." in hf:
-            a = permute_rows(a, KV)
-        gt = "F32" if a.ndim == 1 else wtype
-        if gt == "Q8_0" and a.shape[-1] % QK8_0:
-            gt = "F16"
-        tensors.append((gguf_name(hf), gt, a))
+    tensors = [(n, tensor_type(n, a, wtype), a) for n, a in gguf_tensors(cfg, t, arch, experts)]
     rs = cfg.get("rope_scaling") or {}
     if rs.get("rope_type", rs.get("type")) == "llama3":
         tensors.append(("rope_freqs.weight", "F32", llama3_rope_factors(cfg)))
@@ -402,7 +509,9 @@ def from_checkpoint(model_dir, out, wtype="f16", vocab="llama", arch="auto", ali
 def write_seeds(d):
     """Tiny seeds for fuzz/fuzz_gguf.c: a whole tiny model, a Q8_0 tensor with
     alignment 64, every metadata value type, and an unsupported tensor type;
-    the tiny model with each kind of vocabulary (llama, gpt2)."""
+    the tiny model with each kind of vocabulary (llama, gpt2); tiny mixtures
+    of experts (Mixtral's merged stacks and per-expert tensors, Qwen3-MoE in
+    Q8_0 with a dense layer)."""
     import tempfile
     os.makedirs(d, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -426,6 +535,20 @@ def write_seeds(d):
     write_gguf(os.path.join(d, "all-types.gguf"), kvs, [("e", "F16", w[:1, :8])])
     write_gguf(os.path.join(d, "q4_k.gguf"), [("general.architecture", "str", "llama")],
                [("blk.0.ffn_up.weight", "Q4_K", (bytes(144), [256]))])
+    # mixtures of experts: Mixtral's merged and per-expert layouts; Qwen3-MoE
+    # in Q8_0 with a dense layer between sparse ones, not renormalised
+    with tempfile.TemporaryDirectory() as tmp:
+        mlc.write(mlc.parse_args(["--out", tmp, "--type", "mixtral", "--hidden", "8", "--heads", "2",
+                                  "--kv-heads", "1", "--ffn", "8", "--vocab", "8", "--layers", "1",
+                                  "--max-pos", "16", "--experts", "4", "--topk", "2"]))
+        from_checkpoint(tmp, os.path.join(d, "tiny-mixtral-f16.gguf"), "f16")
+        from_checkpoint(tmp, os.path.join(d, "tiny-mixtral-split.gguf"), "f16", experts="split")
+    with tempfile.TemporaryDirectory() as tmp:
+        mlc.write(mlc.parse_args(["--out", tmp, "--type", "qwen3_moe", "--hidden", "32", "--heads", "2",
+                                  "--kv-heads", "1", "--head-dim", "16", "--ffn", "32", "--moe-ffn", "32",
+                                  "--vocab", "8", "--layers", "2", "--max-pos", "16", "--experts", "2",
+                                  "--topk", "1", "--sparse-step", "2"]))
+        from_checkpoint(tmp, os.path.join(d, "tiny-qwen3moe-q8_0.gguf"), "q8_0")
 
 
 def main():
@@ -434,7 +557,8 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--type", choices=["f32", "f16", "bf16", "q8_0"], default="f16")
     ap.add_argument("--vocab", choices=["llama", "gpt2"], default="llama")
-    ap.add_argument("--arch", choices=["auto", "llama", "qwen2", "qwen3"], default="auto")
+    ap.add_argument("--arch", choices=["auto", "llama", "qwen2", "qwen3", "qwen3moe"], default="auto")
+    ap.add_argument("--experts", choices=["merged", "split"], default="merged")
     ap.add_argument("--alignment", type=int, default=32)
     ap.add_argument("--seeds", help="write the fuzz seeds into this folder instead")
     a = ap.parse_args()
@@ -445,7 +569,7 @@ def main():
         ap.error("--model and --out are required")
     if a.alignment <= 0 or a.alignment & (a.alignment - 1):
         ap.error("--alignment must be a power of two")
-    n = from_checkpoint(a.model, a.out, a.type, a.vocab, a.arch, a.alignment)
+    n = from_checkpoint(a.model, a.out, a.type, a.vocab, a.arch, a.alignment, experts=a.experts)
     print("wrote %s (%s, %d bytes)" % (a.out, a.type, n))
 
 

@@ -27,7 +27,10 @@ with it.
      decoder_sparse_step say, the checkpoints' expert names and shapes;
   7. GGUF: the writer's file reads back (alignment, offsets, values per type,
      the Q/K permutation undone by its inverse), and Q8_0 follows
-     quantize_row_q8_0_ref on hand-computed blocks.
+     quantize_row_q8_0_ref on hand-computed blocks; with experts, the keys
+     llama.cpp's converter writes, routers F32, each role's experts one 3-D
+     tensor whose slice e is expert e (or one tensor per expert), dense
+     layers under their own names, and the file read back to the checkpoint.
 Usage: llama_selftest.py   (exit 0 = all good)
 """
 import json
@@ -312,6 +315,49 @@ def test_gguf(tmp):
     print("gguf: OK (Q8_0 blocks, permutation, read back per type, alignment 64)")
 
 
+def test_gguf_experts(tmp):
+    """Mixtures of experts as llama.cpp's converter writes them: the keys, the
+    router F32, each role's experts one 3-D tensor whose slice e is expert e
+    (ne [H, Fe, E] for gate and up, [Fe, H, E] for down), or one tensor per
+    expert; dense layers keep their names; the reader gives the checkpoint back."""
+    for case, wtype, experts in (("mixtral", "f16", "merged"), ("mixtral", "f16", "split"),
+                                 ("mixtral", "q8_0", "merged"), ("qwen3-moe", "f32", "merged"),
+                                 ("qwen3-moe-nonorm", "f16", "merged")):
+        d = os.path.join(tmp, case)
+        cfg, t = mlc.load_llama_checkpoint(d)
+        path = os.path.join(tmp, "%s-%s-%s.gguf" % (case, wtype, experts))
+        gw.from_checkpoint(d, path, wtype, experts=experts)
+        _, kv, tens, raw = gw.read_gguf(path)
+        arch = kv["general.architecture"]
+        H, E, k = cfg["hidden_size"], mlc.n_experts(cfg), mlc.top_k(cfg)
+        FE = mlc.moe_names(cfg)[4]
+        assert arch == ("llama" if case == "mixtral" else "qwen3moe"), (case, arch)
+        assert kv[arch + ".expert_count"] == E and kv[arch + ".expert_used_count"] == k
+        assert kv[arch + ".feed_forward_length"] == cfg["intermediate_size"]
+        if arch == "qwen3moe":
+            assert kv[arch + ".expert_feed_forward_length"] == FE
+            assert kv.get(arch + ".expert_weights_norm", True) == cfg["norm_topk_prob"], case
+        for i in range(cfg["num_hidden_layers"]):
+            sparse = mlc.is_sparse(cfg, i)
+            assert ("blk.%d.ffn_gate_inp.weight" % i in tens) == sparse, (case, i)
+            assert ("blk.%d.ffn_gate.weight" % i in tens) != sparse, (case, i)
+            if not sparse:
+                continue
+            assert tens["blk.%d.ffn_gate_inp.weight" % i][:2] == (gw.GT["F32"], [H, E])
+            for role, ne in (("gate", [H, FE, E]), ("up", [H, FE, E]), ("down", [FE, H, E])):
+                if experts == "split":
+                    assert tens["blk.%d.ffn_%s.%d.weight" % (i, role, E - 1)][1] == ne[:2], (case, role)
+                    assert "blk.%d.ffn_%s_exps.weight" % (i, role) not in tens
+                else:
+                    assert tens["blk.%d.ffn_%s_exps.weight" % (i, role)][1] == ne, (case, role)
+        back = gw.checkpoint_tensors(cfg, path)
+        for hf, a in t.items():
+            q8 = wtype == "q8_0" and a.ndim == 2 and not hf.endswith(mlc.moe_names(cfg)[0])   # routers stay F32
+            want = gw.dequantize_q8_0(*gw.quantize_q8_0(a)).reshape(a.shape) if q8 else a
+            assert np.array_equal(back[hf], want), (case, wtype, experts, hf)
+    print("gguf experts: OK (keys, F32 routers, merged stacks slice by slice, per-expert tensors, dense layers)")
+
+
 def moe_loop(M, x2):
     """The sparse block from its definition, one row and one chosen expert at
     a time, in float64: softmax, the k largest, renormalised or not."""
@@ -374,6 +420,7 @@ def main():
         test_rounding_points(tmp)
         test_experts(tmp)
         test_gguf(tmp)
+        test_gguf_experts(tmp)
     print("llama_selftest: OK")
 
 

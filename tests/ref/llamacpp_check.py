@@ -7,7 +7,7 @@ unpadded sequence at a time).
 
   llamacpp_check.py --case NAME --work DIR [--type f32|f16|bf16|q8_0] [--kv f32|f16]
       [--vocab llama|gpt2] [--prompts 16] [--gen-len 32] [--atol A] [--tie T] [--head-std S]
-      [--embed-std S] [--seed N]
+      [--embed-std S] [--seed N] [--route-tol R]
 
 Checks, per prompt:
   * step 0: every token's log-probability (log-softmax of the logits; llama.cpp
@@ -19,10 +19,17 @@ Checks, per prompt:
     step where llama.cpp's own top-2 probabilities are within the near-tie
     margin (log(p1 / p2) <= tie) and the oracle's top-2 logits are as close;
     the prompt is not compared after that (the continuations differ);
+  * with experts (mixtral, qwen3-moe-all: llama.cpp's qwen3moe has no dense
+    layers), routing near-ties as compare.py counts them: where the
+    oracle's k-th and (k+1)-th router logits came within route-tol (1e-3)
+    of each other, a differing step (token or top-1 log-probability) ends
+    that prompt's comparison instead of failing, the prompt is left out of
+    the step-0 check, and at least 3/4 of the steps must still be compared;
   * the comparison has teeth: the oracle with a deliberate fault (rotary on
     llama.cpp's interleaved rows without undoing the Q/K permutation; and,
-    where the case scales rope, the scaling left out) must miss llama.cpp's
-    step-0 log-probabilities by more than 10 * atol.
+    where the case scales rope, the scaling left out; with experts, each
+    layer's experts in reverse order, so expert e is not the stack's slice
+    e) must miss llama.cpp's step-0 log-probabilities by more than 10 * atol.
 It prints the agreement counts and the near-ties (steps where llama.cpp's
 top-2 are within the margin, diverging or not).
 
@@ -70,6 +77,11 @@ import ref_common  # noqa: E402
 
 SKIP = 77
 LP_FLOOR = -50.0
+# Routing near-ties (models with experts): where the oracle's k-th and
+# (k+1)-th router logits are this close, llama.cpp may route otherwise
+# (compare.py's default; with F32 weights both sides' router logits agree
+# to ~1e-6, so this is generous).
+ROUTE_TOL = 1e-3
 
 
 def fetch_llamacpp():
@@ -102,23 +114,19 @@ def step0_logprobs(m, prompts):
 
 def gguf_model(ck, gguf):
     """The oracle on the weights as the GGUF file holds them (BF16- or
-    Q8_0-rounded), read back by gguf_write.read_gguf and un-permuted."""
+    Q8_0-rounded), read back by gguf_write.read_gguf, un-permuted and the
+    experts' stacks split."""
     cfg, _ = mlc.load_llama_checkpoint(ck)
-    _, kv, tens, raw = gguf_write.read_gguf(gguf)
-    heads = {".q_proj.": cfg["num_attention_heads"], ".k_proj.": cfg["num_key_value_heads"]}
-    t = {}
-    for hf in mlc.expected_shapes(cfg):
-        a = gguf_write.tensor_f32(tens[gguf_write.gguf_name(hf)], raw)
-        for k, h in heads.items():
-            if k in hf and kv["general.architecture"] == "llama":
-                a = gguf_write.unpermute_rows(a, h)
-        t[hf] = a
-    return llama_ref.Model(cfg, t)
+    return llama_ref.Model(cfg, gguf_write.checkpoint_tensors(cfg, gguf))
 
 
-def lp_diff(a, b):
+def lp_diff(a, b, rows=None):
+    """max |a - b| over the tokens llama.cpp gives a log-probability above
+    LP_FLOOR, in the prompts `rows` (all by default)."""
+    if rows is not None:
+        a, b = a[rows], b[rows]
     keep = b > LP_FLOOR
-    return float(np.abs(a - b)[keep].max())
+    return float(np.abs(a - b)[keep].max()) if keep.any() else 0.0
 
 
 def faults(m, cfg):
@@ -140,13 +148,28 @@ def faults(m, cfg):
         plain = dict(cfg, rope_scaling=None)
         bad.inv_freq = llama_ref.rope_inv_freq(plain)
         out.append(("rope scaling left out", bad))
+    if any(L["moe"] for L in m.layers):   # the stacks read in the wrong order: expert e is not slice e
+        bad = copy.copy(m)
+        bad.layers = [dict(L, moe=L["moe"] and dict(L["moe"], experts=L["moe"]["experts"][::-1]))
+                      for L in m.layers]
+        out.append(("experts in reverse order", bad))
     return out
 
 
-def compare(ref_toks, ref_logits, lc, tie):
+def routed_near(route, p, s, route_tol):
+    """1 if prompt p's routing up to step s came within route_tol of another
+    choice (the oracle's smallest top-k router logit gap so far)."""
+    return route is not None and route[p][s] < route_tol
+
+
+def compare(ref_toks, ref_logits, lc, tie, route=None, route_tol=ROUTE_TOL):
     """Walk the steps; returns (agreeing prompts, near-tie divergences, near-tie
-    steps, failures, steps compared)."""
-    agree, diverged, near, fails, steps, dtop = 0, [], 0, [], 0, 0.0
+    steps, failures, steps compared, max top-1 log-prob difference, routing
+    near-ties). With experts (route: the oracle's route_gaps), a step that
+    fails after the routing came within route_tol of another choice is a
+    routing near-tie instead (as compare.py counts them): that prompt is
+    compared no further, and at least 3/4 of the steps must still be."""
+    agree, diverged, near, fails, steps, dtop, routed = 0, [], 0, [], 0, 0.0, []
     for p, (rt, ct) in enumerate(zip(ref_toks, lc["tokens"])):
         ok = True
         for s, (r, c) in enumerate(zip(rt, ct)):
@@ -154,22 +177,28 @@ def compare(ref_toks, ref_logits, lc, tie):
             id1, p1, id2, p2 = lc["top2"][p][s]
             gap_lc = float(np.log(p1 / p2)) if p2 > 0 else float("inf")
             near += gap_lc <= tie
-            if r == c:
-                ref_lp = log_softmax(ref_logits[p, s].astype(np.float64))
-                dtop = max(dtop, abs(float(np.log(p1)) - float(ref_lp[id1])))
+            ref_lp = log_softmax(ref_logits[p, s].astype(np.float64))
+            d = abs(float(np.log(p1)) - float(ref_lp[id1]))
+            if r == c and (d <= tie / 2 or not routed_near(route, p, s, route_tol)):
+                dtop = max(dtop, d)
                 continue
             top = np.sort(ref_logits[p, s])[-2:]
             gap_ref = float(top[1] - top[0])
             ok = False
-            if gap_lc <= tie and gap_ref <= tie and r in (id1, id2):
+            if r != c and gap_lc <= tie and gap_ref <= tie and r in (id1, id2):
                 diverged.append((p, s, gap_lc))
+            elif routed_near(route, p, s, route_tol):
+                routed.append((p, s, route[p][s]))
+                steps -= 1
             else:
                 fails.append("prompt %d step %d: oracle %d, llama.cpp %d (llama.cpp top-2 %d %.4g, %d %.4g:"
                              " log ratio %.3g; oracle top-2 gap %.3g; near-tie margin %g)"
                              % (p, s, r, c, id1, p1, id2, p2, gap_lc, gap_ref, tie))
             break
         agree += ok
-    return agree, diverged, near, fails, steps, dtop
+    if routed and steps < 0.75 * sum(len(t) for t in ref_toks):
+        fails.append("only %d steps compared before routing near-ties" % steps)
+    return agree, diverged, near, fails, steps, dtop, routed
 
 
 
@@ -205,6 +234,7 @@ def main():
     ap.add_argument("--head-std", type=float, default=0.5)
     ap.add_argument("--embed-std", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--route-tol", type=float, default=ROUTE_TOL)
     a = ap.parse_args()
     f16 = a.type == "f16" or a.kv == "f16"
     atol = a.atol or (1.0 if a.type in ("bf16", "q8_0") else 5e-2 if f16 else 1e-4)
@@ -226,8 +256,11 @@ def main():
     llama_ref.ROUND_FP16 = False
     m = llama_ref.load_model(ck) if a.type in ("f32", "f16") else gguf_model(ck, gguf)
     logits, toks = llama_ref.generate(m, prompts, a.gen_len)
+    route = llama_ref.summary(m)[1].get("route_gaps")
     lc_lp0 = np.array(lc["logprobs0"], np.float64)
-    d0 = lp_diff(log_softmax(logits[:, 0].astype(np.float64)), lc_lp0)
+    # step 0 over the prompts whose prefill routing has no near-tie
+    clear = [p for p in range(len(prompts)) if not routed_near(route, p, 0, a.route_tol)]
+    d0 = lp_diff(log_softmax(logits[:, 0].astype(np.float64)), lc_lp0, clear)
     fails = []
     if not d0 <= atol:
         fails.append("step 0: max |log-prob diff| %.3g > atol %g" % (d0, atol))
@@ -237,7 +270,8 @@ def main():
         if not db > 10 * atol:
             fails.append("the fault '%s' moves step 0 by only %.3g (<= 10 * atol): the check has no teeth"
                          % (name, db))
-    agree, diverged, near, tfails, steps, dtop = compare(toks.tolist(), logits, lc, tie)
+    agree, diverged, near, tfails, steps, dtop, routed = compare(toks.tolist(), logits, lc, tie, route,
+                                                                a.route_tol)
     fails += tfails
     print("llamacpp_check: max |log-prob diff| of llama.cpp's top-1 over the agreeing steps %.3g" % dtop)
     if not dtop <= atol:
@@ -245,10 +279,13 @@ def main():
     N, G = len(prompts), a.gen_len
     print("llamacpp_check: case %s, GGUF %s, KV cache %s: %d prompts x %d tokens; %d prompts agree at every step,"
           " %d diverge at a near-tie%s; %d of %d steps compared have llama.cpp's top-2 within the margin"
-          " (log p1/p2 <= %g); step-0 max |log-prob diff| %.3g (atol %g); median oracle top-2 gap %.3g"
+          " (log p1/p2 <= %g); step-0 max |log-prob diff| %.3g (atol %g); median oracle top-2 gap %.3g%s"
           % (a.case, a.type.upper(), a.kv.upper(), N, G, agree, len(diverged),
              "".join(" [prompt %d step %d log ratio %.2g]" % t for t in diverged[:6]),
-             near, steps, tie, d0, atol, float(np.median(llama_ref.margins(logits)))))
+             near, steps, tie, d0, atol, float(np.median(llama_ref.margins(logits))),
+             "" if route is None else "; %d routing near-tie(s) (router gap < %g)%s, smallest router gap %.3g"
+             % (len(routed), a.route_tol, "".join(" [prompt %d step %d gap %.2g]" % t for t in routed[:6]),
+                float(np.min(route)))))
     ref_common.finish("llamacpp_check", fails)
 
 

@@ -110,7 +110,7 @@ def main():
         d0 = lcc.lp_diff(lcc.log_softmax(logits[:, 0].astype(np.float64)), lc_lp0)
         if not d0 <= atol:
             fails.append("%s: step 0: max |log-prob diff| %.3g > %g" % (tag, d0, atol))
-        agree, diverged, near, tfails, steps, dtop = lcc.compare(toks, logits, lc, tie)
+        agree, diverged, near, tfails, steps, dtop, _ = lcc.compare(toks, logits, lc, tie)
         fails += ["%s: %s" % (tag, f.replace("oracle", "engine")) for f in tfails]
         if not dtop <= atol:
             fails.append("%s: a later step: |log-prob diff| of llama.cpp's top-1 %.3g > %g" % (tag, dtop, atol))

@@ -22,7 +22,7 @@ Face config and tensor naming conventions, never from the C engine.
 
 --case sets a named test configuration (CASES below: mha, gqa8, mqa,
 llama3, tied, qwen2, bf16-sharded, mistral, qwen3, qwen3-tied, mixtral,
-qwen3-moe, qwen3-moe-nonorm); flags given after it still win
+qwen3-moe, qwen3-moe-all, qwen3-moe-nonorm); flags given after it still win
 only where they are not part of the case (a case is a starting point).
 
 Files: config.json and generation_config.json as the hub has them (eos may
@@ -88,6 +88,9 @@ CASES = {
     "qwen3-moe": dict(type="qwen3_moe", layers=3, heads=8, kv_heads=2, hidden=64, head_dim=16, ffn=128,
                       experts=32, topk=8, moe_ffn=32, norm_topk=True, mlp_only=[1],
                       rope_theta=1000000.0, eps=1e-6),
+    # every layer sparse, renormalised: what llama.cpp's qwen3moe loads (it has no dense layers)
+    "qwen3-moe-all": dict(type="qwen3_moe", layers=2, heads=8, kv_heads=2, hidden=64, head_dim=16, ffn=128,
+                          experts=32, topk=8, moe_ffn=32, norm_topk=True, rope_theta=1000000.0, eps=1e-6),
     # the same without renormalising the top 8, sparse every second layer (1 and 3)
     "qwen3-moe-nonorm": dict(type="qwen3_moe", layers=4, heads=8, kv_heads=2, hidden=64, head_dim=16, ffn=128,
                              experts=32, topk=8, moe_ffn=32, sparse_step=2, rope_theta=1000000.0, eps=1e-6),
