@@ -24,6 +24,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus   /* the cuda backend's kernels (gpu_worker/cuda/cuda_fmt.cu) read the enum */
+extern "C" {
+#define FG_FMT_STATIC_ASSERT static_assert
+#else
+#define FG_FMT_STATIC_ASSERT _Static_assert
+#endif
+
 /* The order is the store's on-disk dtype (minus one) and the nibble in a
  * model description: append only. */
 typedef enum {
@@ -44,7 +51,7 @@ typedef enum {
     FG_FMT_MXFP4,
     FG_FMT_COUNT
 } fg_fmt;
-_Static_assert(FG_FMT_COUNT <= 16, "a format is a nibble in fg_model_desc");
+FG_FMT_STATIC_ASSERT(FG_FMT_COUNT <= 16, "a format is a nibble in fg_model_desc");
 
 typedef void (*fg_fmt_fn)(const uint8_t *src, float *dst, uint64_t n);
 
@@ -82,4 +89,7 @@ void fg_fmt_use_simd(int on);
 /* fg_fmt_x86.c: the fast form of fmt, NULL where there is none. */
 fg_fmt_fn fg_fmt__fast(int fmt);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

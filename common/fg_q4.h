@@ -52,6 +52,10 @@
 
 #include "fg_fp16.h"
 
+#ifdef __cplusplus   /* the cuda backend's dequantizers read FG_Q4_GROUP (cuda_fmt_dq.cuh) */
+extern "C" {
+#endif
+
 #define FG_Q4_GROUP 64
 
 /* Groups along N. */
@@ -77,4 +81,7 @@ void fg_q4_expand_rows_ref(const uint8_t *src, int N, int C, int r0, int r1, fg_
  * the default) of what the CPU has. */
 void fg_q4_limit_simd(int level);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -125,6 +125,12 @@ void fg_devsize_cuda_layout(const fg_model_config *c, uint32_t max_rows, fg_cuda
     ws->y32_bytes = up(max2(sizeof(float) * R * max2(H, Q), FG_CUDA_SCORE_BYTES * P));
     ws->y32 = off, off += ws->y32_bytes;
     ws->ff16 = off, off += up(h16 * R * max2(FF, D));
+    /* the largest matrix: q (Q, H), fc1/up (F, H), fc2 (H, F), the embedding or head (V, D), project_in/out
+     * (H, D); k, v (KV, H) and o (H, Q) are no larger than q */
+    uint64_t area = max2(max2(Q * H, F * H), max2((uint64_t)c->vocab_size * D, D * H));
+    ws->w16_bytes = R > FG_CUDA_GEMV_MAX_ROWS ? up(h16 * area < FG_CUDA_DQ_TILE_MAX ? h16 * area : FG_CUDA_DQ_TILE_MAX)
+                                             : 0;
+    ws->w16 = off, off += ws->w16_bytes;
     ws->flags = off, off += FG_CUDA_FLAGS_BYTES;
     uint64_t blas = up(sizeof(float) * R * max2(max2(F, H), Q));
     ws->blas_bytes = blas < FG_CUDA_BLAS_WS_MAX ? blas : FG_CUDA_BLAS_WS_MAX;

@@ -49,12 +49,20 @@ uint64_t fg_devsize_host_bytes(const fg_model_config *c, uint32_t max_rows);
 /* The cuda backend's workspace for max_rows = R rows of a model with H
  * hidden, F ffn, D embedding width, Q = n_heads * head_dim (q and the
  * context), KV = n_kv_heads * head_dim (k and v), FF = F, or 2 F for a
- * gated MLP (gate, then up), and P = max_pos + 2 positions: regions as byte
+ * gated MLP (gate, then up), V vocabulary, D embedding width, and P =
+ * max_pos + 2 positions: regions as byte
  * offsets from its start, each FG_CUDA_WS_ALIGN-aligned. For OPT, Q = KV = H. */
 #define FG_CUDA_WS_ALIGN 256ull              /* cudaMalloc's alignment, kept for every region */
 #define FG_CUDA_FLAGS_BYTES FG_CUDA_WS_ALIGN /* EMBED's flag region: one aligned block */
 #define FG_CUDA_BLAS_WS_MAX (32ull << 20)    /* cuBLAS's workspace at most: Hopper's recommended size */
 #define FG_CUDA_SCORE_BYTES 6ull             /* a score row's bytes per position: fp32 score, fp16 weight */
+/* A Linear whose weight is not F16 (a ggml block format, FlexGen's Q4G64):
+ * up to this many rows, a dequantizing GEMV that reads the blocks once;
+ * above, the weight dequantized to fp16 a tile of rows at a time into the
+ * workspace (w16) and cuBLAS on the tile. Not tuned: no GPU was at hand
+ * (gpu_worker/cuda/cuda_linear.c). */
+#define FG_CUDA_GEMV_MAX_ROWS 16
+#define FG_CUDA_DQ_TILE_MAX (16ull << 20)    /* the dequantization tile at most: 2048 rows of 4096 values */
 typedef struct {
     uint64_t x16;        /* (R, max(H, D, Q)) fp16: a norm's output, gathered embeddings, then ctx */
     uint64_t q16;        /* (R, Q) fp16: ATTN's q */
@@ -65,6 +73,11 @@ typedef struct {
     uint64_t y32_bytes;  /* max(4 R max(H, Q), FG_CUDA_SCORE_BYTES P): at least one score row of the
                           * longest context */
     uint64_t ff16;       /* (R, max(FF, D)) fp16: fc1's output (gate, up); the LM head's project_out */
+    uint64_t w16;        /* w16_bytes: a tile of a non-F16 weight's rows dequantized to fp16 */
+    uint64_t w16_bytes;  /* 0 where R <= FG_CUDA_GEMV_MAX_ROWS (every Linear a GEMV), else
+                          * min(FG_CUDA_DQ_TILE_MAX, 2 * the largest matrix's values): sized by the
+                          * shapes alone, as the plan's config carries no formats, so a model of
+                          * F16 matrices has one too */
     uint64_t flags;      /* FG_CUDA_FLAGS_BYTES: EMBED's lowest row with an id outside the vocabulary */
     uint64_t blas;       /* cuBLAS's workspace (cublasSetWorkspace), blas_bytes */
     uint64_t blas_bytes; /* min(FG_CUDA_BLAS_WS_MAX, 4 R max(H, F, Q)): room for split-K partial sums of

@@ -23,7 +23,7 @@
  *                        1024: the same with --compress-weight's 4-bit
  *                        weights, counted as the same FLOPs, so mm_q4 / mm
  *                        is what expanding them costs (absent where the
- *                        backend refuses compressed weights: cuda for now)
+ *                        backend refuses compressed weights)
  *   mm                   [{"rows": R, "TFLOPS": x}] for R = 1, 2, 4 ... 2048:
  *                        the LAYER op (what the engine runs per decoder
  *                        layer: LayerNorms, q k v o projections, fc1, fc2,

@@ -10,7 +10,11 @@
  * host (the command ran to its end) rather than by CUDA events.
  *
  * Numerics: tensors are fp16 and every GEMM is cuBLAS's fp16 x fp16 with
- * fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F). Outputs are rounded
+ * fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F), but a Linear whose
+ * weight is in another format (a GGUF file's ggml blocks, FlexGen's
+ * Q4G64): up to FG_CUDA_GEMV_MAX_ROWS rows a dequantizing GEMV on the
+ * weight's exact fp32 values, above that the weight dequantized to fp16 a
+ * tile at a time for cuBLAS (cuda_linear.c). Outputs are rounded
  * to fp16 at the design's points (embedding, q k v, ctx, each block's
  * output), and the bias of an fp16 output enters as cuBLAS's C with beta 1,
  * so x W^T + b is rounded once, as the host rounds it. Where the host keeps
@@ -80,11 +84,11 @@ static void release(cu_ctx *c) {
 static fg_status cu_device_init(void *ctx, const fg_op_init *p, const fg_model_config *cfg) {
     cu_ctx *c = ctx;
     fg_cuda_ws ws;
-    /* 4-bit data would be read as fp16 here: refused until the expansion
-     * kernel exists (docs/ARCHITECTURE.md, Compression) */
-    if (cfg->compress_weight || cfg->compress_cache)
-        return fg_err_set(FG_EINPUT, "DEVICE_INIT: --compress-weight/--compress-cache are not implemented on the cuda "
-                                     "backend yet (HINT: --device host)");
+    /* a 4-bit cache would be read as fp16 by the attention kernels: refused
+     * until they expand it (weights in Q4G64 go through cuda_linear.c) */
+    if (cfg->compress_cache)
+        return fg_err_set(FG_EINPUT, "DEVICE_INIT: --compress-cache is not implemented on the cuda backend yet "
+                                     "(HINT: --device host)");
     /* Qwen3's per-head q/k RMSNorm has no kernel here yet: refused, never skipped */
     if (cfg->qk_norm)
         return fg_err_set(FG_EINPUT, "DEVICE_INIT: the per-head q/k RMSNorm of this model (Qwen3's q_norm, k_norm) "
@@ -294,7 +298,7 @@ float *fg_cu_samp(void *ctx, size_t V) {
 const fg_backend fg_backend_cuda = {
     .name = "cuda",
     .shares_host_cpu = 0,                    /* a device of its own */
-    .formats = 1u << FG_FMT_F16,             /* fp16 weights only (cuBLAS on them as stored) */
+    .formats = (1u << FG_FMT_COUNT) - 1,     /* every format: cuBLAS on F16, cuda_linear.c's kernels on the rest */
     .open = cu_open,                         /* device 0, three streams, cuBLAS on the compute stream */
     .close = cu_close,                       /* unregisters, frees, destroys */
     .workspace_bytes = fg_devsize_cuda_bytes, /* fg_devsize_cuda_layout's total (device/) */

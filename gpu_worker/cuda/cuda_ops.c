@@ -8,6 +8,12 @@
  * new tokens, H hidden, F ffn, D embedding width, V vocabulary, R = B*S rows,
  * Q = n_heads * head_dim (q, ctx), KV = n_kv_heads * head_dim (k, v, cache).
  *
+ * Weights: every matrix in the format the op's description gives it
+ * (fg_config_fmt), each GEMM with a weight through fg_cu_linear
+ * (cuda_linear.c: cuBLAS on F16, the dequantizing kernels on the rest); the
+ * embedding gathers rows of any format (cuda_fmt.h). Norm weights and
+ * biases are always fp16.
+ *
  * The Llama family's kernels here (RMSNorm, rotary, SwiGLU, grouped-query
  * and sliding-window attention) compile with -Werror but have not run on a
  * GPU: no GPU was at hand when they were written. tests/gpu's checks (host
@@ -16,14 +22,17 @@
 #include <math.h>
 #include <string.h>
 
+#include "cuda_fmt.h"
 #include "cuda_kernels.h"
+#include "cuda_linear.h"
 #include "cuda_ops.h"
+#include "fg_fmt.h"
 #include "fg_llama.h"
 #include "fg_sample.h"
 
 #define DECODE_MAX_S 4        /* up to this many new tokens: the decode kernel, else GEMMs */
 
-typedef const uint16_t *cw;   /* an fp16 weight */
+typedef const uint16_t *cw;   /* an fp16 tensor: a norm's weight, a bias, the position table */
 
 /* One op's view: the stream, cuBLAS, the workspace regions. */
 typedef struct {
@@ -35,6 +44,7 @@ typedef struct {
     uint16_t *x16, *q16, *k16, *v16, *ff16;   /* (R, max(H, D, Q)), (R, Q), (R, KV) x 2, (R, max(FF, D)) */
     float *y32;                               /* (R, max(H, Q)), or the attention's tiles */
     int32_t *flag;
+    fg_cu_lin lin;                            /* cuBLAS, the stream and the dequantization tile */
     int R, H, Q, KV;
 } op_env;
 
@@ -48,6 +58,8 @@ static op_env env_of(void *ctx, const fg_op_args *a) {
     e.y32 = (float *)(w + e.ws->y32);
     e.ff16 = (uint16_t *)(w + e.ws->ff16);
     e.flag = (int32_t *)(w + e.ws->flags);
+    e.lin = (fg_cu_lin){.blas = e.blas, .s = e.s, .tile = e.ws->w16_bytes ? (uint16_t *)(w + e.ws->w16) : NULL,
+                        .tile_bytes = e.ws->w16_bytes, .op = a->name};
     e.R = a->st.B * a->st.S;
     e.H = a->cfg.hidden;
     e.Q = fg_config_q_dim(&a->cfg);
@@ -72,26 +84,31 @@ static fg_status blas_ok(cublasStatus_t b, const op_env *e, const char *what) {
 
 /* ---- Linear layers --------------------------------------------------------- */
 
-/* y (rows, out) = alpha x (rows, in) W (out, in)^T + beta y, fp32 sums.
- * cuBLAS is column-major: row-major y is y^T (out x rows, ld out) = W x^T,
- * row-major W reads as W^T (in x out, ld in), hence op T; x reads as x^T. */
-static fg_status gemm(const op_env *e, void *y, cudaDataType yt, const uint16_t *x, cw W, int rows, int in, int out,
-                      float alpha, float beta, const char *what) {
-    return blas_ok(cublasGemmEx(e->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &alpha, W, CUDA_R_16F, in, x,
-                                CUDA_R_16F, in, &beta, y, yt, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                   e, what);
+/* A layer's matrix `which` and a model-level one, in their formats. */
+static fg_cu_w lw(const op_env *e, int which) {
+    return (fg_cu_w){e->a->lw.w[which], fg_config_fmt(&e->a->cfg, fg_spec_layer(0, which))};
+}
+static fg_cu_w gw(const op_env *e, int which) {
+    return (fg_cu_w){e->a->gw.w[which], fg_config_fmt(&e->a->cfg, fg_spec_global(which))};
+}
+
+/* y (rows, out) = alpha x (rows, in) W (out, in)^T + beta y, fp32 sums; y
+ * fp16 (yt CUDA_R_16F) or fp32. */
+static fg_status gemm(const op_env *e, void *y, cudaDataType yt, const uint16_t *x, fg_cu_w W, int rows, int in,
+                      int out, float alpha, float beta, const char *what) {
+    return fg_cu_linear(&e->lin, y, yt == CUDA_R_32F, x, W, rows, in, out, alpha, beta, what);
 }
 
 /* y16 = round16(scale (x W^T + b)): the bias as C with beta = scale, one
  * rounding (fg_gemm_f16w adds the bias in fp32 before anything rounds). */
-static fg_status linear16(const op_env *e, uint16_t *y16, const uint16_t *x, cw W, cw b, int rows, int in, int out,
+static fg_status linear16(const op_env *e, uint16_t *y16, const uint16_t *x, fg_cu_w W, cw b, int rows, int in, int out,
                           float scale, const char *what) {
     if (b) K(fg_cuk_bias_rows16(y16, b, rows, out, e->s), "bias");
     return gemm(e, y16, CUDA_R_16F, x, W, rows, in, out, scale, b ? scale : 0.0f, what);
 }
 
 /* y32 = h + x W^T + b: a block's output before its rounding. */
-static fg_status linear_resid(const op_env *e, const uint16_t *h, const uint16_t *x, cw W, cw b, int in,
+static fg_status linear_resid(const op_env *e, const uint16_t *h, const uint16_t *x, fg_cu_w W, cw b, int in,
                               const char *what) {
     K(fg_cuk_resid_init(e->y32, h, b, e->R, e->H, e->s), "residual");
     return gemm(e, e->y32, CUDA_R_32F, x, W, e->R, in, e->H, 1.0f, 1.0f, what);
@@ -125,17 +142,25 @@ fg_status fg_cu_embed(void *ctx, const fg_op_args *a) {
     const int32_t *ids = a->in[0];   /* (B*S) */
     uint16_t *h = a->out[0];         /* (B*S, H) */
     cw E = a->gw.w[FG_GW_EMBED_TOKENS], P = a->gw.w[FG_GW_EMBED_POS];
-    int V = a->cfg.vocab_size, D = a->cfg.word_embed_proj_dim;
+    int V = a->cfg.vocab_size, D = a->cfg.word_embed_proj_dim, ef = gw(e, FG_GW_EMBED_TOKENS).fmt;
     fg_status st = FG_OK;
     K(cudaMemsetAsync(e->flag, FG_CUK_BAD_FILL, sizeof(int32_t), e->s), "flag");
     const float *e32 = NULL;
+    /* rows of another format than F16 are dequantized (fg_fmt.c's fp32 values): to fp16 where the
+     * next step reads fp16 (rotary models' h, project_in's input), to fp32 where positions are
+     * added to them first, so that sum rounds once as the host's does */
     if (a->cfg.pos_kind == FG_POS_ROPE) {   /* the table's rows alone: positions are rotary, in ATTN */
-        K(fg_cuk_embed_gather(h, ids, E, e->R, e->H, V, e->flag, e->s), "gather");
+        if (ef == FG_FMT_F16) K(fg_cuk_embed_gather(h, ids, E, e->R, e->H, V, e->flag, e->s), "gather");
+        else K(fg_cuk_fmt_rows(h, NULL, ids, E, ef, e->H, V, 0, e->R, e->flag, e->s), "gather");
     } else if (fg_config_has_proj(&a->cfg)) {
-        /* the gathered rows are fp16 already: project_in's GEMM loses nothing to storage */
-        K(fg_cuk_embed_gather(e->x16, ids, E, e->R, D, V, e->flag, e->s), "gather");
-        if ((st = gemm(e, e->y32, CUDA_R_32F, e->x16, a->gw.w[FG_GW_PROJ_IN], e->R, D, e->H, 1, 0, "project_in")))
+        /* the gathered rows are fp16 already (F16): project_in's GEMM loses nothing to storage */
+        if (ef == FG_FMT_F16) K(fg_cuk_embed_gather(e->x16, ids, E, e->R, D, V, e->flag, e->s), "gather");
+        else K(fg_cuk_fmt_rows(e->x16, NULL, ids, E, ef, D, V, 0, e->R, e->flag, e->s), "gather");
+        if ((st = gemm(e, e->y32, CUDA_R_32F, e->x16, gw(e, FG_GW_PROJ_IN), e->R, D, e->H, 1, 0, "project_in")))
             return st;
+        e32 = e->y32;
+    } else if (ef != FG_FMT_F16) {
+        K(fg_cuk_fmt_rows(NULL, e->y32, ids, E, ef, e->H, V, 0, e->R, e->flag, e->s), "gather");
         e32 = e->y32;
     }
     if (a->cfg.pos_kind != FG_POS_ROPE)
@@ -173,14 +198,14 @@ static fg_status qkv_rotary(const op_env *e, const uint16_t *x, uint16_t *q, uin
     fg_rope_inv_freq(f.inv_freq, &a->cfg);   /* the host's frequencies, bit for bit */
     fg_status st;
     K(fg_cuk_bias_rows32(e->y32, w->w[FG_LW_Q_B], e->R, e->Q, e->s), "bias");
-    if ((st = gemm(e, e->y32, CUDA_R_32F, x, w->w[FG_LW_Q_W], e->R, e->H, e->Q, 1, 1, "q_proj"))) return st;
+    if ((st = gemm(e, e->y32, CUDA_R_32F, x, lw(e, FG_LW_Q_W), e->R, e->H, e->Q, 1, 1, "q_proj"))) return st;
     K(fg_cuk_rope16(q, e->y32, t->mask, t->mask_stride, t->B, t->S, t->past, a->cfg.n_heads, d, &f,
                     1.0f / sqrtf((float)d), e->s), "rotary");
     K(fg_cuk_bias_rows32(e->y32, w->w[FG_LW_K_B], e->R, e->KV, e->s), "bias");
-    if ((st = gemm(e, e->y32, CUDA_R_32F, x, w->w[FG_LW_K_W], e->R, e->H, e->KV, 1, 1, "k_proj"))) return st;
+    if ((st = gemm(e, e->y32, CUDA_R_32F, x, lw(e, FG_LW_K_W), e->R, e->H, e->KV, 1, 1, "k_proj"))) return st;
     K(fg_cuk_rope16(k, e->y32, t->mask, t->mask_stride, t->B, t->S, t->past, a->cfg.n_kv_heads, d, &f, 1.0f, e->s),
       "rotary");
-    return linear16(e, v, x, w->w[FG_LW_V_W], w->w[FG_LW_V_B], e->R, e->H, e->KV, 1, "v_proj");
+    return linear16(e, v, x, lw(e, FG_LW_V_W), w->w[FG_LW_V_B], e->R, e->H, e->KV, 1, "v_proj");
 }
 
 /* q (R, Q), k, v (R, KV) = round16(norm1?(h) W + b), q scaled after its bias
@@ -193,10 +218,10 @@ static fg_status qkv(const op_env *e, const uint16_t *h, uint16_t *q, uint16_t *
     if (st) return st;
     if (a->cfg.pos_kind == FG_POS_ROPE) return qkv_rotary(e, x, q, k, v);
     float scale = 1.0f / sqrtf((float)fg_config_head_dim(&a->cfg));
-    if ((st = linear16(e, q, x, w->w[FG_LW_Q_W], w->w[FG_LW_Q_B], e->R, e->H, e->H, scale, "q_proj")) ||
-        (st = linear16(e, k, x, w->w[FG_LW_K_W], w->w[FG_LW_K_B], e->R, e->H, e->H, 1, "k_proj")))
+    if ((st = linear16(e, q, x, lw(e, FG_LW_Q_W), w->w[FG_LW_Q_B], e->R, e->H, e->H, scale, "q_proj")) ||
+        (st = linear16(e, k, x, lw(e, FG_LW_K_W), w->w[FG_LW_K_B], e->R, e->H, e->H, 1, "k_proj")))
         return st;
-    return linear16(e, v, x, w->w[FG_LW_V_W], w->w[FG_LW_V_B], e->R, e->H, e->H, 1, "v_proj");
+    return linear16(e, v, x, lw(e, FG_LW_V_W), w->w[FG_LW_V_B], e->R, e->H, e->H, 1, "v_proj");
 }
 
 /* One tile of prefill attention of sequence b: hn query heads from h0 (all
@@ -281,7 +306,7 @@ static fg_status core(const op_env *e, const uint16_t *q, const uint16_t *k, con
 /* fg_opt_attn_out: h_out = round16(LN1?(h + ctx Wo + bo)). */
 static fg_status attn_out(const op_env *e, const uint16_t *h, const uint16_t *ctx, uint16_t *h_out) {
     const fg_layer_w *w = &e->a->lw;
-    fg_status st = linear_resid(e, h, ctx, w->w[FG_LW_O_W], w->w[FG_LW_O_B], e->Q, "out_proj");
+    fg_status st = linear_resid(e, h, ctx, lw(e, FG_LW_O_W), w->w[FG_LW_O_B], e->Q, "out_proj");
     return st ? st : finish_block(e, h_out, w->w[FG_LW_LN1_W], w->w[FG_LW_LN1_B]);
 }
 
@@ -320,16 +345,16 @@ static fg_status mlp_block(const op_env *e, const uint16_t *h, uint16_t *h_out) 
     int F = a->cfg.ffn_dim;
     const uint16_t *x;
     fg_status st = norm_in(e, h, FG_LW_LN2_W, FG_LW_LN2_B, &x);
-    if (st || (st = linear16(e, e->ff16, x, w->w[FG_LW_FC1_W], w->w[FG_LW_FC1_B], e->R, e->H, F, 1, "fc1")))
+    if (st || (st = linear16(e, e->ff16, x, lw(e, FG_LW_FC1_W), w->w[FG_LW_FC1_B], e->R, e->H, F, 1, "fc1")))
         return st;
     if (a->cfg.ffn_kind == FG_FFN_SWIGLU) {
         uint16_t *up = e->ff16 + (size_t)e->R * F;
-        if ((st = linear16(e, up, x, w->w[FG_LW_UP_W], w->w[FG_LW_UP_B], e->R, e->H, F, 1, "up_proj"))) return st;
+        if ((st = linear16(e, up, x, lw(e, FG_LW_UP_W), w->w[FG_LW_UP_B], e->R, e->H, F, 1, "up_proj"))) return st;
         K(fg_cuk_swiglu16(e->ff16, up, (int64_t)e->R * F, e->s), "SwiGLU");
     } else {
         K(fg_cuk_relu16(e->ff16, (int64_t)e->R * F, e->s), "ReLU");
     }
-    if ((st = linear_resid(e, h, e->ff16, w->w[FG_LW_FC2_W], w->w[FG_LW_FC2_B], F, "fc2"))) return st;
+    if ((st = linear_resid(e, h, e->ff16, lw(e, FG_LW_FC2_W), w->w[FG_LW_FC2_B], F, "fc2"))) return st;
     return finish_block(e, h_out, w->w[FG_LW_LN2_W], w->w[FG_LW_LN2_B]);
 }
 
@@ -366,11 +391,11 @@ fg_status fg_cu_lm_head(void *ctx, const fg_op_args *a) {
                             cudaMemcpyDeviceToDevice, e->s), "gather");
     const uint16_t *x = e->x16;
     if (fg_config_has_proj(&a->cfg)) {
-        if ((st = gemm(e, e->ff16, CUDA_R_16F, e->x16, a->gw.w[FG_GW_PROJ_OUT], B, e->H, D, 1, 0, "project_out")))
+        if ((st = gemm(e, e->ff16, CUDA_R_16F, e->x16, gw(e, FG_GW_PROJ_OUT), B, e->H, D, 1, 0, "project_out")))
             return st;
         x = e->ff16;
     }
-    cw head = a->cfg.tied ? a->gw.w[FG_GW_EMBED_TOKENS] : a->gw.w[FG_GW_LM_HEAD];
+    fg_cu_w head = gw(e, a->cfg.tied ? FG_GW_EMBED_TOKENS : FG_GW_LM_HEAD);   /* in its format: the same Linear */
     return gemm(e, logits, CUDA_R_32F, x, head, B, D, a->cfg.vocab_size, 1, 0, "lm_head");
 }
 

@@ -1,9 +1,11 @@
 /* fg_cuda.h - what the cuda module (gpu_worker/cuda/, loaded by
  * gpu_worker/backends.c) offers beside its backend table: the baselines the
  * gpu worker's --profile holds the backend's figures against, bare cuBLAS
- * GEMMs of a layer's shapes and copies from cudaMallocHost memory. Found by
- * name (fg_backend_cuda_sym(FG_CUDA_BASELINES_SYM)), so the programs that
- * use them link no CUDA library. They run outside the backend's arena. */
+ * GEMMs of a layer's shapes and copies from cudaMallocHost memory; and the
+ * weight formats' device code for tests/gpu/cuda_fmt_check. Found by name
+ * (fg_backend_cuda_sym(FG_CUDA_BASELINES_SYM), FG_CUDA_FMT_PROBE_SYM), so
+ * the programs that use them link no CUDA library. They run outside the
+ * backend's arena. */
 #ifndef FG_CUDA_H
 #define FG_CUDA_H
 
@@ -35,6 +37,28 @@ typedef struct {
 
 #define FG_CUDA_BASELINES_SYM "fg_cuda_baselines_table"
 extern const fg_cuda_baselines fg_cuda_baselines_table;
+
+/* The backend's weight-format code on host buffers (a stream, cuBLAS and
+ * device copies of its own), so a test can hold it to the CPU's element by
+ * element. W is a matrix (out, in) in fmt, laid out as common/fg_fmt.h says
+ * (fg_fmt_bytes(fmt, out, in) bytes). */
+typedef struct fg_cuda_fmt_probe fg_cuda_fmt_probe;
+typedef struct {
+    fg_status (*probe_new)(fg_cuda_fmt_probe **out);
+    void (*probe_destroy)(fg_cuda_fmt_probe **p);
+    /* Every row of W dequantized on the device by the kernel the embedding's
+     * gather and the prefill tile run (fg_cuk_fmt_rows): into f32 (out, in)
+     * fp32 and, separately, into f16 (out, in) fp16. */
+    fg_status (*dequant)(fg_cuda_fmt_probe *p, int fmt, const void *W, int out, int in, float *f32, uint16_t *f16);
+    /* y (rows, out) = alpha x (rows, in) W^T + beta y through the backend's
+     * Linear (fg_cu_linear) with a dequantization tile of tile_bytes; y fp32
+     * (y32 1) or fp16, read where beta != 0. */
+    fg_status (*linear)(fg_cuda_fmt_probe *p, int fmt, const void *W, int out, int in, const uint16_t *x, int rows,
+                        float alpha, float beta, int y32, void *y, uint64_t tile_bytes);
+} fg_cuda_fmt_probe_table;
+
+#define FG_CUDA_FMT_PROBE_SYM "fg_cuda_fmt_probe_fns"
+extern const fg_cuda_fmt_probe_table fg_cuda_fmt_probe_fns;
 
 #ifdef __cplusplus
 }

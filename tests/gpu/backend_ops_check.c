@@ -6,7 +6,8 @@
  * every output (and the KV cache an attention op writes, and SAMPLE's
  * generator states) comes back and is compared. Exits 77 (ctest: skipped)
  * where no CUDA device can be opened; with --probe, only says that (0 or
- * 77) for the GPU test scripts.
+ * 77) for the GPU test scripts; with --formats, runs the format sweep
+ * below instead of the F16 one.
  *
  * Shapes: OPT-125M (pre-LayerNorm) and OPT-350M (post-LayerNorm, project_in
  * and project_out) with one layer, at a padded prefill (B 3, S 9: the
@@ -38,7 +39,27 @@
  * squared error sum((g-h)^2) / sum(h^2) near 1e-6: the check allows 1e-5.
  * The largest single difference is held to 2^-6 of the tensor's largest
  * magnitude (16 fp16 ulps there), which catches a wrong element, a wrong
- * position or a wrong mask without failing on one unlucky rounding. */
+ * position or a wrong mask without failing on one unlucky rounding.
+ *
+ * Formats (--formats). A Llama-family layer (tinyllama's kinds: RMSNorm,
+ * rotary, SwiGLU, GQA 8:2, untied head), OPT-125m's (pre-LayerNorm, learned
+ * positions, tied head) and OPT-350m's (post-LayerNorm, project_in/out),
+ * shrunk to H 512 and V 2048 (OPT-350m: V only) so that every row is whole
+ * k-quant blocks, with every matrix of the layer and the model-level ones
+ * (embedding, projections, head) in one format: each ggml format, F32,
+ * BF16, and FlexGen's Q4G64 (--compress-weight: the layer's matrices).
+ * Every op at 1 and 3 rows (decode: the dequantizing GEMV), 20 rows of
+ * decode (the fp16 tiles and cuBLAS, the LM head's too) and a prefill of
+ * 80 rows. Same tolerances, and why they still hold: at up to
+ * FG_CUDA_GEMV_MAX_ROWS rows the GEMV multiplies the weights' exact values
+ * (the host's: cuda_fmt_check holds the dequantizers to them bitwise), so
+ * only the summation order differs from the F16 case; above, the tile rounds
+ * each weight to fp16 once more, a relative 2^-11 at most (RMS 2^-11 / 3^0.5
+ * of the output for random weights: 2.8e-4, one more rounding of the size
+ * the F16 budget already counts per GEMM; none for Q4G64, whose values are
+ * fp16). EMBED stays bitwise without project_in: the host and the gather
+ * both take the exact dequantized value, add the same position row in fp32
+ * and round once. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -47,7 +68,9 @@
 
 #include "fg_backend.h"
 #include "fg_devsize.h"
+#include "fg_fmt.h"
 #include "fg_sample.h"
+#include "fmt_fill.h"
 
 /* The settings check_sample gives SAMPLE's even rows (the odd ones are greedy). */
 static float sample_temp, sample_top_p = 1.0f;
@@ -78,16 +101,21 @@ static void fill_half(fg_half *p, uint64_t n, float lo, float hi) {
     for (uint64_t i = 0; i < n; i++) p[i] = fg_float_to_half(uni(lo, hi));
 }
 
-/* A weight by its role: LayerNorm scales near 1, biases small, matrices
- * with variance 1/in so activations stay O(1). */
-static void fill_weight(fg_half *p, uint64_t n, int lw, int which, const fg_spec *sp) {
+/* A matrix's values in [-a, a): the token embedding's 0.1, the others'
+ * variance 1/in so activations stay O(1). */
+static float matrix_range(int lw, int which, const fg_spec *sp) {
+    return !lw && which == FG_GW_EMBED_TOKENS ? 0.1f : sqrtf(3.0f / (float)sp->dims[1]);
+}
+
+/* A weight by its role: LayerNorm scales near 1, biases small, the position
+ * table as the embedding's output, matrices in their format (fmt_fill.h). */
+static void fill_weight(uint8_t *p, uint64_t nbytes, int lw, int which, const fg_spec *sp, int fmt) {
     int is_ln = lw ? which == FG_LW_LN1_W || which == FG_LW_LN2_W : which == FG_GW_FINAL_LN_W;
-    if (is_ln) return fill_half(p, n, 0.9f, 1.1f);
-    if (sp->ndim == 1) return fill_half(p, n, -0.1f, 0.1f);
-    if (!lw && which == FG_GW_EMBED_POS) return fill_half(p, n, -0.5f, 0.5f);
-    if (!lw && which == FG_GW_EMBED_TOKENS) return fill_half(p, n, -0.1f, 0.1f);
-    float a = sqrtf(3.0f / (float)sp->dims[1]);
-    fill_half(p, n, -a, a);
+    uint64_t n = nbytes / 2;
+    if (is_ln) return fill_half((fg_half *)p, n, 0.9f, 1.1f);
+    if (sp->ndim == 1) return fill_half((fg_half *)p, n, -0.1f, 0.1f);
+    if (!lw && which == FG_GW_EMBED_POS) return fill_half((fg_half *)p, n, -0.5f, 0.5f);
+    fmt_fill(p, fmt, (int)sp->dims[0], (int)sp->dims[1], matrix_range(lw, which, sp), &rng_state);
 }
 
 static void fill(const fg_msg *m, uint8_t *img, const fg_op_step *p, const fg_model_config *c) {
@@ -121,9 +149,8 @@ static void fill(const fg_msg *m, uint8_t *img, const fg_op_step *p, const fg_mo
             break;
         case FG_SLOT_LW:
         case FG_SLOT_GW: {
-            int lw = s->kind == FG_SLOT_LW;
-            const fg_spec *sp = &specs[lw ? fg_spec_layer(0, s->which) : fg_spec_global(s->which)];
-            if (h.nbytes) fill_weight((fg_half *)d, h.nbytes / 2, lw, s->which, sp);
+            int lw = s->kind == FG_SLOT_LW, idx = lw ? fg_spec_layer(0, s->which) : fg_spec_global(s->which);
+            if (h.nbytes) fill_weight(d, h.nbytes, lw, s->which, &specs[idx], fg_config_fmt(c, idx));
             break;
         }
         }
@@ -237,8 +264,70 @@ static int check_sample(side *host, side *cuda, const fg_model_desc *md, int V, 
     return check_op(host, cuda, FG_OP_SAMPLE, &sp.step, &m, o2 + a, label, 0);
 }
 
+/* ---- the format sweep (--formats) ----------------------------------------------- */
+
+/* fmt in each of the first n nibbles: every matrix of a description's slots. */
+static uint32_t nibbles(int fmt, int n) {
+    uint32_t v = 0;
+    for (int i = 0; i < n; i++) v |= (uint32_t)fmt << (4 * i);
+    return v;
+}
+
+static int check_formats(side *host, side *cuda) {
+    static const int fmts[] = {FG_FMT_Q8_0, FG_FMT_Q4_0, FG_FMT_Q4_1, FG_FMT_Q5_0, FG_FMT_Q5_1,
+                               FG_FMT_Q2_K, FG_FMT_Q3_K, FG_FMT_Q4_K, FG_FMT_Q5_K, FG_FMT_Q6_K,
+                               FG_FMT_MXFP4, FG_FMT_F32, FG_FMT_BF16, FG_FMT_Q4G64};
+    /* H, heads, kv heads, F (0: the model's own), V */
+    static const struct {
+        const char *name;
+        int H, heads, kv, F, V;
+    } models[] = {{"tinyllama-1.1b", 512, 8, 2, 1536, 2048}, {"opt-125m", 512, 8, 8, 2048, 2048}, {"opt-350m", 0, 0, 0, 0, 2048}};
+    static const struct {
+        uint32_t B, S, past;
+        const char *label;
+    } steps[] = {
+        {1, 1, 7, "1 row (GEMV)"},
+        {3, 1, 20, "3 rows (GEMV)"},
+        {20, 1, 4, "decode B 20 (fp16 tiles + cuBLAS)"},
+        {2, 40, 0, "prefill B 2 S 40 (fp16 tiles + cuBLAS)"},
+    };
+    const uint32_t ops[] = {FG_OP_EMBED, FG_OP_ATTN, FG_OP_ATTN_QKV, FG_OP_ATTN_OUT, FG_OP_MLP, FG_OP_LAYER, FG_OP_LM_HEAD};
+    int ok = 1;
+    char name[96];
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++)
+        for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
+            fg_model_config c;
+            fg_exit_on(fg_config_by_name(models[mi].name, &c));
+            c.n_layers = 1;
+            if (models[mi].H) {
+                c.hidden = c.word_embed_proj_dim = models[mi].H;
+                c.n_heads = models[mi].heads, c.n_kv_heads = models[mi].kv, c.head_dim = models[mi].H / models[mi].heads;
+                c.ffn_dim = models[mi].F;
+            }
+            c.vocab_size = models[mi].V;
+            int f = fmts[fi];
+            if (f == FG_FMT_Q4G64) c.compress_weight = 1;   /* the layer's matrices; embedding and head stay F16 */
+            else c.fmt_layer = nibbles(f, 7), c.fmt_global = nibbles(f, 4);
+            snprintf(name, sizeof name, "%s-shape %s", models[mi].name, fg_fmt_name(f));
+            model_name = name;
+            fg_model_desc md = fg_config_desc(&c);
+            for (size_t si = 0; si < sizeof steps / sizeof steps[0]; si++)
+                for (size_t oi = 0; oi < sizeof ops / sizeof ops[0]; oi++) {
+                    uint32_t T = steps[si].past + steps[si].S;
+                    fg_op_step p = {.model = md, .B = steps[si].B, .S = steps[si].S, .past = steps[si].past,
+                                    .Tmax = T + 3, .mask_stride = T + 1};
+                    fg_msg m;
+                    uint64_t end;
+                    fg_exit_on(fg_op_args_layout(ops[oi], &p, 0, NULL, NULL, &m, &end, NULL));
+                    ok &= check_op(host, cuda, ops[oi], &p, &m, end, steps[si].label, 0);
+                }
+        }
+    return ok;
+}
+
 int main(int argc, char **argv) {
     int probe = argc > 1 && !strcmp(argv[1], "--probe");   /* for scripts: is there a GPU? */
+    int formats = argc > 1 && !strcmp(argv[1], "--formats");
     if (fg_devsize_usable("cuda")) {
         printf("%s: no CUDA device: skipped\n", probe ? "cuda probe" : "backend_ops_check");
         return 77;
@@ -250,7 +339,12 @@ int main(int argc, char **argv) {
     if (!cuda.be) fg_exit_on(FG_EINPUT);
     fg_exit_on(host.be->open(&host.ctx, info, sizeof info));
     fg_exit_on(cuda.be->open(&cuda.ctx, info, sizeof info));
-    printf("backend_ops_check: host vs %s\n", info);
+    printf("backend_ops_check: host vs %s%s\n", info, formats ? ", weight formats" : "");
+    int ok = 1;
+    if (formats) {
+        ok = check_formats(&host, &cuda);
+        goto out;
+    }
     /* the Llama family too: GQA 32:4 (TinyLlama), GQA 32:8 with llama3 rope
      * and a tied head (Llama 3.2 1B), Qwen2.5's q/k/v biases at GQA 7:1,
      * and Mistral 7B's shape with its window cut to 64 slots, so that the
@@ -267,7 +361,6 @@ int main(int argc, char **argv) {
         {1, 600, 0, "prefill S 600 (tiles of query rows)"},
     };
     const uint32_t ops[] = {FG_OP_EMBED, FG_OP_ATTN, FG_OP_ATTN_QKV, FG_OP_ATTN_OUT, FG_OP_MLP, FG_OP_LAYER, FG_OP_LM_HEAD};
-    int ok = 1;
     for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
         fg_model_config c;
         fg_exit_on(fg_config_by_name(models[mi], &c));
@@ -291,6 +384,7 @@ int main(int argc, char **argv) {
         ok &= check_sample(&host, &cuda, &md, c.vocab_size, 5, 0.8f, 0.9f);
         ok &= check_sample(&host, &cuda, &md, c.vocab_size, 5, 1.3f, 1);
     }
+out:
     host.be->close(host.ctx);
     cuda.be->close(cuda.ctx);
     printf("backend_ops_check: %s\n", ok ? "all ops agree" : "FAIL");

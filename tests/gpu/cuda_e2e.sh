@@ -9,10 +9,15 @@
 # give the same bits whatever the placement (cuBLAS is deterministic for a
 # shape on one GPU, the kernels use no atomics in their sums).
 # Exits 77 where no CUDA device can be opened.
-# Usage: cuda_e2e.sh FLEXGEN PROBE WORKDIR [MAKE_LLAMA_CHECKPOINT ARGS]
+# Usage: cuda_e2e.sh FLEXGEN PROBE WORKDIR [MAKE_LLAMA_CHECKPOINT ARGS [--gguf-q4km]]
 #   (PROBE: backend_ops_check --probe; with checkpoint arguments the model is
 #   a Llama-family one of make_llama_checkpoint.py, same tolerances: its
-#   kernels add roundings of the same size, an RMSNorm's and SwiGLU's inputs)
+#   kernels add roundings of the same size, an RMSNorm's and SwiGLU's inputs;
+#   with --gguf-q4km that model's shapes as a GGUF file of random Q4_K and
+#   Q6_K blocks (make_gguf_q4km.py), whose Linears the cuda backend computes
+#   on the blocks: the dequantizing GEMV at decode (exact weights), fp16
+#   tiles and cuBLAS at prefill (each weight rounded once more, 2^-11
+#   relative: a rounding of the size the tolerance already allows per GEMM))
 #
 # Tolerance: the cuda backend rounds to fp16 where the host keeps fp32
 # between GEMMs (docs/ARCHITECTURE.md, "The cuda backend"), about 3e-4 RMS
@@ -21,7 +26,7 @@
 # with margin, and a token may differ only where the host's own top-2 gap
 # is under tie-tol 4e-2 (compare.py stops comparing that prompt there).
 set -uo pipefail
-flexgen=$1 probe=$2 work=$3 llama=${4:-}
+flexgen=$1 probe=$2 work=$3 llama=${4:-} gguf=${5:-}
 "$probe" --probe || exit 77
 ref=$(cd "$(dirname "$0")/../ref" && pwd)
 py=${FG_PYTHON:-/usr/bin/python3}
@@ -29,13 +34,17 @@ rm -rf "$work" && mkdir -p "$work"
 if [ -n "$llama" ]; then
   # shellcheck disable=SC2086
   "$py" "$ref/make_llama_checkpoint.py" --out "$work/m" $llama >/dev/null || exit 1
+  if [ "$gguf" = --gguf-q4km ]; then
+    "$py" "$(dirname "$0")/make_gguf_q4km.py" --model "$work/m" --out "$work/m.gguf" --seed 3 >/dev/null || exit 1
+    model=$work/m.gguf
+  fi
 else
   "$py" "$ref/make_checkpoint.py" --out "$work/m" --layers 3 --hidden 64 --heads 4 --ffn 160 --vocab 500 --max-pos 96 \
     --seed 21 >/dev/null || exit 1
 fi
 "$py" -c 'import json, random; r = random.Random(5)
 print(json.dumps([[2] + [r.randrange(4, 500) for _ in range(1 + (5 * i) % 11)] for i in range(8)]))' >"$work/p.json"
-common=(--model "$work/m" --prompt-ids "$work/p.json" --gen-len 8 --ignore-eos --gpu-batch-size 4
+common=(--model "${model:-$work/m}" --prompt-ids "$work/p.json" --gen-len 8 --ignore-eos --gpu-batch-size 4
         --offload-dir "$work/offload")
 "$flexgen" run --device host "${common[@]}" --percent 100 0 100 0 100 0 --out "$work/host.jsonl" \
   --dump-logits "$work/host.npy" 2>"$work/host.err" || { echo "host run failed: $(grep error: "$work/host.err")"; exit 1; }
