@@ -242,6 +242,7 @@ static fg_status write_report(const char *path, const run_args *a, const fg_mode
 /* The experts' flags the command line gave, over a searched policy. */
 static void keep_expert_flags(fg_policy *p, const fg_policy *given) {
     p->expert_load = given->expert_load;
+    p->cpu_expert_compute = given->cpu_expert_compute;
     if (given->x_set) p->x_set = 1, p->x_gpu = given->x_gpu, p->x_cpu = given->x_cpu;
 }
 

@@ -37,7 +37,7 @@ typedef struct {
 enum { O_MODEL = 256, O_DUMMY, O_PIDS, O_OUT, O_DUMP, O_GEN, O_GBS, O_TEMP, O_TOPP, O_SEED, O_NOEOS, O_ENGINE,
        O_REPORT, O_PROMPTS, O_STOP, O_TRUNC, O_PERCENT, O_NGB, O_CPUATTN, O_SCHED, O_GPUMEM, O_CPUMEM, O_DISKMEM,
        O_OFFDIR, O_NOOVERLAP, O_TRACE, O_DEVICE, O_POLICY, O_HW, O_JOB, O_RESUME, O_ATTACH, O_CW, O_CC, O_CHAT, O_TOK,
-       O_CMDTIMEOUT, O_BORDER, O_XPCT, O_XLOAD };
+       O_CMDTIMEOUT, O_BORDER, O_XPCT, O_XLOAD, O_XCPU };
 #define RUN_GIVEN(o) (1ull << ((o) - O_MODEL))
 
 /* Parse and check the flags; FG_EINPUT naming the flag. --help exits 0. */

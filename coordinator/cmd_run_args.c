@@ -79,6 +79,9 @@ static void run_usage(FILE *f) {
         "  --expert-load routed|all  off-GPU experts: routed (default) loads, once a batch has been\n"
         "                        routed, only the experts it chose that its layer's slot lacks; all\n"
         "                        loads every one with the layer, prefetched during the layer before\n"
+        "  --cpu-expert-compute  the experts placed on the CPU computed there by the cpu worker (the\n"
+        "                        batch's hidden state goes to them, their outputs come back), never\n"
+        "                        copied to the GPU\n"
         "  --policy auto|default without --percent: auto (default) puts everything on the GPU where it\n"
         "                        all fits --gpu-mem, else searches the policy with the cost model over\n"
         "                        this machine's profile (cached; a first run measures only what the\n"
@@ -160,6 +163,7 @@ static fg_status apply_option(int o, run_args *a, int argc, char **argv) {
         break;
     case O_XPCT: st = fg_policy_parse_percent_experts(&a->flex.policy, optarg, argc, argv, &optind); break;
     case O_XLOAD: st = fg_policy_parse_expert_load(&a->flex.policy, optarg); break;
+    case O_XCPU: a->flex.policy.cpu_expert_compute = 1; break;
     case O_NGB: st = fg_parse_int("--num-gpu-batches", optarg, 1, FG_MAX_GPU_BATCHES, &a->num_gpu_batches); break;
     case O_CPUATTN: a->cpu_cache_compute = 1; break;
     case O_SCHED:
@@ -254,7 +258,7 @@ fg_status fg_run_parse_args(int argc, char **argv, run_args *a) {
         {"resume", no_argument, 0, O_RESUME},          {"help", no_argument, 0, 'h'},
         {"chat-template", required_argument, 0, O_CHAT}, {"tokenizer", required_argument, 0, O_TOK},
         {"batch-order", required_argument, 0, O_BORDER}, {"percent-experts", required_argument, 0, O_XPCT},
-        {"expert-load", required_argument, 0, O_XLOAD},
+        {"expert-load", required_argument, 0, O_XLOAD}, {"cpu-expert-compute", no_argument, 0, O_XCPU},
         {0, 0, 0, 0},
     };
     *a = (run_args){.gen_len = DEFAULT_GEN_LEN, .top_p = 1.0f, .engine = "flexgen", .policy = "auto"};

@@ -70,6 +70,7 @@ json_t *fg_run_job_record(const run_args *a, uint64_t model_id, uint64_t prompts
                         a->flex.schedule_row ? "row" : "block", "expert_load",
                         p->expert_load == FG_EXPERTS_ALL ? "all" : "routed");
         json_object_set_new(pol, "percent_experts", p->x_set ? json_pack("[f,f]", p->x_gpu, p->x_cpu) : json_null());
+        json_object_set_new(pol, "cpu_expert_compute", json_boolean(p->cpu_expert_compute));
     } else {
         pol = json_pack("{s:i}", "batch", a->batch);   /* 0: all prompts at once */
     }
@@ -206,6 +207,7 @@ fg_status fg_run_job_apply(run_args *a, const json_t *rec) {
             fg_status xs = fg_policy_parse_expert_load(p, json_string_value(v));
             if (xs) return fg_err_set(FG_EINPUT, "job.json: policy.expert_load: %s", fg_err_msg());
         });
+        TAKE(O_XCPU, pol, "cpu_expert_compute", JSON_TRUE, 0, p->cpu_expert_compute = json_is_true(v));
         TAKE(O_XPCT, pol, "percent_experts", JSON_ARRAY, 1, if (json_is_array(v)) {
             if (json_array_size(v) != 2) return fg_err_set(FG_EINPUT, "job.json: policy.percent_experts: expected 2 numbers");
             p->x_set = 1, p->x_gpu = json_number_value(json_array_get(v, 0)), p->x_cpu = json_number_value(json_array_get(v, 1));

@@ -51,7 +51,8 @@ static fg_shm_handle resolve(void *ctx, const fg_op_info *oi, const fg_op_slot *
     case FG_SLOT_ACT: {
         const fg_loc dev[] = {[FG_ACT_Q] = pl->q_dev, [FG_ACT_K] = pl->k_dev, [FG_ACT_V] = pl->v_dev, [FG_ACT_CTX] = pl->ctx_dev};
         const fg_loc io[] = {[FG_ACT_Q] = pl->q_io, [FG_ACT_K] = pl->k_io, [FG_ACT_V] = pl->v_io, [FG_ACT_CTX] = pl->ctx_io};
-        if (sl->which == FG_ACT_H) return fg_engine_handle(e, fg_unit_hidden(e, u));
+        if (sl->which == FG_ACT_H)   /* a cpu op's: the copy out of it (MOE_CPU) */
+            return fg_engine_handle(e, cpu ? fg_loc_sub(pl->hx_io[p], 0, 2 * rows * pl->c->hidden) : fg_unit_hidden(e, u));
         int kv = sl->which == FG_ACT_K || sl->which == FG_ACT_V;   /* KV*d wide; q and ctx A*d */
         uint64_t width = (uint64_t)(kv ? fg_config_kv_dim(pl->c) : fg_config_q_dim(pl->c));
         loc = fg_loc_sub(cpu ? io[sl->which] : dev[sl->which], 0, 2 * rows * width);
@@ -68,7 +69,16 @@ static fg_shm_handle resolve(void *ctx, const fg_op_info *oi, const fg_op_slot *
     case FG_SLOT_LOGITS: loc = pl->logits_dev[p]; break;
     case FG_SLOT_RNG: loc = pl->rng_dev[k]; break;
     case FG_SLOT_ECOUNT: loc = pl->counts_dev[p]; break;
-    case FG_SLOT_LW: return fg_weight_handle(e, fg_spec_layer(l, sl->which), x->s);
+    case FG_SLOT_EOUT: loc = fg_loc_sub(cpu ? pl->ycpu_io[p] : pl->ycpu_dev[p], 0, 4 * rows * pl->c->experts_per_token * pl->c->hidden); break;
+    case FG_SLOT_XW: {   /* the cpu worker's band of a stack: its CPU home, experts xcpu_lo .. */
+        int stack = fg_plan_stack(pl, fg_spec_layer(l, sl->which));
+        fg_loc first = pl->ehome[(size_t)stack * pl->E + pl->xcpu_lo];
+        loc = fg_loc_sub(first, 0, (uint64_t)pl->xcpu_n * first.n);
+        break;
+    }
+    case FG_SLOT_LW:
+        if (cpu) return fg_engine_handle(e, fg_weight_host(e, fg_spec_layer(l, sl->which), x->s));
+        return fg_weight_handle(e, fg_spec_layer(l, sl->which), x->s);
     case FG_SLOT_GW: return fg_weight_handle(e, fg_spec_global(sl->which), x->s);
     }
     return fg_engine_handle(e, loc);
@@ -76,7 +86,7 @@ static fg_shm_handle resolve(void *ctx, const fg_op_info *oi, const fg_op_slot *
 
 /* Op `op` of unit u on its worker, behind d (gpu ops only). */
 static fg_status op(fg_engine *e, uint32_t opc, const fg_unit *u, int s, const void *params, uint32_t len,
-                    const fg_deps *d, uint64_t *seq) {
+                    const fg_deps *d, uint64_t *seq) {   /* params start with the fg_op_step */
     unit_ctx x = {e, u, *(const fg_op_step *)params, s};
     fg_msg m;
     fg_op_build(&m, opc, (uint32_t)u->j, (uint32_t)u->k, params, len, resolve, &x);
@@ -148,11 +158,12 @@ static fg_status cpu_attention_layer(fg_engine *e, const fg_unit *u, int s, cons
     return rc ? rc : op(e, FG_OP_MLP, u, s, st, sizeof *st, NULL, last);
 }
 
-/* A unit of a split sparse layer whose experts load as routed: under
- * FG_EXPERTS_ROUTED and with some expert off the GPU. */
-static int routed_unit(const fg_plan *pl, const fg_unit *u) {
+/* A unit of a split sparse layer (some expert off the GPU) whose experts
+ * load as routed, or whose CPU experts the cpu worker computes. */
+static int split_unit(const fg_plan *pl, const fg_unit *u) {
     int l = u->j - 1;
-    return u->j >= 1 && u->j <= pl->L && pl->E && pl->xview[l] && pl->p.expert_load == FG_EXPERTS_ROUTED;
+    return u->j >= 1 && u->j <= pl->L && pl->E && pl->xview[l] &&
+           (pl->p.expert_load == FG_EXPERTS_ROUTED || pl->xcpu_n > 0);
 }
 
 /* A sparse layer whose experts load as routed: its attention (on the GPU
@@ -161,31 +172,74 @@ static int routed_unit(const fg_plan *pl, const fg_unit *u) {
  * the MLP behind them. *attn gets the GPU attention (0 for the cpu
  * worker's), *last the MLP; *cmds grows by the commands sent, the
  * expert loads' as many as the routing asked for. */
-static fg_status routed_layer(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, const fg_op_step *st,
-                              uint64_t *attn, uint64_t *last, int *cmds) {
+/* Routed loading of a split layer's experts for unit u (after its
+ * attention): MOE_ROUTE, its counts out and waited for, the experts they
+ * name that the slot lacks loaded (not the cpu worker's); *ld waits for
+ * them. *cmds grows by the commands sent. */
+static fg_status route_and_load(fg_engine *e, const fg_unit *u, int s, const fg_op_step *st, fg_deps *ld, int *cmds) {
     const fg_plan *pl = &e->pl;
     int l = u->j - 1, p = u->k % 2, E = pl->E;
-    uint64_t a = 0, r = 0, c = 0;
+    uint64_t r = 0, c = 0;
     fg_status rc;
-    int cpu = fg_unit_cpu_attn(pl, u);
-    if (cpu) rc = cpu_attention(e, u, s, d, st, &a);
-    else rc = op(e, FG_OP_ATTN, u, s, st, sizeof *st, d, &a), *attn = a;
-    if (rc || (rc = op(e, FG_OP_MOE_ROUTE, u, s, st, sizeof *st, NULL, &r))) return rc;
+    if ((rc = op(e, FG_OP_MOE_ROUTE, u, s, st, sizeof *st, NULL, &r))) return rc;
     fg_deps after = {{[ST_COMPUTE] = r}};
     if ((rc = copy(e, &pl->counts_dev[p], &pl->counts_io[u->k], 1, &after, &c)) || (rc = fg_cmdq_await(&e->q, c)))
         return rc;
     const int32_t *counts = fg_engine_ptr(e, pl->counts_io[u->k]);   /* (E) */
     const uint8_t *held = e->w[s].xheld;
     for (int q = 0; q < E; q++) {
-        e->xwant[q] = counts[q] > 0;
+        e->xwant[q] = counts[q] > 0 && !fg_plan_expert_on_cpu(pl, q);   /* the cpu worker's stay where they are */
         if (e->xwant[q] && !held[q] && e->xs.routed && u->i < e->xs.G) e->xs.routed[u->i]++;
     }
     long before = e->q.commands;
+    if ((rc = fg_load_experts(e, s, l, e->xwant, ld))) return rc;
+    *cmds += (int)(e->q.commands - before) + FG_CMDS_MOE_ROUTE;
+    return FG_OK;
+}
+
+/* A split sparse layer (some expert off the GPU) that routes before it
+ * loads, or whose CPU experts the cpu worker computes: its attention (on
+ * the GPU or the cpu worker's), then
+ *  - with the cpu worker's experts: the hidden state out to it and
+ *    MOE_CPU sent, to run while the GPU side routes and loads;
+ *  - under FG_EXPERTS_ROUTED: route_and_load;
+ *  - MLP, or MLP_SPLIT behind MOE_CPU's outputs copied in.
+ * *attn gets the GPU attention (0 for the cpu worker's), *last the MLP;
+ * *cmds the commands sent (the expert loads as many as the routing asks). */
+static fg_status split_layer(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, const fg_op_step *st,
+                             uint64_t *attn, uint64_t *last, int *cmds) {
+    const fg_plan *pl = &e->pl;
+    int p = u->k % 2, cpu = fg_unit_cpu_attn(pl, u), xcpu = pl->xcpu_n > 0;
+    uint64_t a = 0, c = 0, mc = 0;
     fg_deps ld = {{0}};
-    if ((rc = fg_load_experts(e, s, l, e->xwant, &ld))) return rc;
-    *cmds += (int)(e->q.commands - before);
-    *cmds += (cpu ? FG_CMDS_CPU_ATTN : FG_CMDS_ATTN) + FG_CMDS_MOE_ROUTE + FG_CMDS_MLP;
-    return op(e, FG_OP_MLP, u, s, st, sizeof *st, &ld, last);
+    fg_status rc;
+    if (cpu) rc = cpu_attention(e, u, s, d, st, &a);
+    else rc = op(e, FG_OP_ATTN, u, s, st, sizeof *st, d, &a), *attn = a;
+    *cmds = cpu ? FG_CMDS_CPU_ATTN : FG_CMDS_ATTN;
+    if (rc) return rc;
+    fg_op_experts xp = {.step = *st, .x_lo = (uint32_t)pl->xcpu_lo, .x_n = (uint32_t)pl->xcpu_n};
+    if (xcpu) {   /* h to the cpu worker, whose MOE_CPU runs while the GPU side routes and loads */
+        uint64_t n = 2ull * st->B * st->S * pl->c->hidden;
+        fg_deps after = {{[ST_COMPUTE] = a}};
+        const fg_loc src = fg_unit_hidden(e, u), dst = fg_loc_sub(pl->hx_io[p], 0, n);
+        if ((rc = fg_cmdq_await(&e->q, e->par[p].ycpu_copy)) || (rc = copy(e, &src, &dst, 1, &after, &c)) ||
+            (rc = fg_cmdq_await(&e->q, c)) || (rc = op(e, FG_OP_MOE_CPU, u, s, &xp, sizeof xp, NULL, &mc)))
+            return rc;
+        *cmds += FG_CMDS_MOE_CPU - 1;   /* the COPY in comes below */
+    }
+    if (pl->p.expert_load == FG_EXPERTS_ROUTED && (rc = route_and_load(e, u, s, st, &ld, cmds))) return rc;
+    *cmds += FG_CMDS_MLP;
+    if (!xcpu) return op(e, FG_OP_MLP, u, s, st, sizeof *st, &ld, last);
+    uint64_t n = 4ull * st->B * st->S * pl->c->experts_per_token * pl->c->hidden;
+    const fg_loc src = fg_loc_sub(pl->ycpu_io[p], 0, n), dst = fg_loc_sub(pl->ycpu_dev[p], 0, n);
+    fg_deps after = {{[ST_COMPUTE] = e->par[p].ycpu_read}};   /* the last MLP_SPLIT reading this parity's */
+    if ((rc = fg_cmdq_await(&e->q, mc)) || (rc = copy(e, &src, &dst, 1, &after, &c))) return rc;
+    e->par[p].ycpu_copy = c;
+    *cmds += 1;
+    ld.s[ST_H2D] = ld.s[ST_H2D] > c ? ld.s[ST_H2D] : c;   /* the H2D stream is in order: the later of the two */
+    if ((rc = op(e, FG_OP_MLP_SPLIT, u, s, &xp, sizeof xp, &ld, last))) return rc;
+    e->par[p].ycpu_read = *last;
+    return FG_OK;
 }
 
 fg_status fg_compute(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, fg_pending_store *ps) {
@@ -201,7 +255,7 @@ fg_status fg_compute(fg_engine *e, const fg_unit *u, int s, const fg_deps *d, fg
     }
     int cmds = FG_CMDS_LAYER;
     if (u->j == 0) rc = op(e, FG_OP_EMBED, u, s, &st, sizeof st, d, &last), cmds = FG_CMDS_EMBED;   /* ids: prompts, or SAMPLE's */
-    else if (routed_unit(pl, u)) cmds = 0, rc = routed_layer(e, u, s, d, &st, &attn, &last, &cmds);
+    else if (split_unit(pl, u)) rc = split_layer(e, u, s, d, &st, &attn, &last, &cmds);
     else if (fg_unit_cpu_attn(pl, u)) rc = cpu_attention_layer(e, u, s, d, &st, &last), cmds = FG_CMDS_CPU_ATTN_LAYER;
     else rc = op(e, FG_OP_LAYER, u, s, &st, sizeof st, d, &attn), last = attn;   /* attention and MLP, one command */
     if (rc) return rc;

@@ -488,7 +488,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     e.xstore_sum = fg_xcalloc(nx + 1, sizeof *e.xstore_sum);
     e.xstore_checked = fg_xcalloc(nx + 1, 1);
     e.xall = fg_xcalloc((size_t)pl->E + 1, 1);
-    memset(e.xall, 1, (size_t)pl->E);
+    for (int q = 0; q < pl->E; q++) e.xall[q] = !fg_plan_expert_on_cpu(pl, q);   /* the cpu worker's stay */
     e.xwant = fg_xcalloc((size_t)pl->E + 1, 1);
     for (int s = 0; s < FG_NSLOTS; s++) e.w[s].xheld = fg_xcalloc((size_t)pl->E + 1, 1);
     e.xs = (fg_expert_stats){.G = pl->G};

@@ -68,6 +68,8 @@ typedef struct {
      * on the gpu worker), or it would overwrite bytes still being copied */
     uint64_t kvstage_read, hstage_read;
     uint64_t logits_read;   /* the last COPY out of logits_dev */
+    uint64_t ycpu_copy;     /* the last COPY of the cpu worker's experts' outputs in (ycpu_io free after it) */
+    uint64_t ycpu_read;     /* the last MLP_SPLIT reading ycpu_dev */
 } fg_pslot;
 
 /* What a computed unit still has to store: its new cache rows and its
@@ -168,6 +170,9 @@ int fg_unit_cpu_attn(const fg_plan *pl, const fg_unit *u);
 /* ---- fg_moves.c ---- */
 /* The device handle of spec idx while its group sits in weight slot s. */
 fg_shm_handle fg_weight_handle(const fg_engine *e, int idx, int s);
+/* Spec idx's bytes in shared memory, for the cpu worker: a GPU-tier
+ * tensor's host copy, a CPU one's home, a disk one in slot s's stage. */
+fg_loc fg_weight_host(const fg_engine *e, int idx, int s);
 /* Make slot s (holding sparse layer l, split: xview) hold every expert with
  * want[e] set, loading those it does not hold yet from their homes (disk
  * ones through the stage, waited for here). *d gets the last COPY. */

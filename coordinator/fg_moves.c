@@ -57,6 +57,15 @@ fg_shm_handle fg_weight_handle(const fg_engine *e, int idx, int s) {
     return sub_handle(e, pl->wslot[s], pl->wslot_off[idx], pl->whome[idx].n);
 }
 
+fg_loc fg_weight_host(const fg_engine *e, int idx, int s) {
+    const fg_plan *pl = &e->pl;
+    FG_ASSERT(fg_plan_stack(pl, idx) < 0);   /* dense tensors only: a stack's band is fg_compute's */
+    if (!pl->sp[idx].present) return (fg_loc){SEG_IO, 0, 0};
+    if (pl->wtier[idx] == FG_TIER_GPU) return pl->wsrc[idx];
+    if (pl->wtier[idx] == FG_TIER_CPU) return pl->whome[idx];
+    return fg_loc_sub(pl->wstage[s], pl->wslot_off[idx], pl->whome[idx].n);
+}
+
 /* ---- experts ----
  * Stack x (fg_plan_stack) of a split layer sits whole in the weight slot,
  * expert e at e times its bytes; its disk experts come through the slot's
@@ -237,8 +246,8 @@ fg_status fg_load_experts(fg_engine *e, int s, int l, const uint8_t *want, fg_de
 
 static fg_status issue_weight_copy(fg_engine *e, int s);
 
-/* Under FG_EXPERTS_ALL, or where a split layer's experts are all to be
- * held: every expert. */
+/* Under FG_EXPERTS_ALL: every expert the device computes (not the cpu
+ * worker's). */
 static const uint8_t *all_experts(fg_engine *e) { return e->xall; }
 
 /* 1 if loading group g into a slot brings its experts too: a split sparse

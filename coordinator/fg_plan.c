@@ -208,6 +208,17 @@ static void plan_io(fg_plan *pl) {
     pl->counts_io = locs(K);
     for (int s = 0; s < FG_NSLOTS && routed; s++) pl->counts_dev[s] = place(pl, SEG_DEV, 4ull * (uint64_t)pl->E);
     for (int k = 0; k < K && routed; k++) pl->counts_io[k] = place(pl, SEG_IO, 4ull * (uint64_t)pl->E);
+    int split = 0;
+    for (int l = 0; l < pl->L; l++) split |= pl->xview[l];
+    if (pl->p.cpu_expert_compute && split && pl->xtier_count[FG_TIER_CPU]) {
+        uint64_t hb = 2ull * B * pl->S * pl->c->hidden, yb = 4ull * B * pl->S * pl->c->experts_per_token * pl->c->hidden;
+        pl->xcpu_lo = pl->xtier_count[FG_TIER_GPU], pl->xcpu_n = pl->xtier_count[FG_TIER_CPU];
+        for (int s = 0; s < FG_NSLOTS; s++) {
+            pl->hx_io[s] = place(pl, SEG_IO, hb);
+            pl->ycpu_io[s] = place(pl, SEG_IO, yb);
+            pl->ycpu_dev[s] = place(pl, SEG_DEV, yb);
+        }
+    }
     uint64_t hb = 2ull * B * pl->S * pl->c->hidden;
     for (int s = 0; s < 2 && !pl->st.embed; s++) pl->ring_in[s] = place(pl, SEG_IO, hb);
     for (int s = 0; s < 2 && !pl->st.head; s++) pl->ring_out[s] = place(pl, SEG_IO, hb);

@@ -134,6 +134,12 @@ typedef struct {
     fg_loc *rng_dev, *rng_io;        /* (B) fg_sample_row: generator states and settings */
     fg_loc *logits_io;               /* (B, V) fp32 */
     fg_loc logits_dev[FG_NSLOTS];    /* (B, V) fp32, by parity */
+    /* the CPU tier's experts computed by the cpu worker (cpu_expert_compute):
+     * experts [xcpu_lo, xcpu_lo + xcpu_n) of every sparse layer (xcpu_n 0:
+     * none), never copied to the device; the hidden state goes out to shm
+     * by parity (B*S, H) fp16, their outputs (B*S, k, H) fp32 come back */
+    int xcpu_lo, xcpu_n;
+    fg_loc hx_io[FG_NSLOTS], ycpu_io[FG_NSLOTS], ycpu_dev[FG_NSLOTS];
     /* a split sparse layer's route under FG_EXPERTS_ROUTED (MOE_ROUTE):
      * E int32 counts on the device by parity, out to shm per batch */
     fg_loc counts_dev[FG_NSLOTS], *counts_io;   /* (K) */
@@ -195,6 +201,10 @@ static inline int fg_plan_stack(const fg_plan *pl, int i) {
 static inline int fg_plan_split_stack(const fg_plan *pl, int i) {
     int x = fg_plan_stack(pl, i);
     return x >= 0 && pl->xview[x / FG_PLAN_STACKS];
+}
+/* 1 if expert e (of any sparse layer) is computed by the cpu worker. */
+static inline int fg_plan_expert_on_cpu(const fg_plan *pl, int e) {
+    return e >= pl->xcpu_lo && e < pl->xcpu_lo + pl->xcpu_n;
 }
 /* The weight bytes of group g (-1: the model-level tensors) on each tier,
  * experts by their own tiers, into by[FG_NTIERS]. */

@@ -126,8 +126,9 @@ void fg_policy_describe_ex(const fg_policy *p, int with_experts, char *buf, size
     if (with_experts) {
         double g, c;
         fg_policy_expert_pct(p, &g, &c);
-        snprintf(ex, sizeof ex, ", experts %g/%g/%g %s", g, c, 100 - g - c,
-                 p->expert_load == FG_EXPERTS_ALL ? "loaded all" : "loaded as routed");
+        snprintf(ex, sizeof ex, ", experts %g/%g/%g %s%s", g, c, 100 - g - c,
+                 p->expert_load == FG_EXPERTS_ALL ? "loaded all" : "loaded as routed",
+                 p->cpu_expert_compute ? ", cpu experts computed there" : "");
     }
     snprintf(buf, len,
              "gbs %d x %d batches; weights gpu/cpu/disk %g/%g/%g%s, cache %g/%g/%g, activations %g/%g/%g%s%s%s%s",

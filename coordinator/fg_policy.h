@@ -50,6 +50,7 @@ typedef struct {
     int x_set;               /* the experts' percentages were given; else they are the weights' */
     double x_gpu, x_cpu;     /* percent of each sparse layer's experts on the GPU and CPU; the rest on disk */
     fg_expert_load expert_load;
+    int cpu_expert_compute;  /* the CPU tier's experts computed by the cpu worker where they live */
 } fg_policy;
 
 const char *fg_tier_name(fg_tier t);   /* "gpu", "cpu", "disk" */

@@ -19,6 +19,8 @@ enum {
     FG_CMDS_MOE_ROUTE = 2,       /* a sparse layer whose experts load as routed: MOE_ROUTE, COPY its
                                     counts out (then its attention and MLP apart, and its expert loads,
                                     as many as the routing asks: fg_moves.c) */
+    FG_CMDS_MOE_CPU = 3,         /* the cpu worker's experts: COPY h out, MOE_CPU, COPY their outputs in
+                                    (then MLP_SPLIT, as FG_CMDS_MLP) */
     FG_CMDS_EMBED = 1,           /* EMBED */
     FG_CMDS_LM_HEAD = 3,         /* LM_HEAD, SAMPLE, COPY logits and ids out */
     /* moves (fg_moves.c) */

@@ -47,6 +47,7 @@ fg_status fg_cpu_attn_core_run(const fg_op_args *a) {
 
 const fg_cpu_kernel fg_cpu_kernels[FG_NUM_ENGINE_OPS] = {
     [FG_OPI(FG_OP_ATTN_CORE)] = fg_cpu_attn_core_run,
+    [FG_OPI(FG_OP_MOE_CPU)] = fg_cpu_moe_run,
 };
 
 fg_status fg_cpu_op(fg_worker *w, const fg_msg *cmd) {

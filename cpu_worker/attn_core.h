@@ -20,6 +20,9 @@ fg_status fg_cpu_op(fg_worker *w, const fg_msg *cmd);
 /* ATTN_CORE on a checked command (its kernel; --profile times this call). */
 fg_status fg_cpu_attn_core_run(const fg_op_args *a);
 
+/* MOE_CPU on a checked command (moe_cpu.c). */
+fg_status fg_cpu_moe_run(const fg_op_args *a);
+
 /* `flexgen-cpu-worker --profile ...` (cpu_profile.c): fg_worker_def.profile. */
 int fg_cpu_profile_main(int argc, char **argv);
 

@@ -258,6 +258,19 @@ static fg_status host_moe_route(void *ctx, const fg_op_args *a) {
     return FG_OK;
 }
 
+/* MLP_SPLIT: the MLP block with the cpu worker's experts' outputs given. */
+static fg_status host_mlp_split(void *ctx, const fg_op_args *a) {
+    host_ctx *hc = ctx;
+    const fg_half *h_in = a->in[0];                   /* (B*S, H) */
+    const float *given = a->in[a->info->n_in - 1];    /* (B*S, k, H): ycpu, the last input */
+    fg_half *h_out = a->out[0];
+    if (!a->lw.w[FG_LW_ROUTER_W]) return fg_err_set(FG_EINPUT, "MLP_SPLIT: the layer has no router (not a sparse layer)");
+    fg_half_to_float_n(h_in, hc->h, rows_h(a));
+    fg_fwd_mlp_split(hc->h, &a->st, &a->cfg, &a->lw, &hc->ws, a->x_lo, a->x_n, given);
+    fg_float_to_half_n(hc->h, h_out, rows_h(a));
+    return FG_OK;
+}
+
 static fg_status host_lm_head(void *ctx, const fg_op_args *a) {
     host_ctx *hc = ctx;
     const fg_half *h = a->in[0];   /* (B*S, H) */
@@ -308,5 +321,6 @@ const fg_backend fg_backend_host = {
         [FG_OPI(FG_OP_LM_HEAD)] = host_lm_head,   /* fg_fwd_lm_head straight into the fp32 logits */
         [FG_OPI(FG_OP_SAMPLE)] = host_sample,     /* fg_sample row by row */
         [FG_OPI(FG_OP_MOE_ROUTE)] = host_moe_route, /* fg_fwd_moe_route: the MLP block's own route, counted */
+        [FG_OPI(FG_OP_MLP_SPLIT)] = host_mlp_split, /* fg_fwd_mlp_split: the cpu worker's experts given */
     },
 };

@@ -12,12 +12,17 @@ typedef struct {
     void (*lm_head)(float *, const float *, const fg_step *, const fg_model_config *, const fg_global_w *, fg_opt_ws *);
     /* NULL for a family without experts */
     void (*moe_route)(int32_t *, const float *, const fg_step *, const fg_model_config *, const fg_layer_w *, fg_opt_ws *);
+    void (*mlp_split)(float *, const fg_step *, const fg_model_config *, const fg_layer_w *, fg_opt_ws *, int, int,
+                      const float *);
+    void (*moe_band)(float *, const float *, const fg_step *, const fg_model_config *, const fg_layer_w *, fg_opt_ws *,
+                     int, int);
 } fwd_pieces;
 
 static const fwd_pieces opt_pieces = {fg_opt_embed, fg_opt_attn_qkv, fg_opt_attn_out, fg_opt_mlp_block,
-                                      fg_opt_lm_head, NULL};
+                                      fg_opt_lm_head, NULL, NULL, NULL};
 static const fwd_pieces llama_pieces = {fg_llama_embed, fg_llama_attn_qkv, fg_llama_attn_out, fg_llama_mlp_block,
-                                        fg_llama_lm_head, fg_llama_moe_route};
+                                        fg_llama_lm_head, fg_llama_moe_route, fg_llama_mlp_split,
+                                        fg_llama_moe_band};
 
 static const fwd_pieces *pieces(const fg_model_config *c) {
     switch (c->family) {
@@ -63,6 +68,18 @@ void fg_fwd_moe_route(int32_t *counts, const float *h, const fg_step *st, const 
                       const fg_layer_w *w, fg_opt_ws *ws) {
     FG_ASSERT(pieces(c)->moe_route);
     pieces(c)->moe_route(counts, h, st, c, w, ws);
+}
+
+void fg_fwd_mlp_split(float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws,
+                      int g_lo, int g_n, const float *given) {
+    FG_ASSERT(pieces(c)->mlp_split);
+    pieces(c)->mlp_split(h, st, c, w, ws, g_lo, g_n, given);
+}
+
+void fg_fwd_moe_band(float *out, const float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *band,
+                     fg_opt_ws *ws, int lo, int n) {
+    FG_ASSERT(pieces(c)->moe_band);
+    pieces(c)->moe_band(out, h, st, c, band, ws, lo, n);
 }
 
 void fg_fwd_lm_head(float *logits, const float *h, const fg_step *st, const fg_model_config *c, const fg_global_w *g,

@@ -24,6 +24,15 @@ void fg_fwd_attn_out(float *h, const float *ctx, const fg_step *st, const fg_mod
 void fg_fwd_attn_block(float *h, void *kc, void *vc, int Tmax, const fg_step *st, const fg_model_config *c,
                        const fg_layer_w *w, fg_opt_ws *ws);
 void fg_fwd_mlp_block(float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws);
+/* A sparse layer's MLP block with the experts [g_lo, g_lo + g_n)'s
+ * outputs given (given (B*S*k, H), from fg_fwd_moe_band on the cpu
+ * worker): bit for bit fg_fwd_mlp_block when they are its own. */
+void fg_fwd_mlp_split(float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws,
+                      int g_lo, int g_n, const float *given);
+/* Those outputs alone: out (B*S*k, H), for experts [lo, lo + n) whose
+ * stacks band holds (a family with experts only). */
+void fg_fwd_moe_band(float *out, const float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *band,
+                     fg_opt_ws *ws, int lo, int n);
 /* A sparse layer's route of h: counts (E) of rows sent to each expert by
  * the MLP block on the same h (a family with experts only). */
 void fg_fwd_moe_route(int32_t *counts, const float *h, const fg_step *st, const fg_model_config *c,

@@ -96,18 +96,35 @@ void fg_llama_attn_out(float *h, const float *ctx, const fg_step *st, const fg_m
     fg_round_fp16_n(h, n);
 }
 
+void fg_llama_mlp_split(float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws,
+                        int g_lo, int g_n, const float *given) {
+    int rows = st->B * st->S, H = c->hidden;
+    size_t n = (size_t)rows * H;
+    FG_ASSERT(rows <= ws->max_rows && w->w[FG_LW_ROUTER_W]);
+    fg_rmsnorm(ws->a, h, w->w[FG_LW_LN2_W], c->norm_eps, rows, H);   /* as fg_llama_mlp_block */
+    fg_moe_mlp_given(ws->a, ws->a, rows, c, w, ws, g_lo, g_n, given);
+    fg_add(h, ws->a, n);
+    fg_round_fp16_n(h, n);
+}
+
+void fg_llama_moe_band(float *out, const float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *band,
+                       fg_opt_ws *ws, int lo, int n) {
+    int rows = st->B * st->S;
+    FG_ASSERT(rows <= ws->max_rows && band->w[FG_LW_ROUTER_W]);
+    fg_rmsnorm(ws->a, h, band->w[FG_LW_LN2_W], c->norm_eps, rows, c->hidden);   /* as fg_llama_mlp_block */
+    fg_moe_band(out, ws->a, rows, c, band, ws, lo, n);
+}
+
 void fg_llama_mlp_block(float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws) {
     int rows = st->B * st->S, H = c->hidden, F = c->ffn_dim;
     size_t n = (size_t)rows * H;
     FG_ASSERT(rows <= ws->max_rows);
     float *gate = ws->ff, *up = ws->ff + (size_t)rows * F;
-    fg_rmsnorm(ws->a, h, w->w[FG_LW_LN2_W], c->norm_eps, rows, H);
     if (w->w[FG_LW_ROUTER_W]) {   /* a sparse layer: the one kind whose weights include a router */
-        fg_moe_mlp(ws->a, ws->a, rows, c, w, ws);
-        fg_add(h, ws->a, n);
-        fg_round_fp16_n(h, n);
+        fg_llama_mlp_split(h, st, c, w, ws, 0, 0, NULL);
         return;
     }
+    fg_rmsnorm(ws->a, h, w->w[FG_LW_LN2_W], c->norm_eps, rows, H);
     fg_linear(gate, ws->a, c, w, FG_LW_FC1_W, FG_LW_FC1_B, rows, H, F);
     fg_linear(up, ws->a, c, w, FG_LW_UP_W, FG_LW_UP_B, rows, H, F);
     fg_swiglu(gate, up, (size_t)rows * F);

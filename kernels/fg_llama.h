@@ -53,6 +53,14 @@ void fg_llama_attn_out(float *h, const float *ctx, const fg_step *st, const fg_m
                        fg_opt_ws *ws);
 /* h = round16(h + down(silu(gate x) * up x)), x = RMSNorm(h). */
 void fg_llama_mlp_block(float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws);
+/* A sparse layer's MLP block with the outputs of experts [g_lo, g_lo +
+ * g_n) given (fg_moe_mlp_given; given NULL: the block itself), and the
+ * outputs of experts [lo, lo + n) alone, into out (B*S*k, H) (fg_moe_band,
+ * band's stacks starting at expert lo). */
+void fg_llama_mlp_split(float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws,
+                        int g_lo, int g_n, const float *given);
+void fg_llama_moe_band(float *out, const float *h, const fg_step *st, const fg_model_config *c, const fg_layer_w *band,
+                       fg_opt_ws *ws, int lo, int n);
 /* A sparse layer's route of h (B*S, H), unchanged: counts (E) the rows its
  * MLP block sends to each expert (its norm and router, as the block runs them). */
 void fg_llama_moe_route(int32_t *counts, const float *h, const fg_step *st, const fg_model_config *c,

@@ -76,41 +76,83 @@ void fg_moe_counts(int32_t *counts, const float *x, int rows, const fg_model_con
     for (int i = 0; i < rows * c->experts_per_token; i++) counts[sel[i]]++;
 }
 
-void fg_moe_mlp(float *y, const float *x, int rows, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws) {
-    int E = c->n_experts, k = c->experts_per_token, H = c->hidden, F = c->moe_ffn_dim;
+/* The route of x's rows and the rows by expert (a counting sort: within
+ * an expert, ascending row): order[start[e] .. start[e + 1]) are the
+ * choices i = row * k + j that picked expert e. All in ws->moe. */
+typedef struct {
+    float *wt;
+    int32_t *sel, *order, *start;
+    float *xg, *yo, *acc;   /* (rows, H) each: gathered rows, an expert's outputs, the sum */
+} moe_rows;
+
+static void rows_by_expert(const float *x, int rows, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws,
+                           moe_rows *m) {
+    int E = c->n_experts, k = c->experts_per_token, H = c->hidden;
+    route_rows(x, rows, c, w, ws, &m->wt, &m->sel);
+    m->order = m->sel + (size_t)rows * k;
+    m->xg = (float *)(m->order + (size_t)rows * k), m->yo = m->xg + (size_t)rows * H, m->acc = m->yo + (size_t)rows * H;
+    int32_t *count = (int32_t *)(m->acc + (size_t)rows * H);
+    m->start = count + E;
+    memset(count, 0, sizeof(int32_t) * (size_t)E);
+    for (int i = 0; i < rows * k; i++) count[m->sel[i]]++;
+    m->start[0] = 0;
+    for (int e = 0; e < E; e++) m->start[e + 1] = m->start[e] + count[e];
+    for (int e = 0; e < E; e++) count[e] = m->start[e];
+    for (int i = 0; i < rows * k; i++) m->order[count[m->sel[i]]++] = i;   /* i = row * k + j */
+}
+
+/* Expert e's outputs on its n rows: m->yo (n, H) = down(silu(gate x) * up
+ * x) for the rows gathered in order; its matrices are the ws's stacks at
+ * slice e - base (a band of the stacks starts at expert base). */
+static void expert_rows(const moe_rows *m, int e, int base, int n, const float *x, const fg_model_config *c,
+                        const fg_layer_w *w, fg_opt_ws *ws) {
+    int k = c->experts_per_token, H = c->hidden, F = c->moe_ffn_dim;
     int f1 = fg_config_fmt(c, fg_spec_layer(0, FG_LW_FC1_W)), f2 = fg_config_fmt(c, fg_spec_layer(0, FG_LW_FC2_W));
     int fu = fg_config_fmt(c, fg_spec_layer(0, FG_LW_UP_W));
+    float *gate = ws->ff, *up = ws->ff + (size_t)n * F;
     FG_ASSERT(2 * F <= fg_opt_ws_ff(c));
-    float *wt;
-    int32_t *sel;
-    route_rows(x, rows, c, w, ws, &wt, &sel);
-    int32_t *order = sel + (size_t)rows * k;
-    float *xg = (float *)(order + (size_t)rows * k), *yo = xg + (size_t)rows * H, *acc = yo + (size_t)rows * H;
-    int32_t *count = (int32_t *)(acc + (size_t)rows * H), *start = count + E;
-    /* rows by expert (a counting sort: within an expert, ascending row) */
-    memset(count, 0, sizeof(int32_t) * (size_t)E);
-    for (int i = 0; i < rows * k; i++) count[sel[i]]++;
-    start[0] = 0;
-    for (int e = 0; e < E; e++) start[e + 1] = start[e] + count[e];
-    for (int e = 0; e < E; e++) count[e] = start[e];
-    for (int i = 0; i < rows * k; i++) order[count[sel[i]]++] = i;   /* i = row * k + j */
-    memset(acc, 0, sizeof(float) * (size_t)rows * H);
-    float *gate = ws->ff, *up = ws->ff + (size_t)rows * F;
+    for (int i = 0; i < n; i++)
+        memcpy(m->xg + (size_t)i * H, x + (size_t)(m->order[m->start[e] + i] / k) * H, sizeof(float) * (size_t)H);
+    fg_gemm_fmt(gate, m->xg, expert_w(w, FG_LW_FC1_W, f1, e - base, F, H), f1, NULL, n, H, F);
+    fg_gemm_fmt(up, m->xg, expert_w(w, FG_LW_UP_W, fu, e - base, F, H), fu, NULL, n, H, F);
+    fg_swiglu(gate, up, (size_t)n * F);
+    fg_gemm_fmt(m->yo, gate, expert_w(w, FG_LW_FC2_W, f2, e - base, H, F), f2, NULL, n, F, H);
+}
+
+void fg_moe_mlp_given(float *y, const float *x, int rows, const fg_model_config *c, const fg_layer_w *w,
+                      fg_opt_ws *ws, int g_lo, int g_n, const float *given) {
+    int E = c->n_experts, k = c->experts_per_token, H = c->hidden;
+    moe_rows m;
+    rows_by_expert(x, rows, c, w, ws, &m);
+    memset(m.acc, 0, sizeof(float) * (size_t)rows * H);
     for (int e = 0; e < E; e++) {
-        int n = start[e + 1] - start[e];
+        int n = m.start[e + 1] - m.start[e], from_given = given && e >= g_lo && e < g_lo + g_n;
         if (!n) continue;
-        for (int i = 0; i < n; i++)
-            memcpy(xg + (size_t)i * H, x + (size_t)(order[start[e] + i] / k) * H, sizeof(float) * (size_t)H);
-        fg_gemm_fmt(gate, xg, expert_w(w, FG_LW_FC1_W, f1, e, F, H), f1, NULL, n, H, F);
-        fg_gemm_fmt(up, xg, expert_w(w, FG_LW_UP_W, fu, e, F, H), fu, NULL, n, H, F);
-        fg_swiglu(gate, up, (size_t)n * F);
-        fg_gemm_fmt(yo, gate, expert_w(w, FG_LW_FC2_W, f2, e, H, F), f2, NULL, n, F, H);
+        if (!from_given) expert_rows(&m, e, 0, n, x, c, w, ws);
         for (int i = 0; i < n; i++) {
-            int slot = order[start[e] + i];
-            float g = wt[slot], *dst = acc + (size_t)(slot / k) * H;
-            const float *src = yo + (size_t)i * H;
+            int slot = m.order[m.start[e] + i];
+            float g = m.wt[slot], *dst = m.acc + (size_t)(slot / k) * H;
+            const float *src = from_given ? given + (size_t)slot * H : m.yo + (size_t)i * H;
             for (int d = 0; d < H; d++) dst[d] += g * src[d];
         }
     }
-    memcpy(y, acc, sizeof(float) * (size_t)rows * H);
+    memcpy(y, m.acc, sizeof(float) * (size_t)rows * H);
+}
+
+void fg_moe_mlp(float *y, const float *x, int rows, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws) {
+    fg_moe_mlp_given(y, x, rows, c, w, ws, 0, 0, NULL);
+}
+
+void fg_moe_band(float *out, const float *x, int rows, const fg_model_config *c, const fg_layer_w *band,
+                 fg_opt_ws *ws, int lo, int n_band) {
+    int H = c->hidden;
+    moe_rows m;
+    rows_by_expert(x, rows, c, band, ws, &m);
+    for (int e = lo; e < lo + n_band; e++) {
+        int n = m.start[e + 1] - m.start[e];
+        if (!n) continue;
+        expert_rows(&m, e, lo, n, x, c, band, ws);
+        for (int i = 0; i < n; i++)
+            memcpy(out + (size_t)m.order[m.start[e] + i] * H, m.yo + (size_t)i * H, sizeof(float) * (size_t)H);
+    }
 }

@@ -28,6 +28,22 @@ void fg_moe_route(int32_t *sel, float *wt, float *logits, int rows, const fg_mod
  * scratch in ws (ws->ff for gate and up, ws->moe for the rest). y may be x. */
 void fg_moe_mlp(float *y, const float *x, int rows, const fg_model_config *c, const fg_layer_w *w, fg_opt_ws *ws);
 
+/* fg_moe_mlp with the outputs of the experts [g_lo, g_lo + g_n) given
+ * rather than computed: given (rows * k, H) holds, at row r's choice j
+ * (r * k + j) of one of them, that expert's output on row r (fg_moe_band's,
+ * on the cpu worker). Every term is added where and as fg_moe_mlp adds
+ * it, so with given outputs equal to its own the sum is bit for bit its. */
+void fg_moe_mlp_given(float *y, const float *x, int rows, const fg_model_config *c, const fg_layer_w *w,
+                      fg_opt_ws *ws, int g_lo, int g_n, const float *given);
+
+/* The outputs of the experts [lo, lo + n) only: out (rows * k, H) at each
+ * choice of one of them, the same values fg_moe_mlp computes for it (the
+ * same rows gathered in the same order); other choices untouched. band's
+ * stacks start at expert lo (the CPU tier's band of them); its router is
+ * the layer's. */
+void fg_moe_band(float *out, const float *x, int rows, const fg_model_config *c, const fg_layer_w *band,
+                 fg_opt_ws *ws, int lo, int n);
+
 /* counts (E) = how many of x's rows (rows, H: the layer's normalised
  * input) the router sends to each expert: the route fg_moe_mlp takes on
  * the same rows, computed the same way. Scratch in ws->moe. */

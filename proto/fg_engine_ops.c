@@ -15,6 +15,8 @@
 #define WHICH_LOGITS(w) w
 #define WHICH_RNG(w) w
 #define WHICH_ECOUNT(w) w
+#define WHICH_XW(w) FG_LW_##w
+#define WHICH_EOUT(w) w
 
 #define SLOT(name, kind, which) {#name, FG_SLOT_##kind, WHICH_##kind(which)},
 #define SKIP(name, kind, which)

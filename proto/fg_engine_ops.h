@@ -47,6 +47,15 @@
  *                     layer's MLP block would send to each expert (its
  *                     norm and router on the same h, as MLP runs them), so
  *                     the coordinator loads only those experts before MLP
+ *   MOE_CPU      cpu  h -> y (B*S, k, H) fp32: a sparse layer's route on h
+ *                     (its norm and router, as MLP runs them) and, for
+ *                     the experts [x_lo, x_lo + x_n) held on the CPU (the
+ *                     XW slots: those experts' part of each stack), each
+ *                     routed row's output of its expert at (row, choice);
+ *                     other choices untouched. params fg_op_experts
+ *   MLP_SPLIT    gpu  MLP with the outputs of the experts [x_lo, x_lo +
+ *                     x_n) given (ycpu, MOE_CPU's) rather than computed;
+ *                     the sum is MLP's, term for term. params fg_op_experts
  *   SAMPLE       gpu  logits, rng -> ids (B): the next token of each
  *                     sequence (fg_sample: greedy, or temperature and
  *                     top-p, each row its own: fg_sample_row), generator
@@ -54,7 +63,8 @@
  *                     fg_op_sample. Sampling where the logits are lets the
  *                     next embedding follow the LM head on the device
  *
- * Every op but DEVICE_INIT takes params fg_op_step (SAMPLE: fg_op_sample);
+ * Every op but DEVICE_INIT takes params fg_op_step (SAMPLE: fg_op_sample;
+ * MOE_CPU and MLP_SPLIT: fg_op_experts);
  * on the gpu its model must be DEVICE_INIT's and B*S <= max_rows. Tmax is
  * read only by ops with a cache slot (Tmax >= past+S), mask_stride only by
  * ops with a mask (>= past+S); EMBED needs past+S <= max_pos and ids in
@@ -85,7 +95,9 @@
     X(ATTN_CORE, CPU, STEP)     \
     X(LAYER, GPU, STEP)         \
     X(SAMPLE, GPU, SAMPLE)      \
-    X(MOE_ROUTE, GPU, STEP)
+    X(MOE_ROUTE, GPU, STEP)     \
+    X(MOE_CPU, CPU, EXPERTS)    \
+    X(MLP_SPLIT, GPU, EXPERTS)
 
 /* Each op's handle slots in message order: I(name, kind, which) the inputs,
  * O(name, kind, which) the outputs. Kinds (fg_slot_kind): ACT an fp16
@@ -94,7 +106,9 @@
  * IDS (B*S) int32; MASK (B, mask_stride) uint8; CACHE (Tmax, B, KV*d) fp16
  * (fg_cache_row_bytes per position and sequence), which 0 = k, 1 = v; LOGITS
  * (B, V) fp32; ECOUNT (E) int32, a count per expert of the model's
- * description; RNG (B) fg_sample_row (a generator state and that sequence's temperature and top-p, 16 bytes); LW a decoder-layer weight FG_LW_<which>; GW a
+ * description; XW the experts [x_lo, x_lo + x_n) of stacked layer weight
+ * FG_LW_<which> (x_n experts' bytes: fg_op_experts); EOUT (B*S, k, H) fp32,
+ * an expert's output for each row's each choice; RNG (B) fg_sample_row (a generator state and that sequence's temperature and top-p, 16 bytes); LW a decoder-layer weight FG_LW_<which>; GW a
  * model weight FG_GW_<which> (0 bytes where the model has none: a family's
  * ops share the slot lists, each reading the slots its model has). ATTN_QKV
  * reads the mask for rotary positions. */
@@ -126,6 +140,10 @@
 #define FG_SLOTS_LAYER(I, O) \
     I(h, ACT, H) I(mask, MASK, 0) FG_SLOTS_CACHE(I) FG_SLOTS_ATTN_W(I) FG_SLOTS_MLP_W(I) O(h, ACT, H)
 #define FG_SLOTS_SAMPLE(I, O) I(logits, LOGITS, 0) I(rng, RNG, 0) O(ids, IDS, 0)
+#define FG_SLOTS_MOE_CPU(I, O)                                                                            \
+    I(h, ACT, H) I(ln2_w, LW, LN2_W) I(ln2_b, LW, LN2_B) I(router, LW, ROUTER_W) I(fc1_x, XW, FC1_W)    \
+    I(fc2_x, XW, FC2_W) I(up_x, XW, UP_W) O(y, EOUT, 0)
+#define FG_SLOTS_MLP_SPLIT(I, O) I(h, ACT, H) FG_SLOTS_MLP_W(I) I(ycpu, EOUT, 0) O(h, ACT, H)
 #define FG_SLOTS_MOE_ROUTE(I, O) \
     I(h, ACT, H) I(ln2_w, LW, LN2_W) I(ln2_b, LW, LN2_B) I(router, LW, ROUTER_W) O(counts, ECOUNT, 0)
 
@@ -138,9 +156,9 @@ enum { FG_OP_ENGINE_BEFORE_ = FG_OP_ENGINE_FIRST - 1, FG_ENGINE_OPS(FG_OP_ENUM_)
 /* Index of an engine op in per-op arrays (a backend's table). */
 #define FG_OPI(op) ((op) - FG_OP_ENGINE_FIRST)
 
-typedef enum { FG_SLOT_ACT, FG_SLOT_IDS, FG_SLOT_MASK, FG_SLOT_CACHE, FG_SLOT_LOGITS, FG_SLOT_RNG, FG_SLOT_LW, FG_SLOT_GW, FG_SLOT_ECOUNT } fg_slot_kind;
+typedef enum { FG_SLOT_ACT, FG_SLOT_IDS, FG_SLOT_MASK, FG_SLOT_CACHE, FG_SLOT_LOGITS, FG_SLOT_RNG, FG_SLOT_LW, FG_SLOT_GW, FG_SLOT_ECOUNT, FG_SLOT_XW, FG_SLOT_EOUT } fg_slot_kind;
 enum { FG_ACT_H, FG_ACT_Q, FG_ACT_K, FG_ACT_V, FG_ACT_CTX };   /* ACT slots' which */
-typedef enum { FG_PARAMS_INIT, FG_PARAMS_STEP, FG_PARAMS_SAMPLE } fg_params_kind;
+typedef enum { FG_PARAMS_INIT, FG_PARAMS_STEP, FG_PARAMS_SAMPLE, FG_PARAMS_EXPERTS } fg_params_kind;
 
 typedef struct {
     const char *name;    /* "kc" */
@@ -190,7 +208,16 @@ typedef struct {
     float top_p;         /* the rows' smallest; 1 = no row cuts */
 } fg_op_sample;
 
+/* The params of the ops that split a sparse layer's experts between the
+ * device and the cpu worker: the step, then the experts the cpu worker
+ * computes, [x_lo, x_lo + x_n) (the CPU tier's band of every sparse layer). */
+typedef struct {
+    fg_op_step step;
+    uint32_t x_lo, x_n;
+} fg_op_experts;
+
 _Static_assert(sizeof(fg_op_init) == 128, "fg_op_init: no hidden padding");
+_Static_assert(sizeof(fg_op_experts) == 136, "fg_op_experts: no hidden padding");
 _Static_assert(sizeof(fg_op_step) == 128, "fg_op_step: no hidden padding");
 _Static_assert(sizeof(fg_op_sample) == 136, "fg_op_sample: no hidden padding");
 

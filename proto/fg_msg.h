@@ -73,7 +73,7 @@
 #include "fg_shm.h"
 
 #define FG_PROTO_MAGIC 0x4d474c46u
-#define FG_PROTO_VERSION 8u   /* 8: MOE_ROUTE and its ECOUNT slot; 7: experts in the model description, the router slot, 28 handles */
+#define FG_PROTO_VERSION 8u   /* 8: MOE_ROUTE, MOE_CPU, MLP_SPLIT and their ECOUNT, XW, EOUT slots; 7: experts in the model description, the router slot, 28 handles */
 
 #define FG_MSG_HEADER_BYTES 40
 #define FG_MSG_MAX_AFTER 2

@@ -36,6 +36,18 @@ static uint64_t slot_bytes(const fg_op_slot *s, const fg_op_args *a, const fg_sp
     case FG_SLOT_LOGITS: snprintf(why, cap, "B*V fp32"); return B * V * sizeof(float);
     case FG_SLOT_RNG: snprintf(why, cap, "B fg_sample_row"); return B * sizeof(fg_sample_row);
     case FG_SLOT_ECOUNT: snprintf(why, cap, "E int32"); return (uint64_t)a->cfg.n_experts * sizeof(int32_t);
+    case FG_SLOT_EOUT:
+        snprintf(why, cap, "B*S*k*H fp32");
+        return B * S * (uint64_t)a->cfg.experts_per_token * H * sizeof(float);
+    case FG_SLOT_XW: {
+        int idx = fg_spec_layer(0, s->which);
+        if (!sp[idx].experts) {
+            snprintf(why, cap, "not a stack of experts");
+            return 0;
+        }
+        snprintf(why, cap, "x_n = %d experts of [%" PRId64 ", %" PRId64 "]", a->x_n, sp[idx].dims[0], sp[idx].dims[1]);
+        return (uint64_t)a->x_n * fg_spec_expert_bytes(&a->cfg, sp, idx);
+    }
     case FG_SLOT_LW:
     case FG_SLOT_GW: {
         int idx = s->kind == FG_SLOT_LW ? fg_spec_layer(0, s->which) : fg_spec_global(s->which);
@@ -70,6 +82,8 @@ static unsigned elem_bytes(fg_slot_kind k) {
     case FG_SLOT_MASK: return sizeof(uint8_t);
     case FG_SLOT_RNG: return sizeof(uint64_t);   /* fg_sample_row starts with its u64 state */
     case FG_SLOT_IDS: case FG_SLOT_ECOUNT: return sizeof(int32_t);
+    case FG_SLOT_EOUT: return sizeof(float);
+    case FG_SLOT_XW: return 1;   /* blocks of bytes */
     case FG_SLOT_LOGITS: return sizeof(float);
     default: return sizeof(fg_half);   /* fp16 tensors; 4-bit data is packed in bytes beside fp16 scales */
     }
@@ -99,7 +113,7 @@ static fg_status take_slot(fg_worker *w, fg_op_dev_ptr_fn dev_ptr, void *dev_ctx
             return fg_err_set(FG_EINPUT, "%s: %s[%d] %s at offset %" PRIu64 " is not %u-byte aligned", a->name, dir,
                               i, s->name, h.offset, align);
     }
-    if (s->kind == FG_SLOT_LW) a->lw.w[s->which] = *ptr;
+    if (s->kind == FG_SLOT_LW || s->kind == FG_SLOT_XW) a->lw.w[s->which] = *ptr;   /* XW: expert x_lo's bytes */
     if (s->kind == FG_SLOT_GW) a->gw.w[s->which] = *ptr;
     if (s->kind == FG_SLOT_MASK) a->st.mask = *ptr;
     return FG_OK;
@@ -148,10 +162,14 @@ fg_status fg_op_args_parse(fg_worker *w, const fg_msg *cmd, fg_op_dev_ptr_fn dev
     if (c->n_in != (uint32_t)os->n_in || c->n_out != (uint32_t)os->n_out)
         return fg_err_set(FG_EINPUT, "%s takes %d inputs and %d outputs, got %" PRIu32 " and %" PRIu32, os->name,
                           os->n_in, os->n_out, c->n_in, c->n_out);
-    size_t want = os->params == FG_PARAMS_SAMPLE ? sizeof(fg_op_sample) : sizeof(fg_op_step);
+    size_t want = os->params == FG_PARAMS_SAMPLE    ? sizeof(fg_op_sample)
+                  : os->params == FG_PARAMS_EXPERTS ? sizeof(fg_op_experts)
+                                                    : sizeof(fg_op_step);
     if (c->params_len != want)
         return fg_err_set(FG_EINPUT, "%s: params are %" PRIu32 " bytes, want %zu (%s)", os->name, c->params_len, want,
-                          os->params == FG_PARAMS_SAMPLE ? "fg_op_sample" : "fg_op_step");
+                          os->params == FG_PARAMS_SAMPLE    ? "fg_op_sample"
+                          : os->params == FG_PARAMS_EXPERTS ? "fg_op_experts"
+                                                            : "fg_op_step");
     memcpy(&a->p, c->params, sizeof a->p);
     if (os->params == FG_PARAMS_SAMPLE) {
         fg_op_sample sp;
@@ -166,6 +184,14 @@ fg_status fg_op_args_parse(fg_worker *w, const fg_msg *cmd, fg_op_dev_ptr_fn dev
     fg_status st = fg_config_from_desc(&a->p.model, os->name, &a->cfg);
     if (st) return st;
     if ((st = check_step(os, a))) return st;
+    if (os->params == FG_PARAMS_EXPERTS) {
+        fg_op_experts xp;
+        memcpy(&xp, c->params, sizeof xp);
+        if (!a->cfg.n_experts || xp.x_lo > (uint32_t)a->cfg.n_experts || xp.x_n > (uint32_t)a->cfg.n_experts - xp.x_lo)
+            return fg_err_set(FG_EINPUT, "%s: experts [%" PRIu32 ", +%" PRIu32 ") outside the model's %d", os->name,
+                              xp.x_lo, xp.x_n, a->cfg.n_experts);
+        a->x_lo = (int)xp.x_lo, a->x_n = (int)xp.x_n;
+    }
     fg_spec *sp = fg_specs_new(&a->cfg);
     for (int i = 0; !st && i < os->n_in; i++) st = take_slot(w, dev_ptr, dev_ctx, a, &os->in[i], "in", i, c->in[i], sp, &a->in[i]);
     for (int i = 0; !st && i < os->n_out; i++)

@@ -31,6 +31,7 @@ typedef struct {
     void *in[FG_MSG_MAX_HANDLES];             /* by slot; NULL for a 0-byte (absent) tensor */
     void *out[FG_MSG_MAX_HANDLES];
     float temperature, top_p;                 /* SAMPLE only */
+    int x_lo, x_n;                            /* MOE_CPU, MLP_SPLIT: the cpu worker's experts (fg_op_experts) */
 } fg_op_args;
 
 /* SAMPLE's rows (B) as the worker reads them, before any is used: each

@@ -64,6 +64,10 @@ if [ "${FG_PLACEMENT_EXPERTS:-0}" = 1 ]; then
     "experts-no-overlap-disk|--percent 0 100 0 100 0 100 --percent-experts 40 0 --no-overlap"
     "experts-all-on-disk-load-all|--percent 0 0 0 0 0 0 --expert-load all --num-gpu-batches 2"
     "experts-act-disk-3-tiers|--percent 100 0 30 30 0 0 --percent-experts 25 25 --num-gpu-batches 4 --cpu-cache-compute"
+    "cpu-experts|--percent 100 0 100 0 100 0 --percent-experts 0 100 --cpu-expert-compute"
+    "cpu-experts-3-tiers-routed|--percent 50 50 0 100 0 100 --percent-experts 30 40 --cpu-expert-compute --num-gpu-batches 3"
+    "cpu-experts-load-all-cpu-attention|--percent 0 100 0 100 100 0 --percent-experts 20 50 --cpu-expert-compute --expert-load all --num-gpu-batches 2 --cpu-cache-compute"
+    "cpu-experts-row-disk|--percent 0 0 0 0 0 0 --percent-experts 0 60 --cpu-expert-compute --schedule row --num-gpu-batches 2"
   )
 fi
 fails=0

@@ -325,7 +325,7 @@ static fg_shm_handle resolve_slot(void *ctx, const fg_op_info *oi, const fg_op_s
     case FG_SLOT_CACHE: return s->which ? x->vc : x->kc;
     case FG_SLOT_LOGITS: return b->a_dev[A_LOGITS];
     case FG_SLOT_RNG: return x->rng;
-    case FG_SLOT_ECOUNT: return (fg_shm_handle){0};   /* no op of these tests counts experts */
+    case FG_SLOT_ECOUNT: case FG_SLOT_XW: case FG_SLOT_EOUT: return (fg_shm_handle){0};   /* no expert ops here */
     case FG_SLOT_LW: return b->w_dev[fg_spec_layer(x->layer, s->which)];
     case FG_SLOT_GW: return b->w_dev[fg_spec_global(s->which)];
     }

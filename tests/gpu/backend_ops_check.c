@@ -145,7 +145,11 @@ static void fill(const fg_msg *m, uint8_t *img, const fg_op_step *p, const fg_mo
                                                           k % 2 ? 1.0f : sample_top_p};
             break;
         case FG_SLOT_ECOUNT:   /* an output only */
+        case FG_SLOT_XW:       /* no op of these checks takes a band of experts */
             memset(d, 0, h.nbytes);
+            break;
+        case FG_SLOT_EOUT:     /* MLP_SPLIT's given outputs: any finite values */
+            for (uint64_t q = 0; q < h.nbytes / 4; q++) ((float *)d)[q] = uni(-1, 1);
             break;
         case FG_SLOT_LW:
         case FG_SLOT_GW: {
