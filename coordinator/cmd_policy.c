@@ -231,12 +231,13 @@ static void print_rates(json_t *rates) {
     const char *k;
     json_t *e;
     int first = 1;
-    printf("  GEMM TFLOPS by weight format (decode, prefill rows):");
     json_object_foreach(rates, k, e) {
-        if (first) printf(" (%g, %g)", num(e, "decode_rows"), num(e, "prefill_rows")), first = 0;
-        printf(" %s %.4g, %.4g%s%s;", k, num(e, "decode_TFLOPS"), num(e, "prefill_TFLOPS"),
-               json_is_true(json_object_get(e, "lm_head")) ? " (LM head)" : "",
+        if (first) printf("  GEMM rates charged (TFLOPS; decode at %g rows / prefill at %g):", num(e, "decode_rows"),
+                          num(e, "prefill_rows"));
+        printf("%s %s %.4g / %.4g%s%s", first ? "" : ";", k, num(e, "decode_TFLOPS"), num(e, "prefill_TFLOPS"),
+               json_is_true(json_object_get(e, "lm_head")) ? " (the LM head's)" : "",
                json_is_true(json_object_get(e, "measured")) ? "" : " (not measured: F16's)");
+        first = 0;
     }
     printf("\n");
 }
