@@ -10,8 +10,8 @@
  *
  *   flexgen-fmt-bench [--out N] [--in N] [--rows 1,32] [--reps N] [--formats F16,Q8_0,...]
  *
- * The weights are random valid blocks (every byte random but the fp16 scales,
- * set small and finite), in copies filling 512 MiB or more that successive
+ * The weights are random valid blocks (fg_fmt_fill_random: every byte random
+ * but the scales, set small and finite), in copies filling 512 MiB or more that successive
  * runs walk, so each reads its weight from memory. Threads: FLEXGEN_THREADS
  * (the pool's setting). */
 #include <cblas.h>
@@ -150,29 +150,11 @@ static double gemm_rate(int own) {
     return 2.0 * n * n * n / median(t, 3) / 1e9;
 }
 
-/* Random valid blocks of fmt for an [out, in] matrix. */
+/* Random valid blocks of fmt for an [out, in] matrix (fg_fmt_fill_random). */
 static uint8_t *random_weight(int fmt, int out, int in, uint64_t *bytes) {
-    const fg_fmt_info *f = fg_fmt_get(fmt);
     *bytes = fg_fmt_bytes(fmt, (uint64_t)out, (uint64_t)in);
     uint8_t *w = fg_alloc_tensor((size_t)*bytes);
-    uint64_t s = 88172645463325252ull;
-    for (uint64_t i = 0; i < *bytes; i++) s ^= s << 13, s ^= s >> 7, s ^= s << 17, w[i] = (uint8_t)s;
-    /* the fp16 scale fields (ggml-common.h), -1: none; set to 2^-8 */
-    static const int scale_off[FG_FMT_COUNT][2] = {
-        [FG_FMT_F16] = {-1, -1}, [FG_FMT_Q4G64] = {-1, -1}, [FG_FMT_F32] = {-1, -1}, [FG_FMT_BF16] = {-1, -1},
-        [FG_FMT_Q8_0] = {0, -1}, [FG_FMT_Q4_0] = {0, -1}, [FG_FMT_Q4_1] = {0, 2}, [FG_FMT_Q5_0] = {0, -1},
-        [FG_FMT_Q5_1] = {0, 2}, [FG_FMT_Q2_K] = {80, 82}, [FG_FMT_Q3_K] = {108, -1}, [FG_FMT_Q4_K] = {0, 2},
-        [FG_FMT_Q5_K] = {0, 2}, [FG_FMT_Q6_K] = {208, -1}, [FG_FMT_MXFP4] = {-1, -1}};
-    uint64_t nb = *bytes / (uint64_t)f->block_bytes;
-    for (uint64_t b = 0; b < nb; b++) {
-        uint8_t *blk = w + b * (uint64_t)f->block_bytes;
-        for (int k = 0; k < 2; k++)
-            if (scale_off[fmt][k] >= 0) blk[scale_off[fmt][k]] = 0x00, blk[scale_off[fmt][k] + 1] = 0x1c;
-        if (fmt == FG_FMT_MXFP4) blk[0] = 120;
-        if (fmt == FG_FMT_F16 || fmt == FG_FMT_BF16) blk[1] = fmt == FG_FMT_F16 ? 0x1c : 0x3c;   /* small finite */
-    }
-    if (fmt == FG_FMT_F32)
-        for (uint64_t i = 0; i < *bytes / 4; i++) ((float *)w)[i] = 0.01f * (float)(i % 7);
+    fg_fmt_fill_random(fmt, w, *bytes, 1);
     return w;
 }
 
@@ -197,9 +179,7 @@ int main(int argc, char **argv) {
     char fl[256];
     snprintf(fl, sizeof fl, "%s", fmts_s);
     for (char *tok = strtok(fl, ","); tok; tok = strtok(NULL, ",")) {
-        int fmt = -1;
-        for (int f = 0; f < FG_FMT_COUNT; f++)
-            if (!strcmp(fg_fmt_name(f), tok)) fmt = f;
+        int fmt = fg_fmt_by_name(tok);
         if (fmt < 0 || fmt == FG_FMT_Q4G64) return fprintf(stderr, "flexgen-fmt-bench: no format %s\n", tok), 2;
         /* copies of the matrix back to back, 512 MiB or more, walked in turn:
          * every call reads its weight from memory, not from a cache */

@@ -6,8 +6,10 @@
  * written as plain loops over a block for the compiler's vectoriser. */
 #include "fg_fmt.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "fg_common.h"
 #include "fg_fp16.h"
 #include "fg_q4.h"
 
@@ -234,6 +236,76 @@ static const fg_fmt_info table[FG_FMT_COUNT] = {
 const fg_fmt_info *fg_fmt_get(int fmt) { return fmt >= 0 && fmt < FG_FMT_COUNT ? &table[fmt] : NULL; }
 
 const char *fg_fmt_name(int fmt) { return fg_fmt_get(fmt) ? table[fmt].name : "?"; }
+
+int fg_fmt_by_name(const char *name) {
+    for (int f = 0; f < FG_FMT_COUNT; f++)
+        if (!strcmp(table[f].name, name)) return f;
+    return -1;
+}
+
+int fg_fmt_parse_list(const char *list, uint32_t *mask, const char **bad) {
+    static char name[32];   /* the offending name, for the caller's message */
+    *mask = 0;
+    if (!strcmp(list, "none")) return 0;
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), p);
+        int f = fg_fmt_by_name(name);
+        if (f != FG_FMT_F16 && !fg_fmt_is_ggml_quant(f)) {
+            *bad = name;
+            return -1;
+        }
+        if (f != FG_FMT_F16) *mask |= FG_FMT_BIT(f);
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
+void fg_fmt_list_text(uint32_t mask, char *out, size_t cap) {
+    size_t len = 0;
+    out[0] = 0;
+    for (int f = 0; f < FG_FMT_COUNT; f++)
+        if (mask & FG_FMT_BIT(f) && len < cap)
+            len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? "," : "", table[f].name);
+    if (!len) snprintf(out, cap, "none");
+}
+
+/* Where a block's scales are (ggml-common.h): the byte offsets of its fp16
+ * d and min (-1: none), and the values fg_fmt_fill_random gives them. */
+static const int8_t scale_off[FG_FMT_COUNT][2] = {
+    [FG_FMT_F16] = {-1, -1}, [FG_FMT_Q4G64] = {-1, -1}, [FG_FMT_F32] = {-1, -1}, [FG_FMT_BF16] = {-1, -1},
+    [FG_FMT_Q8_0] = {0, -1}, [FG_FMT_Q4_0] = {0, -1}, [FG_FMT_Q4_1] = {0, 2}, [FG_FMT_Q5_0] = {0, -1},
+    [FG_FMT_Q5_1] = {0, 2}, [FG_FMT_Q2_K] = {80, 82}, [FG_FMT_Q3_K] = {108, -1}, [FG_FMT_Q4_K] = {0, 2},
+    [FG_FMT_Q5_K] = {0, 2}, [FG_FMT_Q6_K] = {208, -1}, [FG_FMT_MXFP4] = {-1, -1}};
+#define RANDOM_SCALE_F16 0x1000u   /* 2^-12: the largest code times it stays well below 1 */
+#define RANDOM_MXFP4_E8M0 120u     /* 2^-7: the e8m0 exponent of an MXFP4 block */
+#define RANDOM_F16_HIGH 0x1cu      /* an F16 value's high byte: 2^-8 .. 2^-7, finite */
+#define RANDOM_BF16_HIGH 0x3cu     /* a BF16 value's: 2^-7 .. 2^-6 */
+#define RANDOM_F32_STEP 0.01f      /* F32 values: multiples of it below 0.07 */
+
+void fg_fmt_fill_random(int fmt, void *dst, uint64_t bytes, uint64_t seed) {
+    const fg_fmt_info *f = fg_fmt_get(fmt);
+    FG_ASSERT(f && fmt != FG_FMT_Q4G64 && bytes % (uint64_t)f->block_bytes == 0);
+    uint8_t *w = dst;
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull | 1;   /* xorshift64: never 0 */
+    for (uint64_t i = 0; i < bytes; i += 8) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        memcpy(w + i, &s, bytes - i < 8 ? (size_t)(bytes - i) : 8);
+    }
+    if (fmt == FG_FMT_F32) {
+        for (uint64_t i = 0; i < bytes / 4; i++) ((float *)dst)[i] = RANDOM_F32_STEP * (float)(i % 7);
+        return;
+    }
+    for (uint64_t b = 0; b < bytes / (uint64_t)f->block_bytes; b++) {
+        uint8_t *blk = w + b * (uint64_t)f->block_bytes;
+        for (int k = 0; k < 2; k++)
+            if (scale_off[fmt][k] >= 0)
+                blk[scale_off[fmt][k]] = RANDOM_SCALE_F16 & 0xff, blk[scale_off[fmt][k] + 1] = RANDOM_SCALE_F16 >> 8;
+        if (fmt == FG_FMT_MXFP4) blk[0] = RANDOM_MXFP4_E8M0;
+        if (fmt == FG_FMT_F16) blk[1] = RANDOM_F16_HIGH;
+        if (fmt == FG_FMT_BF16) blk[1] = RANDOM_BF16_HIGH;
+    }
+}
 
 int fg_fmt_of_ggml(uint32_t ggml_type) {
     for (int f = 0; f < FG_FMT_COUNT; f++)

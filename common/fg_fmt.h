@@ -68,10 +68,29 @@ typedef struct {
 /* NULL for a number outside the table. */
 const fg_fmt_info *fg_fmt_get(int fmt);
 const char *fg_fmt_name(int fmt);   /* "?" outside the table */
+/* The format named `name` (fg_fmt_name's spelling), -1 for none. */
+int fg_fmt_by_name(const char *name);
 /* The format of a ggml type id, -1 when the table has none (IQ*, TQ*, ...). */
 int fg_fmt_of_ggml(uint32_t ggml_type);
 /* A ggml block format (not F16, not Q4G64): 1. */
 static inline int fg_fmt_is_ggml_block(int fmt) { return fmt >= FG_FMT_F32 && fmt < FG_FMT_COUNT; }
+/* One of ggml's quantized formats, which a matrix is held in as it is (F32
+ * and BF16 matrices are held fp16): 1. */
+static inline int fg_fmt_is_ggml_quant(int fmt) { return fmt >= FG_FMT_Q8_0 && fmt < FG_FMT_COUNT; }
+/* A set of formats as a mask, 1 << fmt each. */
+#define FG_FMT_BIT(fmt) (1u << (fmt))
+_Static_assert(FG_FMT_COUNT <= 32, "a set of formats is a 32-bit mask");
+/* The formats of the GGUF files people download (Q4_K_M mixes Q4_K and
+ * Q6_K, Q5_K_M Q5_K and Q6_K; Q8_0, Q4_0): those whose GEMM rates a
+ * profile measures where nobody names others (the gpu worker's --profile,
+ * `flexgen profile`; a run measures its own model's). */
+#define FG_FMT_PROFILE_DEFAULT "Q8_0,Q4_K,Q6_K,Q5_K,Q4_0"
+/* "Q4_K,Q6_K" (names as fg_fmt_name spells them; "none" for none) into a
+ * mask of ggml quantized formats; -1 (*bad the offending name) for a name
+ * that is not one. F16, always measured, is accepted and left out. */
+int fg_fmt_parse_list(const char *list, uint32_t *mask, const char **bad);
+/* A mask as "Q4_K,Q6_K" ("none" for none), in format order. */
+void fg_fmt_list_text(uint32_t mask, char *out, size_t cap);
 
 /* Bytes of a matrix [out, in] in fmt (in % block == 0 for ggml formats; a
  * 1-D tensor is out = 1); 0 when in is not a whole number of blocks. */
@@ -83,6 +102,14 @@ uint64_t fg_fmt_row_bytes(int fmt, uint64_t in);
  * the AVX-512 form where the CPU has it and fg_fmt_x86.c has one (the same
  * bits), else the portable one (the table's to_f32). */
 void fg_fmt_to_f32(int fmt, const void *src, float *dst, uint64_t n);
+/* `bytes` of fmt (whole blocks; not Q4G64, which fg_q4_pack makes) at dst
+ * as random valid blocks, the same for the same seed: every byte random but
+ * each block's scales (fp16 d and min, Q6_K's d, MXFP4's exponent; F16,
+ * BF16 and F32 values themselves) set small and finite, so no value is
+ * denormal, infinite or NaN. What a kernel's speed is measured on
+ * (flexgen-fmt-bench, the gpu worker's --profile): it does not depend on
+ * the values beyond that. */
+void fg_fmt_fill_random(int fmt, void *dst, uint64_t bytes, uint64_t seed);
 /* Tests: 0 = the portable forms only, 1 = the fast ones where they exist
  * (the default). */
 void fg_fmt_use_simd(int on);

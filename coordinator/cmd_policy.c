@@ -204,6 +204,44 @@ static json_t *formats_json(const fg_model_config *c, const fg_spec *sp) {
     return json_pack("{s:o, s:f, s:f}", "by_format", o, "layer_bytes_min", lo, "layer_bytes_max", hi);
 }
 
+/* The GEMM rates the cost model charged, by the formats the model's
+ * layers and LM head are held in: {"Q4_K": {"layer_flops_per_row",
+ * "lm_head", "decode_rows", "decode_TFLOPS", "prefill_rows",
+ * "prefill_TFLOPS", "measured"}, ...} at the policy's rows (a decode step:
+ * a GPU batch's sequences; prefill: their prompts' tokens). measured false:
+ * the profile has no table of that format (F16's stood in). */
+static json_t *rates_json(const fg_model_config *c, const fg_spec *sp, const fg_hw *hw, const fg_policy *p, int S) {
+    fg_cost_case cs;
+    fg_cost_case_weights(&cs, c, sp);
+    uint32_t fmts = fg_cost_formats(c, sp);
+    json_t *o = json_object();
+    const double dec = p->gbs, pre = (double)p->gbs * S;
+    for (int f = 0; f < FG_FMT_COUNT; f++)
+        if (fmts & FG_FMT_BIT(f))
+            json_object_set_new(o, fg_fmt_name(f),
+                                json_pack("{s:f, s:b, s:f, s:f, s:f, s:f, s:b}", "layer_flops_per_row", cs.layer_flops[f],
+                                          "lm_head", f == cs.head_fmt, "decode_rows", dec, "decode_TFLOPS",
+                                          fg_cost_fmt_tflops(hw, &cs, f, dec, 0), "prefill_rows", pre, "prefill_TFLOPS",
+                                          fg_cost_fmt_tflops(hw, &cs, f, pre, 1), "measured",
+                                          fg_hw_fmt_measured(hw, f)));
+    return o;
+}
+
+static void print_rates(json_t *rates) {
+    const char *k;
+    json_t *e;
+    int first = 1;
+    json_object_foreach(rates, k, e) {
+        if (first) printf("  GEMM rates charged (TFLOPS; decode at %g rows / prefill at %g):", num(e, "decode_rows"),
+                          num(e, "prefill_rows"));
+        printf("%s %s %.4g / %.4g%s%s", first ? "" : ";", k, num(e, "decode_TFLOPS"), num(e, "prefill_TFLOPS"),
+               json_is_true(json_object_get(e, "lm_head")) ? " (the LM head's)" : "",
+               json_is_true(json_object_get(e, "measured")) ? "" : " (not measured: F16's)");
+        first = 0;
+    }
+    printf("\n");
+}
+
 static void print_formats(json_t *f) {
     char b1[32], b2[32];
     const char *k;
@@ -215,7 +253,7 @@ static void print_formats(json_t *f) {
 }
 
 static void print_text(const policy_args *a, const fg_model_config *c, const fg_hw *hw, const fg_search_result *r,
-                       json_t *ar, int S, const fg_pipecost *pp) {
+                       json_t *ar, json_t *rates, int S, const fg_pipecost *pp) {
     char b1[32], b2[32], b3[32];
     const fg_policy *p = &r->p;
     printf("model %s (%s): %d layers, hidden %d, %d heads (%d kv), ffn %d, vocab %d; prompt %d, %d new tokens\n",
@@ -229,6 +267,7 @@ static void print_text(const policy_args *a, const fg_model_config *c, const fg_
     printf("  FLOPs per token: prefill %.3g GFLOP, decode %.3g GFLOP\n", num(ar, "prefill_flops_per_token") / 1e9,
            num(ar, "decode_flops_per_token") / 1e9);
     printf("hardware: %s (%s backend%s)\n", hw->source, hw->backend, hw->shares_host_cpu ? ", compute on the host's cores" : "");
+    print_rates(rates);
     printf("policy%s%s: --percent %g %g %g %g %g %g --gpu-batch-size %d --num-gpu-batches %d%s%s%s\n",
            a->have_percent ? " (given)" : "", pp ? " (every stage)" : "", p->w_gpu, p->w_cpu, p->c_gpu, p->c_cpu, p->h_gpu, p->h_cpu, p->gbs,
            p->num_gpu_batches, p->cpu_cache_compute ? " --cpu-cache-compute" : "",
@@ -319,7 +358,8 @@ static void read_workload(const policy_args *a, fg_wsrc *ws, const fg_model_conf
 }
 
 static void print_json(const policy_args *a, const fg_model_config *c, const fg_hw *hw, const fg_search_result *r,
-                       json_t *ar, int S, int n, const char *over, const fg_pipecost *pp, const fg_pipecost_detail *d) {
+                       json_t *ar, json_t *rates, int S, int n, const char *over, const fg_pipecost *pp,
+                       const fg_pipecost_detail *d) {
     const fg_policy *p = &r->p;
     json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:{s:[f,f,f,f,f,f], s:i, s:i, s:b}, s:f, s:f, s:f, s:s, s:s, s:{s:I, s:I, s:I}, s:I, s:I, s:f}",
         "model", c->name, "hardware", hw->source, "over_budget", over, "prompt_len", S, "gen_len", a->G, "prompts", n, "arithmetic", ar,
@@ -333,6 +373,7 @@ static void print_json(const policy_args *a, const fg_model_config *c, const fg_
     json_t *pj = json_object_get(o, "policy");
     json_object_set_new(pj, "compress_weight", json_boolean(p->compress_weight));
     json_object_set_new(pj, "compress_cache", json_boolean(p->compress_cache));
+    json_object_set(o, "gemm_rates", rates);
     json_object_set_new(o, "prefill_resource_s", fg_cost_res_json(r->pred.pre_res));
     json_object_set_new(o, "decode_resource_s", fg_cost_res_json(r->pred.gen_res));
     if (pp) {   /* a pipeline: memory_bytes is the largest stage's (each machine's budgets) */
@@ -361,8 +402,8 @@ int fg_cmd_policy(int argc, char **argv) {
     /* this machine's profile, measured first as far as the choice needs: the disk only where it may be used */
     fg_search_opts need = {.S = S, .G = a.G, .n_prompts = n, .gpu_mem = a.gpu_mem, .cpu_mem = a.cpu_mem,
                            .disk_mem = a.disk_mem, .backend = a.device, .gbs = a.gbs, .K = a.K};
-    fg_exit_on(fg_profile_for_run(a.hardware, a.offload_dir, a.device, c, a.hardware ? 0 : fg_auto_disk_bytes(c, sp, &need),
-                                  &hw));
+    fg_exit_on(fg_profile_for_run(a.hardware, a.offload_dir, a.device, c, fg_cost_formats(c, sp),
+                                  a.hardware ? 0 : fg_auto_disk_bytes(c, sp, &need), &hw));
     if (a.net_gbit > 0) hw.net_gbps = a.net_gbit / 8;
     if (a.net_latency_us >= 0) hw.net_latency_s = a.net_latency_us * 1e-6;
     /* memory is planned for the backend the hardware was measured with (a
@@ -376,14 +417,15 @@ int fg_cmd_policy(int argc, char **argv) {
     char over[1024] = "";
     if (a.have_percent) fg_exit_on(score_given(&a, c, sp, &hw, &so, pp, &r, &d, over, sizeof over));
     else fg_exit_on(search_compression(&a, c, sp, &hw, &so, pp, &r, &d));
-    json_t *ar = arithmetic(c, sp, S, a.G, &r.p);
+    json_t *ar = arithmetic(c, sp, S, a.G, &r.p), *rates = rates_json(c, sp, &hw, &r.p, S);
     if (a.json) {
-        print_json(&a, c, &hw, &r, ar, S, n, over, pp, &d);
+        print_json(&a, c, &hw, &r, ar, rates, S, n, over, pp, &d);
     } else {
-        print_text(&a, c, &hw, &r, ar, S, pp);
+        print_text(&a, c, &hw, &r, ar, rates, S, pp);
         if (pp) fg_pipecost_print(stdout, pp, &d);
         json_decref(ar);
     }
+    json_decref(rates);
     if (pp) fg_pipecost_detail_free(&d), fg_pipecost_free(pp);
     fg_wsrc_destroy(&ws);
     return 0;

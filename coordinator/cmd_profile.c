@@ -13,13 +13,14 @@
 
 #include "fg_devsize.h"
 #include "fg_cmds.h"
+#include "fg_fmt.h"
 #include "fg_fs.h"
 #include "fg_profile_run.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-        "usage: flexgen profile [--offload-dir DIR] [--device NAME] [--model NAME] [--out FILE]\n"
-        "                       [--reprofile] [--disk-test-size SIZE] [--quick]\n\n"
+        "usage: flexgen profile [--offload-dir DIR] [--device NAME] [--model NAME] [--formats LIST]\n"
+        "                       [--out FILE] [--reprofile] [--disk-test-size SIZE] [--quick]\n\n"
         "Measures each tier with its worker alone (flexgen-{gpu,cpu,disk}-worker --profile) at a model\n"
         "size's layer shape, the disk with a large test file and the runtime's per-command cost, then\n"
         "runs the engine itself (flexgen run, up to 18 short runs; 6 with --quick) against those\n"
@@ -34,6 +35,9 @@ static void usage(FILE *f) {
         "  --device NAME           the gpu worker's backend (default: as flexgen run picks)\n"
         "  --model NAME            OPT size whose layer shape the GEMMs use (default opt-1.3b; a run\n"
         "                          of another size takes the measured shape nearest its own)\n"
+        "  --formats LIST          the ggml weight formats whose layer GEMM rates are measured beside\n"
+        "                          F16's (default " FG_FMT_PROFILE_DEFAULT "; none: none; a run of a\n"
+        "                          GGUF model measures the formats it holds where they are missing)\n"
         "  --disk-test-size SIZE   the disk test file (default 8G: larger than the host's cache\n"
         "                          of a virtual disk is what a big model sees)\n"
         "  --rounds N              the engine calibration's rounds, each figure the median of N runs\n"
@@ -46,16 +50,16 @@ static void usage(FILE *f) {
 int fg_cmd_profile(int argc, char **argv) {
     fg_profile_opts o = {.offload_dir = "flexgen-offload", .model = "opt-1.3b",
                          .disk_test_bytes = FG_PROFILE_DISK_TEST_BYTES, .new_shape = 1, .calibrate = 1};
-    const char *out = NULL;
+    const char *out = NULL, *formats = FG_FMT_PROFILE_DEFAULT, *bad = NULL;
     int reprofile = 0;
-    enum { O_OFF = 256, O_DEV, O_MODEL, O_OUT, O_RE, O_SIZE, O_QUICK, O_ROUNDS, O_KEEP };
+    enum { O_OFF = 256, O_DEV, O_MODEL, O_OUT, O_RE, O_SIZE, O_QUICK, O_ROUNDS, O_KEEP, O_FMT };
     static const struct option opts[] = {
         {"offload-dir", required_argument, 0, O_OFF}, {"device", required_argument, 0, O_DEV},
         {"model", required_argument, 0, O_MODEL},     {"out", required_argument, 0, O_OUT},
         {"reprofile", no_argument, 0, O_RE},          {"disk-test-size", required_argument, 0, O_SIZE},
         {"quick", no_argument, 0, O_QUICK},           {"help", no_argument, 0, 'h'},
         {"rounds", required_argument, 0, O_ROUNDS},   {"keep-runs", required_argument, 0, O_KEEP},
-        {0, 0, 0, 0},
+        {"formats", required_argument, 0, O_FMT},     {0, 0, 0, 0},
     };
     opterr = 0;
     optind = 1;
@@ -72,6 +76,7 @@ int fg_cmd_profile(int argc, char **argv) {
         case O_QUICK: o.quick = 1; break;
         case O_ROUNDS: st = fg_parse_int("--rounds", optarg, 1, CALIB_MAX_ROUNDS, &o.rounds); break;
         case O_KEEP: o.keep_runs = optarg; break;
+        case O_FMT: formats = optarg; break;
         case 'h': usage(stdout); return 0;
         default:
             fprintf(stderr, "flexgen profile: unknown or incomplete option '%s'\n\n", argv[optind - 1]);
@@ -80,6 +85,8 @@ int fg_cmd_profile(int argc, char **argv) {
         }
     }
     if (!st && optind < argc) st = fg_err_set(FG_EINPUT, "flexgen profile: unexpected argument '%s'", argv[optind]);
+    if (!st && fg_fmt_parse_list(formats, &o.formats, &bad))
+        st = fg_err_set(FG_EINPUT, "--formats: '%s' is not a ggml quantized format (Q8_0, Q4_K, Q6_K, ...)", bad);
     if (!st && o.keep_runs) {   /* before minutes of measuring, not after */
         struct stat sb;
         if (fg_fs_mkdirs(o.keep_runs, 0700) || stat(o.keep_runs, &sb) != 0 || !S_ISDIR(sb.st_mode) ||

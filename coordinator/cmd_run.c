@@ -272,6 +272,7 @@ static fg_status choose_policy(run_args *a, fg_wsrc *ws, const fg_model_config *
     } else if (!a->have_percent && !strcmp(a->policy, "auto")) {
         if ((st = fg_search_least_fits(c, fg_wsrc_specs(ws), &so)) ||
             (st = fg_profile_for_run(a->hardware, a->flex.offload_dir, device, c,
+                                     fg_cost_formats(c, fg_wsrc_specs(ws)),
                                      fg_auto_disk_bytes(c, fg_wsrc_specs(ws), &so), &hw)) ||
             (st = fg_search_policy(c, fg_wsrc_specs(ws), &hw, &so, pred)))
             return st;

@@ -6,6 +6,16 @@
 
 #include <string.h>
 
+/* Units of the terms below: bytes of one element, and the cache's two
+ * tensors a layer. */
+#define FP16_BYTES 2.0       /* hidden states, q, k, v, ctx; the cache as attention reads it */
+#define FP32_BYTES 4.0       /* the logits */
+#define KV_TENSORS 2.0       /* a layer's cache: k and v, each a row of fg_cache_row_bytes a position */
+#define FLOPS_PER_MAC 2.0    /* a multiply and an add */
+/* a (query, key) pair's attention FLOPs per query width: QK^T and AV, a
+ * multiply-add each */
+#define ATTN_FLOPS_PER_PAIR (2 * FLOPS_PER_MAC)
+
 const char *fg_cost_res_name(int r) {
     static const char *n[FG_COST_NRES] = {"compute", "cpu->gpu", "gpu->cpu", "disk"};
     return r >= 0 && r < FG_COST_NRES ? n[r] : "?";
@@ -24,36 +34,60 @@ double fg_lin_eval(const fg_lin *l, const double *x) {
 }
 
 void fg_cost_case_weights(fg_cost_case *cs, const fg_model_config *c, const fg_spec *sp) {
-    cs->layer_bytes = cs->model_bytes = 0;
-    cs->layer_fp16_bytes = 0;
+    cs->layer_bytes = cs->model_bytes = cs->layer_q4_fp16_bytes = 0;
+    memset(cs->layer_flops, 0, sizeof cs->layer_flops);
     for (int i = 0; i < FG_GW_COUNT; i++)
         if (sp[i].present) cs->model_bytes += (double)fg_spec_stored_bytes(c, sp, i);
     /* a layer's bytes as moved (compressed, or in the file's formats, which
-     * may differ by layer: a Q4_K_M file's Q6_K layers): the mean layer */
+     * may differ by layer: a Q4_K_M file's Q6_K layers) and its GEMM FLOPs
+     * by format: the mean layer (every layer runs each step, so their sum
+     * is L times it) */
     for (int l = 0; l < c->n_layers; l++)
-        for (int i = 0; i < FG_LW_COUNT; i++)
-            if (sp[fg_spec_layer(l, i)].present) {
-                cs->layer_bytes += (double)fg_spec_stored_bytes(c, sp, fg_spec_layer(l, i)) / c->n_layers;
-                cs->layer_fp16_bytes += 2.0 * (double)fg_spec_numel(&sp[fg_spec_layer(l, i)]) / c->n_layers;
-            }
+        for (int i = 0; i < FG_LW_COUNT; i++) {
+            const int idx = fg_spec_layer(l, i), fmt = fg_spec_fmt(c, sp, idx);
+            if (!sp[idx].present) continue;
+            cs->layer_bytes += (double)fg_spec_stored_bytes(c, sp, idx) / c->n_layers;
+            cs->layer_flops[fmt] += fg_spec_flops_per_row(c, sp, idx) / c->n_layers;
+            if (fmt == FG_FMT_Q4G64) cs->layer_q4_fp16_bytes += FP16_BYTES * (double)fg_spec_numel(&sp[idx]) / c->n_layers;
+        }
+    const int head = sp[FG_GW_LM_HEAD].present ? FG_GW_LM_HEAD : FG_GW_EMBED_TOKENS;   /* a tied head: the embedding */
+    cs->head_fmt = fg_spec_fmt(c, sp, fg_spec_global(head));
 }
 
-/* Seconds of a GEMM of `flops` over `rows` rows. */
-static double mm_s(const fg_hw *hw, double rows, double flops, int prefill) {
-    return flops / (fg_hw_mm_tflops(hw, rows, prefill) * 1e12);
+uint32_t fg_cost_formats(const fg_model_config *c, const fg_spec *sp) {
+    fg_cost_case cs;
+    fg_cost_case_weights(&cs, c, sp);
+    uint32_t m = FG_FMT_BIT(cs.head_fmt);
+    for (int f = 0; f < FG_FMT_COUNT; f++)
+        if (cs.layer_flops[f] > 0) m |= FG_FMT_BIT(f);
+    return m;
 }
 
-/* Seconds of a decoder layer's GEMMs (and per-row work) over `rows` rows.
- * With 4-bit weights: at the rate the profile measured for them (mm_q4),
- * else the fp16 rate plus a pass that writes the layer's fp16 bytes, at the
- * device's streaming rate (its attention's, the closest measured kernel of
- * that kind; presets have no mm_q4). */
-static double layer_s(const fg_hw *hw, const fg_model_config *c, const fg_cost_case *cs, double rows, double flops,
-                      int prefill) {
-    double q4 = c->compress_weight ? fg_hw_mm_q4_tflops(hw, rows) : 0;
-    if (q4 > 0) return flops / (q4 * 1e12);
-    return mm_s(hw, rows, flops, prefill) +
-           (c->compress_weight ? cs->layer_fp16_bytes / (hw->attn_decode_gbps * 1e9) : 0);
+/* Seconds of `flops` of GEMMs over `rows` rows on weights held in fmt, at
+ * the profile's rate for it (fg_hw_fmt_tflops). FlexGen's 4-bit weights
+ * where the profile has no mm_q4 (presets): F16's rate plus a pass that
+ * writes their expand_bytes of fp16, at the device's streaming rate (its
+ * decode attention's, the closest measured kernel of that kind). */
+static double fmt_s(const fg_hw *hw, int fmt, double rows, double flops, double expand_bytes, int prefill) {
+    if (!(flops > 0)) return 0;
+    if (fmt == FG_FMT_Q4G64 && !fg_hw_fmt_measured(hw, fmt))
+        return flops / (fg_hw_fmt_tflops(hw, FG_FMT_F16, rows, prefill) * 1e12) + expand_bytes / (hw->attn_decode_gbps * 1e9);
+    return flops / (fg_hw_fmt_tflops(hw, fmt, rows, prefill) * 1e12);
+}
+
+/* Seconds of the mean decoder layer's GEMMs (and per-row work) over `rows`
+ * rows: each format's FLOPs at its own rate, so a Q4_K_M layer's Q4_K
+ * matrices go at Q4_K's and its Q6_K ones at Q6_K's. */
+static double layer_s(const fg_hw *hw, const fg_cost_case *cs, double rows, int prefill) {
+    double s = 0;
+    for (int f = 0; f < FG_FMT_COUNT; f++) s += fmt_s(hw, f, rows, rows * cs->layer_flops[f], cs->layer_q4_fp16_bytes, prefill);
+    return s;
+}
+
+double fg_cost_fmt_tflops(const fg_hw *hw, const fg_cost_case *cs, int fmt, double rows, int prefill) {
+    double flops = rows * (cs->layer_flops[fmt] > 0 ? cs->layer_flops[fmt] : 1);   /* the layer's, where it has any */
+    double s = fmt_s(hw, fmt, rows, flops, cs->layer_q4_fp16_bytes, prefill);
+    return s > 0 ? flops / s / 1e12 : 0;
 }
 
 /* The terms of one step: gpu compute seconds `comp` (with the fractions
@@ -110,24 +144,25 @@ void fg_cost_terms_make(const fg_model_config *c, const fg_hw *hw, const fg_cost
     const double ctx = S + G / 2, past = ctx - 1;      /* the mean decode context and cached prefix */
     const double keys = fg_config_attn_keys(c, ctx);   /* what a decode query attends: a window at most */
     const int act_off = cs->act != FG_TIER_GPU, act_disk = cs->act == FG_TIER_DISK, ca = cs->cpu_attn;
-    const double hb_p = 2 * B * S * H, hb_g = 2 * B * H;            /* a batch's hidden state */
-    /* the cache's bytes as stored (4-bit with compress_cache): what moves */
-    const double kvr = (double)fg_cache_row_bytes(c) / (2 * KV);
-    const double rows_p = kvr * 4 * B * S * KV, rows_g = kvr * 4 * B * KV;   /* a batch's new k and v rows */
-    const double prefix = kvr * 4 * B * past * KV, attn_g = 4 * B * keys * KV;   /* k and v bytes loaded; read (fp16, expanded) */
-    const double layer_flops = fg_config_layer_flops(c);           /* per row: q k v o and the MLP's matrices */
+    const double hb_p = FP16_BYTES * B * S * H, hb_g = FP16_BYTES * B * H;   /* a batch's hidden state */
+    /* the cache as stored (4-bit with compress_cache) is what moves: a
+     * position's k or v row of one sequence */
+    const double row = (double)fg_cache_row_bytes(c);
+    const double rows_p = KV_TENSORS * B * S * row, rows_g = KV_TENSORS * B * row;   /* a batch's new k and v rows */
+    const double prefix = KV_TENSORS * B * past * row;               /* the cached k and v a decode step loads */
+    const double attn_g = KV_TENSORS * B * keys * KV * FP16_BYTES;   /* what its attention reads, expanded */
 
     /* ---- a decoder layer, prefill: K batches of B*S rows ---- */
     step p;
     memset(&p, 0, sizeof p);
-    p.comp.c = K * (layer_s(hw, c, cs, B * S, B * S * layer_flops, 1) + 4 * B * fg_config_prefill_attn_pairs(c, S) * Q / (hw->attn_prefill_tflops * 1e12)) *
-               hw->eng_prefill_factor;
+    const double pre_attn_flops = ATTN_FLOPS_PER_PAIR * B * fg_config_prefill_attn_pairs(c, S) * Q;
+    p.comp.c = K * (layer_s(hw, cs, B * S, 1) + pre_attn_flops / (hw->attn_prefill_tflops * 1e12)) * hw->eng_prefill_factor;
     p.h2d.a[X_W_CPU] = p.h2d.a[X_W_DISK] = Wl;                   /* the layer's off-GPU weights, once per block */
     p.rd.a[X_W_DISK] = Wl;
     p.h2d.c += act_off * K * hb_p, p.d2h.c += act_off * K * hb_p;
     p.rd.c += act_disk * K * hb_p, p.wr.c += act_disk * K * hb_p;
     p.d2h_cache.a[X_C_CPU] = p.d2h_cache.a[X_C_DISK] = K * rows_p;   /* new rows to an off-GPU cache */
-    p.wr.a[X_C_DISK] = K * (rows_p + 2 * FG_SHM_ALIGN);       /* O_DIRECT writes from the aligned boundary below */
+    p.wr.a[X_C_DISK] = K * (rows_p + KV_TENSORS * FG_SHM_ALIGN);   /* O_DIRECT: each tensor's write from the aligned boundary below */
     /* commands: a layer and its hidden state's load and store per batch, the
      * weights' load once; an off-GPU cache's store (no load: no prefix yet) */
     p.cmds.c = K * (FG_CMDS_LAYER + 2 * FG_CMDS_HIDDEN_MOVE * act_off);
@@ -139,7 +174,7 @@ void fg_cost_terms_make(const fg_model_config *c, const fg_hw *hw, const fg_cost
     /* ---- a decoder layer, one decode token: K batches of B rows ---- */
     step g;
     memset(&g, 0, sizeof g);
-    double gemm = layer_s(hw, c, cs, B, B * layer_flops, 0), gpu_attn = attn_g / (hw->attn_decode_gbps * 1e9);
+    double gemm = layer_s(hw, cs, B, 0), gpu_attn = attn_g / (hw->attn_decode_gbps * 1e9);
     g.comp.c = K * gemm;
     /* attention on the gpu over a GPU cache, over a disk cache (loaded), and
      * over a CPU cache unless the cpu worker does it (then serial: the
@@ -150,9 +185,11 @@ void fg_cost_terms_make(const fg_model_config *c, const fg_hw *hw, const fg_cost
     g.comp.a[X_C_CPU] = K * (ca ? attn_g / (fg_hw_cpu_attn_gbps(hw, B, keys) * 1e9) + 2 * hw->rtt_s : gpu_attn);
     g.h2d.a[X_W_CPU] = g.h2d.a[X_W_DISK] = Wl;
     g.rd.a[X_W_DISK] = Wl;
-    g.h2d.a[X_C_DISK] = K * prefix, g.rd.a[X_C_DISK] = K * prefix, g.wr.a[X_C_DISK] = K * (rows_g + 2 * FG_SHM_ALIGN);
+    g.h2d.a[X_C_DISK] = K * prefix, g.rd.a[X_C_DISK] = K * prefix;
+    g.wr.a[X_C_DISK] = K * (rows_g + KV_TENSORS * FG_SHM_ALIGN);
     g.d2h_cache.a[X_C_DISK] = K * rows_g;
-    if (ca) g.h2d.a[X_C_CPU] = K * 2 * B * Q, g.d2h.a[X_C_CPU] = K * 2 * B * (Q + 2 * KV);   /* ctx in; q, k, v out */
+    if (ca)   /* ctx in; q, k, v out */
+        g.h2d.a[X_C_CPU] = K * FP16_BYTES * B * Q, g.d2h.a[X_C_CPU] = K * FP16_BYTES * B * (Q + KV_TENSORS * KV);
     else g.h2d.a[X_C_CPU] = K * prefix, g.d2h_cache.a[X_C_CPU] = K * rows_g;
     g.h2d.c += act_off * K * hb_g, g.d2h.c += act_off * K * hb_g;
     g.rd.c += act_disk * K * hb_g, g.wr.c += act_disk * K * hb_g;
@@ -180,10 +217,11 @@ void fg_cost_terms_make(const fg_model_config *c, const fg_hw *hw, const fg_cost
         step h;
         memset(&h, 0, sizeof h);
         const int head = !cs->no_lm_head;   /* a pipeline's stages: the embedding on the first, the head on the last */
-        h.comp.c = head * K * mm_s(hw, B, 2 * B * H * V, ph == 0) * (ph == 0 ? hw->eng_prefill_factor : ef);
+        h.comp.c = head * K * fmt_s(hw, cs->head_fmt, B, FLOPS_PER_MAC * B * H * V, 0, ph == 0) *
+                   (ph == 0 ? hw->eng_prefill_factor : ef);
         h.h2d.a[X_W_CPU] = h.h2d.a[X_W_DISK] = Wm;
         h.rd.a[X_W_DISK] = Wm;
-        h.d2h.c = head * K * 4 * B * V;
+        h.d2h.c = head * K * FP32_BYTES * B * V;   /* the logits */
         h.cmds.c = K * (!cs->no_embed * FG_CMDS_EMBED + head * FG_CMDS_LM_HEAD);
         h.cmds.a[X_W_CPU] = h.cmds.a[X_W_DISK] = Wm > 0 ? FG_CMDS_WEIGHT_COPY : 0;
         to_res(hw, &h, ph == 0, ph == 0 ? t->head_pre : t->head_gen);

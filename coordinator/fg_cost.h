@@ -60,19 +60,33 @@ typedef struct {
     int gbs, K, S, G;
     int cpu_attn;            /* cpu_cache_compute */
     fg_tier act;             /* the activations' tier */
-    double layer_bytes;      /* a decoder layer's weights */
+    double layer_bytes;      /* a decoder layer's weights (the mean layer's: a Q4_K_M file's differ) */
     double model_bytes;      /* the model-level weights (embeddings, final LayerNorm, projections) */
-    double layer_fp16_bytes; /* a decoder layer's weights expanded (= layer_bytes without compress_weight) */
+    /* the mean decoder layer's GEMM FLOPs per row by the format its
+     * matrices are held in (fg_spec_flops_per_row; their sum is
+     * fg_config_layer_flops): each format's go at its own rate */
+    double layer_flops[FG_FMT_COUNT];
+    double layer_q4_fp16_bytes;   /* the mean layer's FlexGen 4-bit matrices expanded to fp16 */
+    int head_fmt;            /* the LM head's format (a tied head: the embedding's) */
     /* a pipeline stage (fg_cost_pipe.h) without the embedding, or without the LM
      * head (its GEMM, logits and commands; a stage's model-level weight bytes
      * are its own spec's): 0 and 0 on one machine */
     int no_embed, no_lm_head;
 } fg_cost_case;
 
-/* A case's weight bytes from the model's tensor list, as the tiers hold
- * them (4-bit under the config's compress_weight; the cache's bytes follow
- * compress_cache inside fg_cost_terms_make). */
+/* A case's weight bytes and GEMM FLOPs by format from the model's tensor
+ * list, as the tiers hold them (4-bit under the config's compress_weight,
+ * a GGUF file's formats; the cache's bytes follow compress_cache inside
+ * fg_cost_terms_make). */
 void fg_cost_case_weights(fg_cost_case *cs, const fg_model_config *c, const fg_spec *sp);
+/* The formats whose GEMM rates a model's cost depends on (FG_FMT_BIT
+ * each): those its decoder layers' matrices are held in, and its LM
+ * head's. */
+uint32_t fg_cost_formats(const fg_model_config *c, const fg_spec *sp);
+/* The rate (10^12 FLOP/s) the model charges a layer's GEMMs on weights in
+ * fmt at `rows` rows: the profile's for fmt (fg_hw_fmt_tflops), FlexGen's
+ * 4-bit without mm_q4 with its expansion pass in (cs's layer); for reports. */
+double fg_cost_fmt_tflops(const fg_hw *hw, const fg_cost_case *cs, int fmt, double rows, int prefill);
 
 typedef struct {
     fg_lin pre[FG_COST_NRES], gen[FG_COST_NRES];             /* one decoder layer: prefill; a decode token */

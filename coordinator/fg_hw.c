@@ -54,26 +54,51 @@ static fg_status num(const char *path, json_t *obj, const char *sect, const char
     return FG_OK;
 }
 
-/* gpu.KEY: an array of 1..FG_HW_MAX_MM {"rows", "TFLOPS"} points, rows
- * ascending (absent: an error if required, else *n = 0). */
-static fg_status table(const char *path, json_t *gpu, const char *key, int required, double *rows, double *tflops,
-                       int *n_out) {
-    json_t *mm = json_object_get(gpu, key);
+/* mm, an array of 1..FG_HW_MAX_MM {"rows", "TFLOPS"} points, rows
+ * ascending, named `key` in messages (absent: an error if required, else
+ * t->n = 0). */
+static fg_status rates(const char *path, json_t *mm, const char *key, int required, fg_hw_rates *t) {
     size_t n = json_array_size(mm);
-    *n_out = 0;
+    t->n = 0;
     if (!mm && !required) return FG_OK;
     if (n < 1 || n > FG_HW_MAX_MM)
         return fg_err_set(FG_EINPUT, "%s: gpu.%s must be an array of 1..%d {\"rows\", \"TFLOPS\"} points", path, key,
                           FG_HW_MAX_MM);
-    char sect[32];
+    char sect[64];
     snprintf(sect, sizeof sect, "gpu.%s[]", key);
     for (size_t i = 0; i < n; i++) {
-        double r = 0, t = 0;
+        double r = 0, x = 0;
         json_t *e = json_array_get(mm, i);
         fg_status st;
-        if ((st = num(path, e, sect, "rows", 1, &r)) || (st = num(path, e, sect, "TFLOPS", 1, &t))) return st;
-        if (i && r <= rows[i - 1]) return fg_err_set(FG_EINPUT, "%s: gpu.%s rows must ascend", path, key);
-        rows[i] = r, tflops[i] = t, *n_out = (int)i + 1;
+        if ((st = num(path, e, sect, "rows", 1, &r)) || (st = num(path, e, sect, "TFLOPS", 1, &x))) return st;
+        if (i && r <= t->rows[i - 1]) return fg_err_set(FG_EINPUT, "%s: gpu.%s rows must ascend", path, key);
+        t->rows[i] = r, t->tflops[i] = x, t->n = (int)i + 1;
+    }
+    return FG_OK;
+}
+
+/* obj's GEMM tables (the gpu section's, or a shapes[] entry's): mm (F16;
+ * required unless the preset figures stand in), mm_q4 (FlexGen 4-bit) and
+ * mm_fmt {NAME: table} (ggml formats; a name this build does not know is
+ * skipped, as a key for people would be), replacing every table hw had. */
+static fg_status fmt_tables(const char *path, json_t *obj, int mm_required, fg_hw *hw) {
+    memset(hw->mm, 0, sizeof hw->mm);
+    fg_status st;
+    if ((st = rates(path, json_object_get(obj, "mm"), "mm", mm_required, &hw->mm[FG_FMT_F16])) ||
+        (st = rates(path, json_object_get(obj, "mm_q4"), "mm_q4", 0, &hw->mm[FG_FMT_Q4G64])))
+        return st;
+    json_t *by = json_object_get(obj, "mm_fmt"), *v;
+    const char *name;
+    if (by && !json_is_object(by)) return fg_err_set(FG_EINPUT, "%s: gpu.mm_fmt must be an object {FORMAT: points}", path);
+    json_object_foreach(by, name, v) {
+        int f = fg_fmt_by_name(name);
+        if (f < 0) continue;
+        char key[48];
+        snprintf(key, sizeof key, "mm_fmt.%.32s", name);
+        if (!fg_fmt_is_ggml_quant(f))
+            return fg_err_set(FG_EINPUT, "%s: gpu.%s: mm_fmt holds ggml quantized formats' tables (F16's is gpu.mm, "
+                                         "FlexGen 4-bit's gpu.mm_q4)", path, key);
+        if ((st = rates(path, v, key, 1, &hw->mm[f]))) return st;
     }
     return FG_OK;
 }
@@ -123,8 +148,7 @@ static fg_status parse_shape(const char *path, json_t *shapes, const fg_model_co
     if (!best) return FG_OK;
     fg_status st;
     double h = 0;
-    if ((st = table(path, best, "mm", 1, hw->mm_rows, hw->mm_tflops, &hw->n_mm)) ||
-        (st = table(path, best, "mm_q4", 0, hw->mm_q4_rows, hw->mm_q4_tflops, &hw->n_mm_q4)) ||
+    if ((st = fmt_tables(path, best, 1, hw)) ||
         (st = num(path, best, "shapes[]", "attn_prefill_TFLOPS", 1, &hw->attn_prefill_tflops)) ||
         (st = num(path, best, "shapes[]", "attn_decode_GBps", 1, &hw->attn_decode_gbps)) ||
         (st = num(path, best, "shapes[]", "hidden", 1, &h)))
@@ -190,10 +214,7 @@ static fg_status parse(const char *path, json_t *root, const fg_model_config *c,
         (st = num(path, net, "network", "latency_us", 0, &lat_us)))
         return st;
     hw->net_latency_s = lat_us * 1e-6;
-    if ((st = table(path, gpu, "mm", !(hw->mm_prefill_tflops > 0 && hw->mm_decode_tflops > 0), hw->mm_rows,
-                    hw->mm_tflops, &hw->n_mm)))
-        return st;
-    if ((st = table(path, gpu, "mm_q4", 0, hw->mm_q4_rows, hw->mm_q4_tflops, &hw->n_mm_q4))) return st;
+    if ((st = fmt_tables(path, gpu, !(hw->mm_prefill_tflops > 0 && hw->mm_decode_tflops > 0), hw))) return st;
     if ((st = parse_shape(path, json_object_get(root, "shapes"), c, hw))) return st;
     /* cpu.attn_points: [{"B", "ctx", "GBps"}], any order; absent: the one rate */
     json_t *pts = json_object_get(cpu, "attn_points");
@@ -246,19 +267,21 @@ fg_status fg_hw_load_for(const char *what, const fg_model_config *c, fg_hw *hw) 
 }
 
 /* A rate table at `rows`, linear in log(rows) between its points. */
-static double interp(const double *r, const double *t, int n, double rows) {
-    if (n == 0) return 0;
-    if (rows <= r[0]) return t[0] * rows / r[0];   /* fewer rows: same time, fewer FLOPs */
-    return fg_log_interp(r, t, n, rows);
+static double interp(const fg_hw_rates *t, double rows) {
+    if (t->n == 0) return 0;
+    if (rows <= t->rows[0]) return t->tflops[0] * rows / t->rows[0];   /* fewer rows: same time, fewer FLOPs */
+    return fg_log_interp(t->rows, t->tflops, t->n, rows);
 }
 
-double fg_hw_mm_tflops(const fg_hw *hw, double rows, int prefill) {
+int fg_hw_fmt_measured(const fg_hw *hw, int fmt) {
+    if (fmt < 0 || fmt >= FG_FMT_COUNT) return 0;
+    return hw->mm[fmt].n > 0 || (fmt == FG_FMT_F16 && hw->mm_prefill_tflops > 0 && hw->mm_decode_tflops > 0);
+}
+
+double fg_hw_fmt_tflops(const fg_hw *hw, int fmt, double rows, int prefill) {
     double fixed = prefill ? hw->mm_prefill_tflops : hw->mm_decode_tflops;
-    return fixed > 0 ? fixed : interp(hw->mm_rows, hw->mm_tflops, hw->n_mm, rows);
-}
-
-double fg_hw_mm_q4_tflops(const fg_hw *hw, double rows) {
-    return interp(hw->mm_q4_rows, hw->mm_q4_tflops, hw->n_mm_q4, rows);
+    if (fixed > 0) return fixed;
+    return interp(&hw->mm[fmt >= 0 && fmt < FG_FMT_COUNT && hw->mm[fmt].n > 0 ? fmt : FG_FMT_F16], rows);
 }
 
 double fg_hw_cpu_attn_gbps(const fg_hw *hw, double B, double ctx) {

@@ -5,8 +5,10 @@
  *
  * Profile keys read (others are kept in the file for people, not read):
  *   gpu.backend, gpu.shares_host_cpu, gpu.h2d_GBps, gpu.d2h_GBps,
- *   gpu.mm [{rows, TFLOPS}] (fp16-weight GEMM by rows), gpu.mm_q4 (optional:
- *   the same with 4-bit weights), gpu.attn_prefill_TFLOPS,
+ *   gpu.mm [{rows, TFLOPS}] (a layer's GEMMs by rows, fp16 weights),
+ *   gpu.mm_q4 (optional: the same with FlexGen's 4-bit weights), gpu.mm_fmt
+ *   (optional: {"Q4_K": [{rows, TFLOPS}], ...}, the same with the weights
+ *   in each ggml format measured), gpu.attn_prefill_TFLOPS,
  *   gpu.attn_decode_GBps, cpu.attn_decode_GBps, cpu.attn_points (optional:
  *   [{B, ctx, GBps}], the same by batch size and context), disk.disk_read_GBps,
  *   disk.disk_write_GBps (replaced by disk.engine_read_GBps and
@@ -30,11 +32,20 @@
  *
  * A profile serves every model size: "shapes" (optional) holds the
  * shape-dependent figures, one entry per layer shape measured ({model,
- * hidden, q_dim, kv_dim, ffn, ffn_kind, heads, mm, mm_q4,
+ * hidden, q_dim, kv_dim, ffn, ffn_kind, heads, mm, mm_q4, mm_fmt,
  * attn_decode_GBps, attn_prefill_TFLOPS}; an entry without q_dim, kv_dim
  * and ffn_kind is an OPT shape), and a load for a model takes its own
  * layer shape where measured, else the nearest (fg_hw_shape_distance),
- * over the gpu section's own. "disk" is optional too: a profile measured for a run that
+ * over the gpu section's own (all its GEMM tables: one shape's figures,
+ * never a mix).
+ *
+ * A weight format without a table of its own (a profile from before the
+ * formats were measured, or a --hardware file measured for other models)
+ * is charged F16's rate: fg_hw_fmt_measured tells the caller, who says so
+ * (a run measures the formats its model holds before it searches:
+ * fg_profile_run.h). FlexGen's 4-bit weights without mm_q4 are the cost
+ * model's own case (fg_cost.c: F16's rate and an expansion pass). A
+ * preset's fixed figures serve every format. "disk" is optional too: a profile measured for a run that
  * keeps nothing on disk has none, and then the disk is modelled as
  * FG_HW_DISK_UNMEASURED_GBPS, too slow for any placement to choose it. */
 #ifndef FG_HW_H
@@ -44,6 +55,7 @@
 
 #include "fg_common.h"
 #include "fg_config.h"
+#include "fg_fmt.h"
 
 #define FG_HW_MAX_MM 24
 /* The rate of a disk the profile did not measure: no placement is worth it. */
@@ -56,15 +68,21 @@
  * difference of widths. */
 #define FG_HW_SHAPE_OTHER_KIND 1000.0
 
+/* GEMM TFLOPS at measured row counts. */
+typedef struct {
+    int n;                                             /* points (0: not measured) */
+    double rows[FG_HW_MAX_MM], tflops[FG_HW_MAX_MM];   /* rows ascending */
+} fg_hw_rates;
+
 typedef struct {
     char source[512];           /* the file, or "preset NAME" */
     char backend[32];           /* the gpu worker's backend it was measured with */
     int shares_host_cpu;        /* gpu compute and copies run on the host's cores (host backend) */
-    int n_mm;                   /* GEMM TFLOPS by rows, rows ascending */
-    double mm_rows[FG_HW_MAX_MM], mm_tflops[FG_HW_MAX_MM];
-    int n_mm_q4;                /* the same with 4-bit weights (0: not measured) */
-    double mm_q4_rows[FG_HW_MAX_MM], mm_q4_tflops[FG_HW_MAX_MM];
-    double mm_prefill_tflops, mm_decode_tflops;   /* > 0: used instead of the table (presets) */
+    /* a layer's GEMM TFLOPS by rows with its weights in each format
+     * (common/fg_fmt.h): F16 gpu.mm, FG_FMT_Q4G64 gpu.mm_q4, the ggml
+     * formats gpu.mm_fmt; n 0 where not measured */
+    fg_hw_rates mm[FG_FMT_COUNT];
+    double mm_prefill_tflops, mm_decode_tflops;   /* > 0: used instead of the tables, every format (presets) */
     double attn_prefill_tflops; /* causal attention core, 2*B*S*S*H FLOPs */
     double attn_decode_gbps;    /* decode attention core on the gpu: bytes of k and v read */
     double h2d_gbps, d2h_gbps, d2h_cache_gbps;
@@ -106,12 +124,14 @@ fg_status fg_hw_shape_distance(const char *path, json_t *entry, const fg_model_c
 /* 1 if `what` names a preset. */
 int fg_hw_is_preset(const char *what);
 
-/* GEMM TFLOPS at `rows` rows in the given phase (prefill 1, decode 0):
- * the preset's figure, else the table interpolated in log(rows). */
-double fg_hw_mm_tflops(const fg_hw *hw, double rows, int prefill);
-/* The same for a layer with 4-bit weights: the mm_q4 table where measured,
- * else 0 (the caller estimates the expansion). */
-double fg_hw_mm_q4_tflops(const fg_hw *hw, double rows);
+/* A layer's GEMM TFLOPS at `rows` rows in the given phase (prefill 1,
+ * decode 0) with its weights in format fmt: the preset's figure, else
+ * fmt's table interpolated in log(rows) (below its first point the same
+ * seconds as there, past its last its last rate), F16's where fmt has none. */
+double fg_hw_fmt_tflops(const fg_hw *hw, int fmt, double rows, int prefill);
+/* 1 if fmt's rate is its own: its table is measured, or (F16) the
+ * preset's figures; 0 where fg_hw_fmt_tflops falls back to F16's. */
+int fg_hw_fmt_measured(const fg_hw *hw, int fmt);
 /* The cpu worker's decode attention in bytes of k and v per second, for B
  * sequences over a context of ctx: the measured batch size nearest B (in
  * log), its rate interpolated in log(ctx) and held at the ends; without

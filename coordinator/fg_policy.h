@@ -4,7 +4,10 @@
  *
  * Rules (FlexGen's get_choice over cumulative percentages GPU, CPU, disk):
  *  - weights: within each layer, tensor i goes to the tier whose cumulative
- *    percentage band holds the midpoint of its bytes in the layer's total;
+ *    percentage band holds the midpoint of its bytes in the layer's total,
+ *    bytes as the tiers hold them (fg_spec_stored_bytes: 4-bit under
+ *    compress_weight, a GGUF file's blocks), so a quantized layer splits
+ *    by what it moves;
  *  - KV cache: whole layers, layer j to the band holding (j + 0.5) / L.
  *    (FlexGen splits one tensor across devices for mixed cache
  *    percentages; whole layers keep every transfer contiguous.)

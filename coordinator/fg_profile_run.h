@@ -35,6 +35,8 @@ typedef struct {
     const char *device;          /* the gpu worker's backend */
     const char *model;           /* the size whose layer shape the gpu and cpu tiers are measured at */
     const fg_model_config *shape;  /* instead of model's: this config's layer shape (a run's own model) */
+    uint32_t formats;            /* the ggml quantized formats (FG_FMT_BIT each) whose GEMM rates are measured
+                                    at that shape: a run's model's; `flexgen profile`'s FG_FMT_PROFILE_DEFAULT or --formats */
     uint64_t disk_test_bytes;    /* the disk test file (0: no disk test) */
     int new_shape;               /* measure o->model's shape where missing (0: only into a profile with none) */
     int quick;                   /* fewer repetitions (tests) */
@@ -52,7 +54,10 @@ fg_status fg_profile_cache_path(const char *offload_dir, const char *device, cha
 /* Measure what o asks and write it into the profile at path: the tiers at
  * o->shape's or o->model's layer shape (where new_shape and that shape is
  * not measured yet, or without new_shape where no shape with its kind of
- * MLP is), the disk with a test file of
+ * MLP is), the GEMM rates of o->formats the shape a run takes lacks (at its
+ * own shape, added to it; where it would take another's, its own shape
+ * measured whole: a format's rate at one shape does not stand for
+ * another's), the disk with a test file of
  * o->disk_test_bytes (if asked and not measured with one at least a
  * FG_PROFILE_DISK_REUSE-th as large), the calibration if asked. fresh:
  * start from nothing rather than the file. Written atomically. */
@@ -63,13 +68,18 @@ fg_status fg_profile_measure(const fg_profile_opts *o, const char *path, int fre
  * where asked), of this format and backend. */
 int fg_profile_complete(const fg_profile_opts *o, const char *path);
 
-/* The hardware for a run's policy search of config c: `hardware` (a
- * profile file or preset) if given; else this machine's cached profile,
+/* The hardware for a run's policy search of config c, whose weights are
+ * held in `formats` (fg_cost_formats): `hardware` (a profile file or
+ * preset) if given, at c's layer shape where it has shapes, a warning
+ * naming the formats it has no rates for (F16's stand in; a preset's
+ * figures serve every format); else this machine's cached profile,
  * measured first as far as the run needs: the tiers at c's own shape where
- * no shape with c's kind of MLP is measured yet, and the disk where disk_bytes > 0 (the bytes the
- * run may read from disk; the test file is sized to them). */
+ * no shape with c's kind of MLP is measured yet, the GEMM rates of c's
+ * ggml formats where the shape it takes lacks them, and the disk where
+ * disk_bytes > 0 (the bytes the run may read from disk; the test file is
+ * sized to them). */
 fg_status fg_profile_for_run(const char *hardware, const char *offload_dir, const char *device,
-                             const fg_model_config *c, uint64_t disk_bytes, fg_hw *hw);
+                             const fg_model_config *c, uint32_t formats, uint64_t disk_bytes, fg_hw *hw);
 
 /* The calibration: prof's "engine" section, measured against prof itself
  * (written to path before each run, without the figures that run

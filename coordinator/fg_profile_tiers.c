@@ -9,14 +9,18 @@
  * "created", "gpu": {the gpu worker's --profile of the first shape},
  * "cpu": {...}, "runtime": {"cmd_s", "rtt_s"}, "shapes": [{model, hidden,
  * q_dim, kv_dim, ffn, ffn_kind (the key: a model's layer shape), heads, mm,
- * mm_q4, attn_decode_GBps, attn_prefill_TFLOPS}, ...],
+ * mm_q4, mm_fmt, mm_fmt_none, attn_decode_GBps, attn_prefill_TFLOPS}, ...],
  * "disk": {... "file_bytes"} (only once a run or `flexgen profile` needed
  * the disk), "engine": {...} (only from `flexgen profile`)}. Each part is
  * measured once, when first needed, and kept: a shape per layer shape (a
  * run measures its own where the profile has none with its kind of MLP,
  * through the workers' --profile --shape, so any model is measured at its
- * own), the disk again only for a run that reads far more than its test
- * file. */
+ * own), a weight format's GEMM rates at a shape once a run holds weights
+ * in it or `flexgen profile` asks (mm_fmt; mm_fmt_none the formats asked
+ * for that the backend or the shape could not run, not asked again), the
+ * disk again only for a run that reads far more than its test file. A
+ * profile written before the formats were measured loads as it is; a run
+ * of a quantized model adds its formats to it. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -169,6 +173,11 @@ static double est_gpu_s(const fg_model_config *c, int quick, const char *device)
     double r = (double)c->hidden / 768;
     return (quick ? 0.5 : 1) * (strcmp(device, "host") ? 15 : 6 + 10 * r * r);
 }
+/* a format's GEMM table: fewer and smaller row counts than the tier's mm, no attention or copies */
+#define EST_FMT_SHARE 0.5
+static double est_fmt_s(const fg_model_config *c, int quick, const char *device, uint32_t formats) {
+    return EST_FMT_SHARE * __builtin_popcount(formats) * est_gpu_s(c, quick, device);
+}
 #define EST_CPU_S 5.0
 #define EST_RUNTIME_S 2.0
 static double est_disk_s(uint64_t bytes) { return 2 + 40 * (double)bytes / 1e9; }   /* write, then a sweep of reads */
@@ -202,24 +211,45 @@ static json_t *load_profile(const fg_profile_opts *o, const char *path, int fres
     return new_profile(o);
 }
 
-/* The nearest of prof's shapes to c's (fg_hw_shape_distance; no shapes:
- * HUGE_VAL). */
-static double nearest_shape(json_t *prof, const fg_model_config *c) {
-    json_t *s;
+/* The distance of the nearest of prof's shapes to c's (fg_hw_shape_distance;
+ * no shapes: HUGE_VAL), *entry that shape (NULL: none; may be NULL). The
+ * first of equals, as fg_hw.c takes it. */
+static double nearest_shape(json_t *prof, const fg_model_config *c, json_t **entry) {
+    json_t *s, *best_e = NULL;
     size_t i;
     double best = HUGE_VAL, d;
     json_array_foreach(json_object_get(prof, "shapes"), i, s) {
-        if (fg_hw_shape_distance("profile", s, c, &d) == FG_OK && d < best) best = d;
+        if (fg_hw_shape_distance("profile", s, c, &d) == FG_OK && d < best) best = d, best_e = s;
     }
+    if (entry) *entry = best_e;
     return best;
 }
 
-int fg_profile_has_shape(json_t *prof, const fg_model_config *c) { return nearest_shape(prof, c) == 0; }
+/* The formats of `want` a shapes[] entry has no GEMM table for (nor has
+ * tried: mm_fmt_none). */
+static uint32_t formats_missing(json_t *entry, uint32_t want) {
+    uint32_t have = 0;
+    const char *name;
+    json_t *v;
+    size_t i;
+    json_object_foreach(json_object_get(entry, "mm_fmt"), name, v) {
+        int f = fg_fmt_by_name(name);
+        if (f >= 0) have |= FG_FMT_BIT(f);
+    }
+    json_array_foreach(json_object_get(entry, "mm_fmt_none"), i, v) {
+        int f = json_is_string(v) ? fg_fmt_by_name(json_string_value(v)) : -1;
+        if (f >= 0) have |= FG_FMT_BIT(f);
+    }
+    return want & ~have;
+}
+
+int fg_profile_has_shape(json_t *prof, const fg_model_config *c) { return nearest_shape(prof, c, NULL) == 0; }
 
 /* The shape-dependent part of a gpu worker's profile, keyed by c's layer
  * shape (fg_hw_shape_distance reads the key). */
 static json_t *shape_of(json_t *gpu, const fg_model_config *c) {
-    static const char *const keys[] = {"heads", "mm", "mm_q4", "attn_decode_GBps", "attn_prefill_TFLOPS"};
+    static const char *const keys[] = {"heads", "mm", "mm_q4", "mm_fmt", "mm_fmt_none", "attn_decode_GBps",
+                                       "attn_prefill_TFLOPS"};
     json_t *s = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i}", "model", c->name, "hidden", c->hidden, "q_dim",
                           fg_config_q_dim(c), "kv_dim", fg_config_kv_dim(c), "ffn", c->ffn_dim, "ffn_kind", c->ffn_kind);
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
@@ -237,11 +267,15 @@ static fg_status measure_shape(const fg_profile_opts *o, const fg_model_config *
     char desc[512];
     fg_config_desc_text(c, desc, sizeof desc);
     const char *mflag = o->shape ? "--shape" : "--model", *mval = o->shape ? desc : o->model;
-    const char *gflags[] = {"--device", o->device, mflag, mval, q, NULL};
-    char what[160];
-    snprintf(what, sizeof what, "the gpu tier (%s backend) at %s's layer shape", o->device, c->name);
-    step_begin(pg, what, est_gpu_s(c, o->quick, o->device));
-    pg->left_s -= est_gpu_s(c, o->quick, o->device);
+    char fmts[128];
+    fg_fmt_list_text(o->formats, fmts, sizeof fmts);
+    const char *gflags[] = {"--device", o->device, mflag, mval, "--formats", fmts, q, NULL};
+    char what[256];
+    double est = est_gpu_s(c, o->quick, o->device) + est_fmt_s(c, o->quick, o->device, o->formats);
+    snprintf(what, sizeof what, "the gpu tier (%s backend) at %s's layer shape%s%s", o->device, c->name,
+             o->formats ? ", GEMMs with weights in " : "", o->formats ? fmts : "");
+    step_begin(pg, what, est);
+    pg->left_s -= est;
     json_t *gpu = NULL;
     fg_status st = worker_profile("gpu", gflags, &gpu);
     if (st) return st;
@@ -267,6 +301,34 @@ static fg_status measure_shape(const fg_profile_opts *o, const fg_model_config *
     return FG_OK;
 }
 
+/* The GEMM rates of `missing` formats at c's own shape, measured alone
+ * (the gpu worker's --formats-only) and added to its shapes[] entry. */
+static fg_status measure_formats(const fg_profile_opts *o, const fg_model_config *c, json_t *entry, uint32_t missing,
+                                 progress *pg) {
+    char desc[512], fmts[128], what[256];
+    fg_config_desc_text(c, desc, sizeof desc);
+    fg_fmt_list_text(missing, fmts, sizeof fmts);
+    const char *gflags[] = {"--device", o->device, o->shape ? "--shape" : "--model", o->shape ? desc : o->model,
+                            "--formats", fmts, "--formats-only", o->quick ? "--quick" : NULL, NULL};
+    double est = est_fmt_s(c, o->quick, o->device, missing);
+    snprintf(what, sizeof what, "the gpu tier's GEMMs with weights in %s at %s's layer shape", fmts, c->name);
+    step_begin(pg, what, est);
+    pg->left_s -= est;
+    json_t *gpu = NULL;
+    fg_status st = worker_profile("gpu", gflags, &gpu);
+    if (st) return st;
+    const char *keys[2] = {"mm_fmt", "mm_fmt_none"};
+    for (int k = 0; k < 2; k++) {   /* merged into the entry's */
+        json_t *add = json_object_get(gpu, keys[k]), *have = json_object_get(entry, keys[k]);
+        if (!add) continue;
+        if (!have) json_object_set(entry, keys[k], add);
+        else if (k == 0) json_object_update(have, add);
+        else json_array_extend(have, add);
+    }
+    json_decref(gpu);
+    return FG_OK;
+}
+
 static fg_status measure_disk(const fg_profile_opts *o, json_t *prof, progress *pg) {
     char size[32], what[PATH_MAX + 64];
     snprintf(size, sizeof size, "%llu", (unsigned long long)o->disk_test_bytes);
@@ -287,13 +349,21 @@ static int disk_stale(json_t *prof, uint64_t want) {
 }
 
 /* What of o's measurements prof lacks (LACK_* bits): the one rule for a
- * run, `flexgen profile` and the measuring itself. */
-enum { LACK_SHAPE = 1, LACK_DISK = 2, LACK_ENGINE = 4 };
-static unsigned lacks(json_t *prof, const fg_profile_opts *o, const fg_model_config *c) {
+ * run, `flexgen profile` and the measuring itself. *fmt_missing: with
+ * LACK_FMT, the formats of o->formats c's own shape (*own) lacks. */
+enum { LACK_SHAPE = 1, LACK_DISK = 2, LACK_ENGINE = 4, LACK_FMT = 8 };
+static unsigned lacks(json_t *prof, const fg_profile_opts *o, const fg_model_config *c, json_t **own,
+                      uint32_t *fmt_missing) {
     /* c's own shape where new_shape; else one with c's kind of MLP */
-    double near = nearest_shape(prof, c);
+    json_t *entry = NULL;
+    double near = nearest_shape(prof, c, &entry);
     int shape = o->new_shape ? near > 0 : !(near < FG_HW_SHAPE_OTHER_KIND);
-    return (shape ? LACK_SHAPE : 0) | (disk_stale(prof, o->disk_test_bytes) ? LACK_DISK : 0) |
+    /* the shape taken lacks a format: added to c's own; another's is not
+     * c's: its own measured whole */
+    uint32_t missing = shape ? 0 : formats_missing(entry, o->formats);
+    if (missing && near > 0) shape = 1, missing = 0;
+    *own = entry, *fmt_missing = missing;
+    return (shape ? LACK_SHAPE : 0) | (missing ? LACK_FMT : 0) | (disk_stale(prof, o->disk_test_bytes) ? LACK_DISK : 0) |
            (o->calibrate && !json_object_get(prof, "engine") ? LACK_ENGINE : 0);
 }
 
@@ -306,8 +376,9 @@ static fg_status opts_config(const fg_profile_opts *o, fg_model_config *c) {
 int fg_profile_complete(const fg_profile_opts *o, const char *path) {
     fg_model_config c;
     if (access(path, R_OK) != 0 || opts_config(o, &c) != FG_OK) return 0;
-    json_t *prof = load_profile(o, path, 0);
-    unsigned lack = lacks(prof, o, &c);
+    json_t *prof = load_profile(o, path, 0), *own;
+    uint32_t missing;
+    unsigned lack = lacks(prof, o, &c, &own, &missing);
     json_decref(prof);
     return lack == 0;
 }
@@ -316,13 +387,16 @@ fg_status fg_profile_measure(const fg_profile_opts *o, const char *path, int fre
     fg_model_config c;
     fg_status st = opts_config(o, &c);
     if (st) return st;
-    json_t *prof = load_profile(o, path, fresh);
-    unsigned lack = lacks(prof, o, &c);
-    int shape = !!(lack & LACK_SHAPE), disk = !!(lack & LACK_DISK);
-    progress pg = {.n = shape + !json_object_get(prof, "cpu") + !json_object_get(prof, "runtime") + disk};
-    pg.left_s = (shape ? est_gpu_s(&c, o->quick, o->device) : 0) + (!json_object_get(prof, "cpu") ? EST_CPU_S : 0) +
+    json_t *prof = load_profile(o, path, fresh), *own;
+    uint32_t missing;
+    unsigned lack = lacks(prof, o, &c, &own, &missing);
+    int shape = !!(lack & LACK_SHAPE), fmt = !!(lack & LACK_FMT), disk = !!(lack & LACK_DISK);
+    progress pg = {.n = shape + fmt + !json_object_get(prof, "cpu") + !json_object_get(prof, "runtime") + disk};
+    pg.left_s = (shape ? est_gpu_s(&c, o->quick, o->device) + est_fmt_s(&c, o->quick, o->device, o->formats) : 0) +
+                est_fmt_s(&c, o->quick, o->device, missing) + (!json_object_get(prof, "cpu") ? EST_CPU_S : 0) +
                 (!json_object_get(prof, "runtime") ? EST_RUNTIME_S : 0) + (disk ? est_disk_s(o->disk_test_bytes) : 0);
     if (shape) st = measure_shape(o, &c, prof, &pg);
+    if (!st && fmt) st = measure_formats(o, &c, own, missing, &pg);
     if (!st && disk) st = measure_disk(o, prof, &pg);
     if (!st && o->calibrate) {
         /* the tiers' profile at a scratch path the calibration runs read */
@@ -336,22 +410,42 @@ fg_status fg_profile_measure(const fg_profile_opts *o, const char *path, int fre
     return st;
 }
 
+/* A profile given to a run (--hardware FILE) that lacks a rate of the
+ * model's formats: said, since nothing measures it here. */
+static void warn_formats(const fg_hw *hw, uint32_t formats) {
+    uint32_t missing = 0;
+    for (int f = 0; f < FG_FMT_COUNT; f++)
+        if (formats & FG_FMT_BIT(f) && fg_fmt_is_ggml_quant(f) && !fg_hw_fmt_measured(hw, f)) missing |= FG_FMT_BIT(f);
+    if (!missing || (hw->mm_prefill_tflops > 0 && hw->mm_decode_tflops > 0)) return;   /* a preset's serve every format */
+    char names[128];
+    fg_fmt_list_text(missing, names, sizeof names);
+    fg_warn("%s has no GEMM rates with weights in %s at this model's layer shape: F16's stand in (HINT: without "
+            "--hardware a run measures them into this machine's profile)", hw->source, names);
+}
+
 fg_status fg_profile_for_run(const char *hardware, const char *offload_dir, const char *device,
-                             const fg_model_config *c, uint64_t disk_bytes, fg_hw *hw) {
-    if (hardware) return fg_hw_load(hardware, hw);
+                             const fg_model_config *c, uint32_t formats, uint64_t disk_bytes, fg_hw *hw) {
+    fg_status st;
+    if (hardware) {
+        if (!(st = fg_hw_load_for(hardware, c, hw))) warn_formats(hw, formats);
+        return st;
+    }
     char path[PATH_MAX];
-    fg_status st = fg_profile_cache_path(offload_dir, device, path, sizeof path);
-    if (st) return st;
+    if ((st = fg_profile_cache_path(offload_dir, device, path, sizeof path))) return st;
     uint64_t test = disk_bytes < FG_PROFILE_DISK_MIN_BYTES ? FG_PROFILE_DISK_MIN_BYTES
                     : disk_bytes > FG_PROFILE_DISK_TEST_BYTES ? FG_PROFILE_DISK_TEST_BYTES : disk_bytes;
+    uint32_t quant = 0;   /* F16's rates are mm, FlexGen 4-bit's mm_q4: every shape has them */
+    for (int f = 0; f < FG_FMT_COUNT; f++)
+        if (fg_fmt_is_ggml_quant(f)) quant |= formats & FG_FMT_BIT(f);
     fg_profile_opts o = {.offload_dir = offload_dir, .device = device, .model = c->name, .shape = c,
-                         .disk_test_bytes = disk_bytes ? test : 0};
+                         .formats = quant, .disk_test_bytes = disk_bytes ? test : 0};
     if (!fg_profile_complete(&o, path)) {
         fg_info("measuring what this run's policy depends on (cached in %s; `flexgen profile` measures more: "
                 "other shapes, the engine's own figures)", path);
         if ((st = fg_profile_measure(&o, path, 0))) return st;
     }
     if ((st = fg_hw_load_for(path, c, hw))) return st;
+    warn_formats(hw, formats);   /* a format the backend or the shape could not run (mm_fmt_none) */
     if (hw->shape_hidden && !hw->shape_own)
         fg_info("profile: the gpu figures of the measured layer shape nearest this model's (%s's, hidden %d for %d; "
                 "`flexgen profile --model NAME` measures a size's own)", hw->shape_model, hw->shape_hidden, c->hidden);

@@ -1,5 +1,6 @@
 /* fg_search.c - the policy search (see fg_search.h). */
 #include "fg_search.h"
+#include "fg_plan.h"
 #include "fg_shm.h"
 #include "fg_store.h"
 
@@ -26,11 +27,17 @@ enum {
 
 /* What the memory rows need, from the engine's own plan of the case with
  * everything on the GPU (its fixed buffers: inputs, logits, workspace,
- * activations) and from the tensor list (the rest, by fraction). */
+ * activations) and from the tensor list (the rest, by fraction). Bytes. */
 typedef struct {
-    double wtot, wl, wm, mx, ctot, cslot, cstage, store;   /* bytes; wl, wm: a layer's, the model-level group's */
+    double wtot;           /* every weight */
+    double wl, wm, mx;     /* a decoder layer's weights, the model-level group's, the larger of the two */
+    double ctot;           /* the whole KV cache: k and v of every layer and GPU batch */
+    double cslot, cstage;  /* an off-GPU cache's device slots; a disk cache's shm stages */
+    double store;          /* the tier store of the weights (fg_search_disk_bytes) */
     double fix_gpu, fix_shm, fix_disk;
 } mem_coef;
+
+#define KV_TENSORS 2   /* a layer's cache: k and v */
 
 /* GPU batches a plan holds per K of the LP: a pipeline stage's groups. */
 static int ngroups(const fg_search_opts *o) { return o->groups > 1 ? o->groups : 1; }
@@ -66,8 +73,8 @@ static fg_status mem_coefs(const fg_model_config *c, const fg_spec *sp, const fg
         m->wtot = (double)(a.used[SEG_WGPU] - FG_SHM_HEADER_BYTES);
         m->wm = group[0], m->wl = group[1];
         m->mx = group[0] > group[1] ? group[0] : group[1];
-        m->ctot = 2.0 * a.L * a.K * block;
-        m->cslot = m->cstage = 4 * block;
+        m->ctot = (double)KV_TENSORS * a.L * a.K * block;
+        m->cslot = m->cstage = (double)FG_NSLOTS * KV_TENSORS * block;   /* double-buffered k and v */
         m->fix_gpu = (double)fg_plan_gpu_bytes(&a) - m->wtot - m->ctot;
         m->fix_shm = (double)fg_plan_shm_bytes(&a) - m->wtot;
         m->fix_disk = (double)a.used[SEG_SPILL];
@@ -108,12 +115,18 @@ static int solve(glp_prob **lpp, const fg_cost_terms *t, const mem_coef *m, cons
     glp_set_obj_coef(lp, C_T_LAYER_GEN, (double)L * (cs->G - 1));
     glp_set_obj_coef(lp, C_T_HEAD_GEN, cs->G - 1);
 
-    /* rows, as (column, coefficient) lists; memory rows in GB for scale */
+    /* rows, as (column, coefficient) lists; memory rows in GB for scale.
+     * Beside each, the inequality it is (w_*, c_*: the weights' and the
+     * cache's fractions on a tier; T_*: a step's seconds; z_*: 0/1, a
+     * buffer exists; slot, stage: GB of a device weight slot, of the shm
+     * stages of disk-tier weights) */
     int ia[1 + LP_MAX_NZ], ja[1 + LP_MAX_NZ], ne = 0, row = 0;
     double ar[1 + LP_MAX_NZ];
 #define ROW(type, lo, hi) ((fresh ? glp_add_rows(lp, 1) : 0), glp_set_row_bnds(lp, ++row, type, lo, hi))
 #define COEF(col, v) (ne = nz_room(ne), ia[++ne] = row, ja[ne] = (col), ar[ne] = (v))
+    /* w_gpu + w_cpu + w_disk = 1 */
     ROW(GLP_FX, 1, 1), COEF(C_W_GPU, 1), COEF(C_W_CPU, 1), COEF(C_W_DISK, 1);
+    /* c_gpu + c_cpu + c_disk = 1 */
     ROW(GLP_FX, 1, 1), COEF(C_C_GPU, 1), COEF(C_C_CPU, 1), COEF(C_C_DISK, 1);
     const fg_lin *sets[4] = {t->pre, t->gen, t->head_pre, t->head_gen};
     const int tcol[4] = {C_T_LAYER_PRE, C_T_LAYER_GEN, C_T_HEAD_PRE, C_T_HEAD_GEN};
@@ -121,34 +134,48 @@ static int solve(glp_prob **lpp, const fg_cost_terms *t, const mem_coef *m, cons
         fg_lin b[FG_COST_NBOUND];
         fg_cost_bounds(sets[q], t->contention, b);
         for (int r = 0; r < FG_COST_NBOUND; r++) {
+            /* T_q >= b.c + sum_v b.a[v] x_v, as T_q - sum_v b.a[v] x_v >= b.c */
             ROW(GLP_LO, b[r].c, 0), COEF(tcol[q], 1);
             for (int v = 0; v < FG_COST_NX; v++)
                 if (b[r].a[v] != 0) COEF(C_W_GPU + v, -b[r].a[v]);
         }
     }
+    /* c_cpu + c_disk <= z_cache_slots: the device's cache slots exist once any cache is off it */
     ROW(GLP_UP, 0, 0), COEF(C_C_CPU, 1), COEF(C_C_DISK, 1), COEF(C_Z_CACHE_SLOTS, -1);
+    /* c_disk <= z_cache_stages: the shm stages, once any cache is on disk */
     ROW(GLP_UP, 0, 0), COEF(C_C_DISK, 1), COEF(C_Z_CACHE_STAGES, -1);
+    /* w_disk <= z_store: the tier store, once any weight is on disk */
     ROW(GLP_UP, 0, 0), COEF(C_W_DISK, 1), COEF(C_Z_STORE, -1);
     const double GB = 1e9;
-    /* a weight slot holds the largest group's off-GPU bytes: a layer's by
+    /* A weight slot holds the largest group's off-GPU bytes: a layer's by
      * fraction; the model-level group's whole (one tensor, the embedding,
-     * is nearly all of it); stages of the same size exist once any weight
-     * is on disk (stage >= 2 slot - 2 mx (1 - zwd)) */
+     * is nearly all of it). FG_NSLOTS of them on the device; as many shm
+     * stages of the same size once any weight is on disk. */
+    /* w_cpu + w_disk <= z_weight_slots: the slots, once any weight is off the GPU */
     ROW(GLP_UP, 0, 0), COEF(C_W_CPU, 1), COEF(C_W_DISK, 1), COEF(C_Z_WEIGHT_SLOTS, -1);
+    /* slot >= wm z_weight_slots */
     ROW(GLP_LO, 0, 0), COEF(C_SLOT, 1), COEF(C_Z_WEIGHT_SLOTS, -m->wm / GB);
+    /* slot >= wl (w_cpu + w_disk) */
     ROW(GLP_LO, 0, 0), COEF(C_SLOT, 1), COEF(C_W_CPU, -m->wl / GB), COEF(C_W_DISK, -m->wl / GB);
-    ROW(GLP_LO, -2 * m->mx / GB, 0), COEF(C_STAGE, 1), COEF(C_SLOT, -2), COEF(C_Z_STORE, -2 * m->mx / GB);
+    /* stage >= FG_NSLOTS (slot - mx (1 - z_store)): the slots' size once the store exists (a slot is at most
+     * mx), as stage - FG_NSLOTS slot - FG_NSLOTS mx z_store >= -FG_NSLOTS mx */
+    ROW(GLP_LO, -FG_NSLOTS * m->mx / GB, 0), COEF(C_STAGE, 1), COEF(C_SLOT, -FG_NSLOTS);
+    COEF(C_Z_STORE, -FG_NSLOTS * m->mx / GB);
     if (o->gpu_mem) {
+        /* wtot w_gpu + FG_NSLOTS slot + ctot c_gpu + cslot z_cache_slots <= gpu_mem - fixed */
         ROW(GLP_UP, 0, ((double)o->gpu_mem - m->fix_gpu) / GB);
-        COEF(C_W_GPU, m->wtot / GB), COEF(C_SLOT, 2);
+        COEF(C_W_GPU, m->wtot / GB), COEF(C_SLOT, FG_NSLOTS);
         COEF(C_C_GPU, m->ctot / GB), COEF(C_Z_CACHE_SLOTS, m->cslot / GB);
     }
-    if (o->cpu_mem) {   /* the GPU weights' host copy stays in shm */
+    if (o->cpu_mem) {
+        /* wtot (w_gpu + w_cpu) + stage + ctot c_cpu + cstage z_cache_stages <= cpu_mem - fixed (the GPU
+         * weights' host copy stays in shm) */
         ROW(GLP_UP, 0, ((double)o->cpu_mem - m->fix_shm) / GB);
         COEF(C_W_GPU, m->wtot / GB), COEF(C_W_CPU, m->wtot / GB), COEF(C_STAGE, 1);
         COEF(C_C_CPU, m->ctot / GB), COEF(C_Z_CACHE_STAGES, m->cstage / GB);
     }
     if (o->disk_mem) {
+        /* store z_store + ctot c_disk <= disk_mem - fixed (the spill file) */
         ROW(GLP_UP, 0, ((double)o->disk_mem - m->fix_disk) / GB);
         COEF(C_Z_STORE, m->store / GB), COEF(C_C_DISK, m->ctot / GB);
     }
@@ -230,10 +257,6 @@ fg_status fg_search_fit(const fg_model_config *c, const fg_spec *sp, const fg_se
     return st ? st : fit(c, sp, o, &m, p, pl);
 }
 
-static uint64_t disk_bytes(const fg_plan *pl, const mem_coef *m) {
-    return pl->used[SEG_SPILL] + (pl->any_disk_weights ? (uint64_t)m->store : 0);
-}
-
 uint64_t fg_search_disk_bytes(const fg_plan *pl) {
     double group[2];
     return pl->used[SEG_SPILL] + (pl->any_disk_weights ? (uint64_t)store_bytes(pl->c, pl->sp, group) : 0);
@@ -246,12 +269,9 @@ fg_status fg_search_score(const fg_model_config *c, const fg_spec *sp, const fg_
     fg_plan pl;
     fg_status st = fg_plan_build(&pl, c, sp, p, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
     if (!st) {
-        fg_cost_case cs = {.gbs = p->gbs, .K = p->num_gpu_batches, .cpu_attn = p->cpu_cache_compute, .act = pl.atier};
-        mem_coef m = {0};
-        mem_coefs(c, sp, o, &cs, &m);
         r->p = *p;
         fg_cost_eval_plan(&pl, hw, o->n_prompts, &r->pred);
-        r->gpu_bytes = fg_plan_gpu_bytes(&pl), r->shm_bytes = fg_plan_shm_bytes(&pl), r->disk_bytes = disk_bytes(&pl, &m);
+        r->gpu_bytes = fg_plan_gpu_bytes(&pl), r->shm_bytes = fg_plan_shm_bytes(&pl), r->disk_bytes = fg_search_disk_bytes(&pl);
         r->cases = 1;
     }
     fg_plan_free(&pl);
@@ -282,7 +302,7 @@ static fg_status score(const fg_model_config *c, const fg_spec *sp, const fg_hw 
     if (st) return st;
     fg_cost_eval_plan(&pl, hw, o->n_prompts, &sc->pred);
     sc->gpu_bytes = fg_plan_gpu_bytes(&pl), sc->shm_bytes = fg_plan_shm_bytes(&pl);
-    sc->disk_bytes = disk_bytes(&pl, &cd->m);
+    sc->disk_bytes = fg_search_disk_bytes(&pl);
     fg_plan_free(&pl);
     return FG_OK;
 }

@@ -318,6 +318,21 @@ def main():
             "cpu": {"attn_decode_GBps": 11.2, "memcpy_GBps": 9.0},
             "disk": {"disk_read_GBps": 1.9, "disk_write_GBps": 1.1},
             "runtime": {"cmd_s": 2e-05, "rtt_s": 8e-05}}, indent=1))
+        # per-format GEMM tables, in the gpu section and in a layer shape's entry
+        pts = lambda *r: [{"rows": a, "TFLOPS": b} for a, b in r]
+        put("profile", "formats.json", json.dumps({
+            "gpu": {"backend": "host", "shares_host_cpu": True, "h2d_GBps": 9.1, "d2h_GBps": 8.7,
+                    "mm": pts((1, 0.01), (64, 0.2), (1024, 0.3)), "mm_q4": pts((1, 0.02), (256, 0.15)),
+                    "mm_fmt": {"Q4_K": pts((1, 0.03), (4, 0.1), (256, 0.2)), "Q6_K": pts((1, 0.02), (1024, 0.2))},
+                    "attn_prefill_TFLOPS": 0.05, "attn_decode_GBps": 20.5},
+            "cpu": {"attn_decode_GBps": 11.2},
+            "shapes": [{"model": "opt-125m", "hidden": 768, "ffn": 3072, "heads": 12,
+                        "mm": pts((1, 0.011), (2048, 0.31)),
+                        "mm_fmt": {"Q8_0": pts((1, 0.02), (32, 0.1)), "IQ2_XS": pts((1, 1))},
+                        "mm_fmt_none": ["Q5_K"], "attn_prefill_TFLOPS": 0.05, "attn_decode_GBps": 20.0},
+                       {"model": "llama", "hidden": 4096, "q_dim": 4096, "kv_dim": 1024, "ffn": 14336,
+                        "ffn_kind": 1, "mm": pts((1, 0.01)), "attn_prefill_TFLOPS": 0.05,
+                        "attn_decode_GBps": 20.0}]}, indent=1))
         put("profile", "fixed.json", json.dumps({
             "gpu": {"backend": "cuda", "h2d_GBps": 13.8, "d2h_GBps": 5.2, "d2h_cache_GBps": 1.0,
                     "mm_prefill_TFLOPS": 21.2, "mm_decode_TFLOPS": 4.3, "attn_prefill_TFLOPS": 5.0,

@@ -1,5 +1,6 @@
 /* gpu_profile.c - `flexgen-gpu-worker --profile [--json] [--quick]
- * [--device NAME] [--model NAME | --shape DESC] [--gpu-mem SIZE]`: the gpu tier measured
+ * [--device NAME] [--model NAME | --shape DESC] [--gpu-mem SIZE]
+ * [--formats LIST [--formats-only]]`: the gpu tier measured
  * alone (no coordinator), for the cost model. It goes through what the
  * worker's commands run: the backend --device names, opened and given an
  * arena by its own open and device_init; each op laid out by
@@ -19,6 +20,19 @@
  *   model, hidden, ffn, heads
  *                        --model (default opt-1.3b), or "shape" for --shape
  *                        DESC (a run's own model), and its H, F, heads
+ *   mm_fmt               {"Q4_K": [{"rows": R, "TFLOPS": x}], ...} for R = 1,
+ *                        2, 4 ... 256, 1024: the same as mm with every
+ *                        matrix of the layer in one ggml format (random
+ *                        valid blocks, fg_fmt_fill_random), counted as the
+ *                        same FLOPs, for each format of --formats LIST
+ *                        (names as common/fg_fmt.h spells them; default
+ *                        FG_FMT_PROFILE_DEFAULT; "none": none) that the
+ *                        backend runs and the shape holds (a row of each
+ *                        matrix whole blocks; others are left out, saying
+ *                        why in the log, and in mm_fmt_none: an array of
+ *                        their names). With --formats-only, only these
+ *                        (and the keys naming the backend and the shape):
+ *                        what a run adds to a shape measured before
  *   mm_q4                [{"rows": R, "TFLOPS": x}] for R = 1, 4, 16, 64, 256,
  *                        1024: the same with --compress-weight's 4-bit
  *                        weights, counted as the same FLOPs, so mm_q4 / mm
@@ -66,6 +80,7 @@
 #include <string.h>
 
 #include "fg_devsize.h"
+#include "fg_fmt.h"
 #include "fg_profile.h"
 #include "gpu_ops.h"
 #ifdef FG_HAVE_CUDA
@@ -73,10 +88,18 @@
 #endif
 
 #define PROG "flexgen-gpu-worker"
-#define USAGE PROG " --profile [--device NAME] [--model NAME | --shape DESC] [--gpu-mem SIZE] [--quick] [--json]"
+#define USAGE                                                                                                     \
+    PROG " --profile [--device NAME] [--model NAME | --shape DESC] [--gpu-mem SIZE] [--formats LIST [--formats-only]]" \
+         " [--quick] [--json]"
 
 static const uint32_t mm_rows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
 #define N_MM (sizeof mm_rows / sizeof mm_rows[0])
+/* mm_fmt's rows: mm's to 256 (a decode batch), then one compute-bound
+ * point (past it the cost model holds the last rate): each format's table
+ * costs a fraction of mm's at a large shape */
+static const uint32_t fmt_rows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024};
+#define N_FMT_ROWS (sizeof fmt_rows / sizeof fmt_rows[0])
+
 #define MAX_ROWS 2048u         /* mm_rows' largest: the workspace's rows */
 #define MM_MAX_SEQS 64u        /* mm's rows as sequences; more rows become tokens of these */
 #define DEC_B 8u
@@ -89,13 +112,26 @@ static const uint32_t mm_rows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 
 typedef struct {
     const char *device;   /* --device; NULL: fg_devsize_default() */
     uint64_t budget;      /* --gpu-mem; 0: what the profile needs */
+    uint32_t formats;     /* --formats: 1 << fmt for each ggml format to measure */
+    int formats_only;     /* --formats-only */
 } gpu_flags;
+
+/* --formats LIST into *mask; -1 after saying what is wrong. */
+static int parse_formats(const char *list, uint32_t *mask) {
+    const char *bad = NULL;
+    if (!fg_fmt_parse_list(list, mask, &bad)) return 0;
+    fprintf(stderr, PROG ": --formats: '%s' is not a ggml quantized format (Q8_0, Q4_K, Q6_K, ...)\n", bad);
+    return -1;
+}
 
 static int gpu_flag(void *ctx, const char *flag, const char *val) {
     gpu_flags *f = ctx;
-    if (!val || (strcmp(flag, "--device") && strcmp(flag, "--gpu-mem"))) return 0;
+    if (!strcmp(flag, "--formats-only")) return f->formats_only = 1, 1;
+    if (!val || (strcmp(flag, "--device") && strcmp(flag, "--gpu-mem") && strcmp(flag, "--formats"))) return 0;
     if (!strcmp(flag, "--device")) {
         f->device = val;
+    } else if (!strcmp(flag, "--formats")) {
+        if (parse_formats(val, &f->formats)) return -1;
     } else if (fg_parse_size(val, &f->budget) != FG_OK || f->budget == 0) {
         fprintf(stderr, PROG ": --gpu-mem: expected a size like 3G or 512M, got '%s'\n", val);
         return -1;
@@ -292,33 +328,70 @@ static fg_status measure(gprof *g, json_t **out) {
     return FG_OK;
 }
 
-/* mm_q4 into o: DEVICE_INIT again with compress_weight, the LAYER op at a
- * few row counts over weights packed as the tier store packs them. A
- * backend that refuses compressed weights leaves it out. */
-static fg_status measure_q4(gprof *g, uint64_t budget, json_t *o) {
-    static const uint32_t rows[] = {1, 4, 16, 64, 256, 1024};
-    fg_model_config q4 = g->pa.cfg, one;
-    q4.compress_weight = 1;
-    fg_op_init init = {.model = fg_config_desc(&q4), .max_rows = MAX_ROWS, .arena_bytes = g->image_bytes,
+/* The LAYER op's rates at `rows` with every matrix of the layer in fmt
+ * (FG_FMT_Q4G64: --compress-weight's 4-bit, packed as the tier store packs
+ * it), under DEVICE_INIT again with that model description, into *out (an
+ * array of {"rows", "TFLOPS"}). *out NULL, with the reason in the log,
+ * where the backend refuses the format or the shape cannot be held in it. */
+static fg_status measure_fmt(gprof *g, uint64_t budget, int fmt, const uint32_t *rows, size_t n, json_t **out) {
+    fg_model_config q = g->pa.cfg, one;
+    *out = NULL;
+    if (fmt == FG_FMT_Q4G64) {
+        q.compress_weight = 1;
+    } else {
+        q.fmt_layer = 0;
+        for (int slot = 0; slot < FG_CONFIG_FMT_LAYER_SLOTS; slot++) q.fmt_layer |= (uint32_t)fmt << (4 * slot);
+    }
+    fg_op_init init = {.model = fg_config_desc(&q), .max_rows = MAX_ROWS, .arena_bytes = g->image_bytes,
                        .budget_bytes = budget};
     fg_status st = fg_config_from_desc(&init.model, "profile", &one);
     if (st || (st = g->be->device_init(g->ctx, &init, &one))) {
-        fg_info("profile: no compressed weights on the %s backend (%s): mm_q4 left out", g->be->name, fg_err_msg());
+        fg_info("profile: no %s weights on the %s backend at this shape (%s): left out", fg_fmt_name(fmt), g->be->name,
+                fg_err_msg());
         return FG_OK;
     }
     fg_model_desc saved = g->model;
     fg_model_config saved_cfg = g->pa.cfg;
-    g->model = init.model, g->pa.cfg = q4;
-    double tflops[sizeof rows / sizeof rows[0]];
+    g->model = init.model, g->pa.cfg = q;
+    double tflops[N_MM];
+    char what[32];
+    snprintf(what, sizeof what, " with %s weights", fg_fmt_name(fmt));
     json_t *mm = json_array();
-    st = layer_rates(g, rows, sizeof rows / sizeof rows[0], " with 4-bit weights", tflops, mm);
+    st = layer_rates(g, rows, n, what, tflops, mm);
     g->model = saved, g->pa.cfg = saved_cfg;
-    if (st) {
-        json_decref(mm);
-        return st;
+    if (st) json_decref(mm);
+    else *out = mm;
+    return st;
+}
+
+/* mm_q4 (a backend that refuses compressed weights leaves it out) and
+ * mm_fmt of the formats in mask into o; mm_fmt_none the formats of mask
+ * it left out. */
+static fg_status measure_formats(gprof *g, uint64_t budget, int q4, uint32_t mask, json_t *o) {
+    static const uint32_t q4_rows[] = {1, 4, 16, 64, 256, 1024};
+    json_t *t = NULL, *by = json_object(), *none = json_array();
+    fg_status st = q4 ? measure_fmt(g, budget, FG_FMT_Q4G64, q4_rows, sizeof q4_rows / sizeof q4_rows[0], &t) : FG_OK;
+    if (t) json_object_set_new(o, "mm_q4", t);
+    for (int f = 0; f < FG_FMT_COUNT && !st; f++) {
+        if (!(mask & FG_FMT_BIT(f)) || (st = measure_fmt(g, budget, f, fmt_rows, N_FMT_ROWS, &t))) continue;
+        if (t) json_object_set_new(by, fg_fmt_name(f), t);
+        else json_array_append_new(none, json_string(fg_fmt_name(f)));
     }
-    json_object_set_new(o, "mm_q4", mm);
-    return FG_OK;
+    if (!st && json_object_size(by)) json_object_set(o, "mm_fmt", by);
+    if (!st && json_array_size(none)) json_object_set(o, "mm_fmt_none", none);
+    json_decref(by), json_decref(none);
+    return st;
+}
+
+/* --formats-only: the formats' tables, and what names the backend and the shape. */
+static fg_status measure_formats_only(gprof *g, uint64_t budget, uint32_t mask, json_t **out) {
+    const fg_model_config *c = &g->pa.cfg;
+    *out = json_pack("{s:s, s:s, s:b, s:s, s:i, s:i, s:i, s:b}", "backend", g->be->name, "info", g->info,
+                     "shares_host_cpu", g->be->shares_host_cpu, "model", c->name, "hidden", c->hidden, "ffn",
+                     c->ffn_dim, "heads", c->n_heads, "quick", g->pa.quick);
+    fg_status st = measure_formats(g, budget, 0, mask, *out);
+    if (st) json_decref(*out), *out = NULL;
+    return st;
 }
 
 static void print_summary(const json_t *j) {
@@ -327,15 +400,15 @@ static void print_summary(const json_t *j) {
     printf("  %s shapes (H %d, F %d, %d heads)%s\n", json_string_value(json_object_get(j, "model")),
            (int)NUM("hidden"), (int)NUM("ffn"), (int)NUM("heads"),
            json_is_true(json_object_get(j, "quick")) ? ", --quick: not the real measurement" : "");
-    printf("  layer GEMMs (mm)   ");
     const json_t *mm = json_object_get(j, "mm");
+    if (mm) printf("  layer GEMMs (mm)   ");
     for (size_t i = 0, n = json_array_size(mm); i < n; i++) {
         if (i % 3 && i != n - 1) continue;   /* rows 1, 8, 64, 512 and the last */
         const json_t *pt = json_array_get(mm, i);
         printf("%s%d rows %.3f", i ? ", " : "", (int)json_number_value(json_object_get(pt, "rows")),
                json_number_value(json_object_get(pt, "TFLOPS")));
     }
-    printf(" TFLOPS\n");
+    if (mm) printf(" TFLOPS\n");
     const json_t *q4 = json_object_get(j, "mm_q4");
     if (q4) {
         printf("  4-bit weights      ");
@@ -345,6 +418,22 @@ static void print_summary(const json_t *j) {
                    json_number_value(json_object_get(pt, "TFLOPS")));
         }
         printf(" TFLOPS (a layer's GEMM FLOPs; the weights expanded beside them)\n");
+    }
+    const char *name;
+    json_t *t;
+    json_object_foreach(json_object_get(j, "mm_fmt"), name, t) {
+        printf("  %-6s weights     ", name);
+        for (size_t i = 0, n = json_array_size(t); i < n; i++) {
+            if (i % 3 && i != n - 1) continue;   /* rows 1, 8, 64 and the last */
+            const json_t *pt = json_array_get(t, i);
+            printf("%s%d rows %.3f", i ? ", " : "", (int)json_number_value(json_object_get(pt, "rows")),
+                   json_number_value(json_object_get(pt, "TFLOPS")));
+        }
+        printf(" TFLOPS\n");
+    }
+    if (!json_object_get(j, "mm")) {   /* --formats-only */
+        printf("  (--json prints every point)\n");
+        return;
     }
     printf("  attention decode   %8.3f GB/s of KV cache (B %u, context %u)\n", NUM("attn_decode_GBps"), DEC_B, DEC_CTX);
     printf("  attention prefill  %8.4f TFLOPS (S %u)\n", NUM("attn_prefill_TFLOPS"), PRE_S);
@@ -373,6 +462,7 @@ static void print_summary(const json_t *j) {
 int fg_gpu_profile_main(int argc, char **argv) {
     gprof g = {.copy_bytes = 0};
     gpu_flags f = {0};
+    if (parse_formats(FG_FMT_PROFILE_DEFAULT, &f.formats)) return 2;
     int rc = fg_profile_parse(&g.pa, PROG, argc, argv, gpu_flag, &f, USAGE);
     if (rc) return rc;
     if (!(g.be = fg_backend_find(f.device ? f.device : fg_devsize_default()))) {
@@ -427,8 +517,12 @@ int fg_gpu_profile_main(int argc, char **argv) {
         !(st = g.be->register_host ? g.be->register_host(g.ctx, fg_shm_base(seg), fg_shm_size(seg)) : FG_OK) &&
         !(st = g.be->device_init(g.ctx, &init, &one))) {
         g.image = (uint8_t *)fg_shm_base(seg) + FG_SHM_HEADER_BYTES;
-        st = measure(&g, &j);
-        if (!st && (st = measure_q4(&g, init.budget_bytes, j))) json_decref(j), j = NULL;
+        if (f.formats_only) {
+            st = measure_formats_only(&g, init.budget_bytes, f.formats, &j);
+        } else {
+            st = measure(&g, &j);
+            if (!st && (st = measure_formats(&g, init.budget_bytes, 1, f.formats, j))) json_decref(j), j = NULL;
+        }
     }
     fg_shm_destroy(&seg);
     g.be->close(g.ctx);

@@ -8,6 +8,7 @@
  * (fg_engine_ops.h), so an op added there is served here unchanged.
  * --profile measures the tier alone (gpu_profile.c). */
 #include "fg_engine_ops.h"
+#include "fg_fmt.h"
 #include "fg_profile.h"
 #include "fg_worker.h"
 #include "gpu_ops.h"
@@ -40,6 +41,11 @@ int main(int argc, char **argv) {
                         "                      is built and a GPU is found, else host)\n"
                         "  --gpu-mem SIZE      with --profile: the device memory it may use (default:\n"
                         "                      what it needs: 433M for opt-1.3b on the host backend)\n"
+                        "  --formats LIST      with --profile: the ggml quantized formats whose layer GEMM\n"
+                        "                      rates to measure beside F16's (default " FG_FMT_PROFILE_DEFAULT ";\n"
+                        "                      none: none)\n"
+                        "  --formats-only      with --profile: those rates alone (what a run adds to a\n"
+                        "                      shape measured before)\n"
                         FG_PROFILE_OPTIONS_HELP,
         .profile = fg_gpu_profile_main,
     };

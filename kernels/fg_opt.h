@@ -51,8 +51,9 @@ static inline int fg_opt_ws_ff(const fg_model_config *c) {
 }
 void fg_opt_ws_init(fg_opt_ws *ws, const fg_model_config *c, int max_rows);
 /* Bytes fg_opt_ws_init allocates: what a backend's workspace costs against
- * its memory budget. A compressed weight needs none: fg_gemm_q4w expands a
- * block of rows at a time next to the kernel. */
+ * its memory budget. A weight in any format needs none: fg_gemm_fmt
+ * expands or dequantizes a few tiles of rows at a time into its threads'
+ * own buffers next to the kernel. */
 uint64_t fg_opt_ws_bytes(const fg_model_config *c, int max_rows);
 void fg_opt_ws_free(fg_opt_ws *ws);
 
@@ -94,7 +95,8 @@ void fg_opt_embed(float *h, const int32_t *ids, const fg_step *st, const fg_mode
 
 /* The attention block in pieces a scheduler can place apart: with
  * cpu_cache_compute the GPU runs qkv and out, the CPU worker runs core over
- * the cache it holds, and only q, k, v and ctx (B*S, H) cross between them.
+ * the cache it holds, and only q and ctx (B*S, A*d), k and v (B*S, KV*d)
+ * cross between them.
  *   qkv:  ws->q, ws->k, ws->v = round16(LN1?(h) Wq,k,v + b), q scaled
  *   core: k, v stored into the cache at [past, past+S); ctx = round16(attention)
  *   out:  h = round16(LN1?(h + ctx Wo + bo)) (the LayerNorm for post-LN) */

@@ -405,7 +405,12 @@ int fg_spec_fmt(const fg_model_config *c, const fg_spec *sp, int idx) {
 
 int fg_config_fmt(const fg_model_config *c, int idx) { return fg_spec_fmt(c, NULL, idx); }
 
-int fg_spec_is_q4(const fg_model_config *c, int idx) { return fg_config_fmt(c, idx) == FG_FMT_Q4G64; }
+double fg_spec_flops_per_row(const fg_model_config *c, const fg_spec *sp, int idx) {
+    const fg_spec *t = &sp[idx];
+    if (!t->present || t->ndim != 2) return 0;
+    double f = 2.0 * (double)fg_spec_numel(t);   /* a multiply and an add a weight */
+    return fg_spec_is_experts(c, idx) ? f * c->experts_per_token / c->n_experts : f;
+}
 
 uint64_t fg_spec_stored_bytes(const fg_model_config *c, const fg_spec *sp, int idx) {
     const fg_spec *t = &sp[idx];
@@ -539,8 +544,8 @@ fg_status fg_config_from_desc(const fg_model_desc *d, const char *who, fg_model_
     fg_config_set_sparse(c, 0, d->v[24] & FG_DESC_L_SPARSE);
     c->fmt_layer = d->v[22], c->fmt_global = d->v[23];
     int bad = c->fmt_layer >> 28 || c->fmt_global >> 16;
-    for (int i = 0; i < 7; i++) bad |= (c->fmt_layer >> (4 * i) & 15) >= FG_FMT_COUNT;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < FG_CONFIG_FMT_LAYER_SLOTS; i++) bad |= (c->fmt_layer >> (4 * i) & 15) >= FG_FMT_COUNT;
+    for (int i = 0; i < FG_CONFIG_FMT_GLOBAL_SLOTS; i++) {
         uint32_t f = c->fmt_global >> (4 * i) & 15;
         bad |= f >= FG_FMT_COUNT || f == FG_FMT_Q4G64;   /* FlexGen's scheme is for a layer's matrices */
     }

@@ -290,6 +290,13 @@ int fg_spec_is_experts(const fg_model_config *cfg, int idx);
  * model-level four (token embedding, project_in/out, LM head). -1 for any
  * other tensor (norms, biases, the position table: always F16). */
 int fg_config_fmt_slot(int idx);
+#define FG_CONFIG_FMT_LAYER_SLOTS 7    /* a layer's matrices in fmt_layer, nibbles 0.. */
+#define FG_CONFIG_FMT_GLOBAL_SLOTS 4   /* the model-level ones in fmt_global */
+/* A matrix's GEMM FLOPs per row of activations (spec index idx, 2-D): a
+ * multiply-add per weight, a stack of experts' only for the
+ * experts_per_token of them a row goes through; 0 for anything else. Over
+ * a layer's specs, averaged over the layers: fg_config_layer_flops. */
+double fg_spec_flops_per_row(const fg_model_config *c, const fg_spec *sp, int idx);
 /* The format the tiers hold spec index idx in: sp[idx].fmt, or with sp NULL
  * the config's nibble (a description's one-layer config: every layer
  * alike); FlexGen's Q4G64 instead for a layer's F16 matrices under
@@ -299,8 +306,6 @@ int fg_config_fmt_slot(int idx);
 int fg_spec_fmt(const fg_model_config *c, const fg_spec *sp, int idx);
 /* fg_spec_fmt(c, NULL, idx). fg_specs_new() gives each spec its nibble. */
 int fg_config_fmt(const fg_model_config *c, int idx);
-/* 1 if fg_config_fmt(c, idx) is FG_FMT_Q4G64. */
-int fg_spec_is_q4(const fg_model_config *c, int idx);
 /* Bytes spec index idx occupies in every tier: fg_fmt_bytes of
  * fg_spec_fmt and its shape (1-D tensors: fp16; a stack of experts: E
  * times one expert's matrix). */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_fmt.h"
 
 /* Bounds that keep every size product inside uint64 and every row count
  * inside int, far above any real model or batch. */
@@ -58,7 +59,7 @@ static uint64_t slot_bytes(const fg_op_slot *s, const fg_op_args *a, const fg_sp
         }
         if (t->ndim == 2)
             snprintf(why, cap, "[%" PRId64 ", %" PRId64 "] %s", t->dims[0], t->dims[1],
-                     fg_spec_is_q4(&a->cfg, idx) ? "4-bit" : "fp16");
+                     fg_fmt_name(fg_config_fmt(&a->cfg, idx)));
         else
             snprintf(why, cap, "[%" PRId64 "] fp16", t->dims[0]);
         return fg_spec_stored_bytes(&a->cfg, sp, idx);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fg_fmt.h"
 #include "fg_sample.h"
 #include "fg_weights.h"
 
@@ -97,11 +98,16 @@ fg_status fg_profile_fill(const fg_msg *m, void *image, const fg_profile_args *p
         if (!h.nbytes) continue;
         switch (s->kind) {
         case FG_SLOT_LW:
-        case FG_SLOT_GW:
-            if (weights)
-                st = fg_wsrc_read_stored(dummy, s->kind == FG_SLOT_LW ? fg_spec_layer(0, s->which)
-                                                                      : fg_spec_global(s->which), p);
+        case FG_SLOT_GW: {
+            int idx = s->kind == FG_SLOT_LW ? fg_spec_layer(0, s->which) : fg_spec_global(s->which);
+            int fmt = fg_spec_fmt(fg_wsrc_config(dummy), fg_wsrc_specs(dummy), idx);
+            if (!weights) break;
+            /* a ggml format's blocks: no dummy weights are made in them (a
+             * GGUF file's are its own), and a kernel's speed is all we need */
+            if (fg_wsrc_specs(dummy)[idx].ndim == 2 && fg_fmt_is_ggml_block(fmt)) fg_fmt_fill_random(fmt, p, h.nbytes, i + 1);
+            else st = fg_wsrc_read_stored(dummy, idx, p);
             break;
+        }
         case FG_SLOT_ACT:
         case FG_SLOT_CACHE: fill_uniform((fg_half *)p, h.nbytes / sizeof(fg_half), i); break;
         case FG_SLOT_MASK: memset(p, 1, h.nbytes); break;

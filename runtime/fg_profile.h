@@ -58,7 +58,8 @@ fg_status fg_profile_median(const fg_profile_args *pa, fg_profile_fn fn, void *c
 /* Random contents for the tensors of m, a message fg_op_args_layout built
  * with base 0, written at their offsets into image (host memory of the
  * layout's bytes): weights as the model's dummy checkpoint has them
- * (fg_wsrc_open_dummy: std 0.02, LayerNorm weights near 1), activations and
+ * (fg_wsrc_open_dummy: std 0.02, LayerNorm weights near 1; a matrix in a
+ * ggml block format random valid blocks, fg_fmt_fill_random), activations and
  * caches uniform in [-1, 1), masks all 1 (every position a real token),
  * other inputs zero; outputs are left alone. weights 0 skips the weights
  * (already in place for another step of the same op). */

@@ -1,7 +1,8 @@
 /* fg_store.h - the tier store: a model's weights converted once into the
- * offload directory as per-layer files of 4096-aligned tensors (fp16, or
- * 4-bit where the config compresses weights), so the
- * disk tier reads them with O_DIRECT at full bandwidth straight into shm.
+ * offload directory as per-layer files of 4096-aligned tensors, each in
+ * the format the tiers hold it in (fp16; FlexGen's 4-bit where the config
+ * compresses weights; a GGUF file's ggml blocks as they are), so the disk
+ * tier reads them with O_DIRECT at full bandwidth straight into shm.
  *
  * The coordinator calls fg_store_open_or_build() on first use of a model:
  * every file's header is checked against the checkpoint's identity and the

@@ -168,9 +168,7 @@ static int cmd_dequant(const fg_gguf *g, const char *dir) {
 
 /* blocks FMT IN OUT: no GGUF file around the blocks. */
 static int cmd_blocks(const char *name, const char *in, const char *out) {
-    int fmt = -1;
-    for (int f = 0; f < FG_FMT_COUNT; f++)
-        if (!strcmp(fg_fmt_name(f), name)) fmt = f;
+    int fmt = fg_fmt_by_name(name);
     const fg_fmt_info *fi = fg_fmt_get(fmt);
     if (!fi || !fi->to_f32) return fprintf(stderr, "gguf_tool: no format %s\n", name), 1;
     FILE *f = fopen(in, "rb");

@@ -17,6 +17,9 @@ SCALARS = {
     "cpu": ["hidden", "heads", "threads", "attn_decode_GBps", "mem_GBps", "mem_bytes"],
 }
 MM_ROWS = [1 << i for i in range(12)]   # 1 .. 2048
+Q4_ROWS = [1, 4, 16, 64, 256, 1024]
+FMT_ROWS = [1 << i for i in range(9)] + [1024]   # 1 .. 256, 1024
+FORMATS = ["Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q8_0"]   # the default --formats (opt-125m holds every one)
 
 
 def positive(where, x):
@@ -45,6 +48,13 @@ def main():
         assert [pt["rows"] for pt in p["mm"]] == MM_ROWS, p["mm"]
         for pt in p["mm"]:
             positive(f"mm rows {pt['rows']}", pt["TFLOPS"])
+        if p["backend"] == "host":   # the host backend runs 4-bit and every ggml format
+            assert [pt["rows"] for pt in p["mm_q4"]] == Q4_ROWS, p["mm_q4"]
+            assert sorted(p["mm_fmt"]) == FORMATS and "mm_fmt_none" not in p, (sorted(p["mm_fmt"]), p.get("mm_fmt_none"))
+            for f, t in p["mm_fmt"].items():
+                assert [pt["rows"] for pt in t] == FMT_ROWS, (f, t)
+                for pt in t:
+                    positive(f"mm_fmt {f} rows {pt['rows']}", pt["TFLOPS"])
         assert p["copy_bytes"] == 64 << 20, p["copy_bytes"]
         summary = (f"{p['backend']}: mm {p['mm'][0]['TFLOPS']:.4f}..{p['mm'][-1]['TFLOPS']:.4f} TFLOPS, "
                    f"attn decode {p['attn_decode_GBps']:.3f} GB/s, prefill {p['attn_prefill_TFLOPS']:.4f} TFLOPS, "

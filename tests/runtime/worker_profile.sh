@@ -26,7 +26,7 @@ grep -q "GB/s" "$W/out.txt" && grep -q "opt-125m" "$W/out.txt" ||
 cat "$W/out.txt"
 
 bads="--model=nope|--model nope|--bogus|--model"
-[ "$ROLE" = gpu ] && bads="$bads|--gpu-mem 1M --quick --model opt-125m|--gpu-mem lots|--device nope"
+[ "$ROLE" = gpu ] && bads="$bads|--gpu-mem 1M --quick --model opt-125m|--gpu-mem lots|--device nope|--formats F32|--formats"
 IFS='|'
 for bad in $bads; do
     unset IFS
