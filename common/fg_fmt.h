@@ -79,7 +79,7 @@ static inline int fg_fmt_is_ggml_block(int fmt) { return fmt >= FG_FMT_F32 && fm
 static inline int fg_fmt_is_ggml_quant(int fmt) { return fmt >= FG_FMT_Q8_0 && fmt < FG_FMT_COUNT; }
 /* A set of formats as a mask, 1 << fmt each. */
 #define FG_FMT_BIT(fmt) (1u << (fmt))
-_Static_assert(FG_FMT_COUNT <= 32, "a set of formats is a 32-bit mask");
+FG_FMT_STATIC_ASSERT(FG_FMT_COUNT <= 32, "a set of formats is a 32-bit mask");
 /* The formats of the GGUF files people download (Q4_K_M mixes Q4_K and
  * Q6_K, Q5_K_M Q5_K and Q6_K; Q8_0, Q4_0): those whose GEMM rates a
  * profile measures where nobody names others (the gpu worker's --profile,
