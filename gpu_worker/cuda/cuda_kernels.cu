@@ -1,6 +1,7 @@
 // cuda_kernels.cu - the cuda backend's own kernels (see cuda_kernels.h):
-// LayerNorm, RMSNorm, bias rows and the residual for cuBLAS's C, ReLU,
-// SwiGLU, rounding, the embedding with positions, rotary embeddings, the
+// LayerNorm, RMSNorm (fp16 or fp32 out: Qwen3's per-head q/k norms, a
+// router's input), bias rows and the residual for cuBLAS's C, ReLU,
+// SwiGLU, rounding (with a residual added first), the embedding with positions, rotary embeddings, the
 // cache store, the causal masked softmax (with a sliding window), decode
 // attention over the cache (grouped kv heads), argmax. Each mirrors a CPU function of
 // kernels/ (named in its comment) so the two backends agree to fp16
@@ -81,10 +82,12 @@ __global__ void k_layernorm(uint16_t *y, const T *x, const uint16_t *w, const ui
 
 // ---- RMSNorm (fg_rmsnorm: the mean square in double) ------------------------------
 
+// Into y16 (rounded) and/or y32 (fp32, the host's value itself), either NULL.
 template <typename T>
-__global__ void k_rmsnorm(uint16_t *y, const T *x, const uint16_t *w, float eps, int dim, int row_mul, int row_add) {
+__global__ void k_rmsnorm(uint16_t *y16, float *y32, const T *x, const uint16_t *w, float eps, int dim, int row_mul,
+                          int row_add) {
     const T *xr = x + ((size_t)blockIdx.x * row_mul + row_add) * dim;
-    uint16_t *yr = y + (size_t)blockIdx.x * dim;
+    size_t yo = (size_t)blockIdx.x * dim;
     double s = 0;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         double v = ldx(xr, i);
@@ -92,7 +95,11 @@ __global__ void k_rmsnorm(uint16_t *y, const T *x, const uint16_t *w, float eps,
     }
     float rstd = (float)(1.0 / sqrt(block_reduce<double, false>(s) / dim + (double)eps));
     // each thread reads then writes its own elements: y may be x
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = to16(ldx(xr, i) * rstd * f16(w, i));
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = ldx(xr, i) * rstd * f16(w, i);
+        if (y16) y16[yo + i] = to16(v);
+        if (y32) y32[yo + i] = v;
+    }
 }
 
 // ---- elementwise -----------------------------------------------------------------
@@ -124,6 +131,11 @@ __global__ void k_relu16(uint16_t *x, int64_t n) {
 
 __global__ void k_round16(uint16_t *y, const float *x, int64_t n) {
     GRID_STRIDE(i, n) y[i] = to16(x[i]);
+}
+
+// fg_add then the rounding: h + acc in fp32, rounded once (y may be h)
+__global__ void k_resid_round16(uint16_t *y, const uint16_t *h, const float *acc, int64_t n) {
+    GRID_STRIDE(i, n) y[i] = to16(__fadd_rn(f16(h, i), acc[i]));
 }
 
 // ---- embedding (fg_opt_embed, fg_opt_positions) ---------------------------------
@@ -307,8 +319,18 @@ extern "C" int fg_cuk_layernorm(uint16_t *y16, const uint16_t *x16, const float 
 
 extern "C" int fg_cuk_rmsnorm(uint16_t *y16, const uint16_t *x16, const float *x32, const uint16_t *w, float eps,
                               int rows, int dim, int row_mul, int row_add, cudaStream_t s) {
-    if (x16) k_rmsnorm<uint16_t><<<rows, kThreads, 0, s>>>(y16, x16, w, eps, dim, row_mul, row_add);
-    else k_rmsnorm<float><<<rows, kThreads, 0, s>>>(y16, x32, w, eps, dim, row_mul, row_add);
+    if (x16) k_rmsnorm<uint16_t><<<rows, kThreads, 0, s>>>(y16, nullptr, x16, w, eps, dim, row_mul, row_add);
+    else k_rmsnorm<float><<<rows, kThreads, 0, s>>>(y16, nullptr, x32, w, eps, dim, row_mul, row_add);
+    return done();
+}
+
+extern "C" int fg_cuk_rmsnorm_f32(uint16_t *y16, float *y32, const uint16_t *x16, const float *x32, const uint16_t *w,
+                                  float eps, int rows, int dim, cudaStream_t s) {
+    // a block of whole warps, no more than the row has elements (a head of 64 or 128: not 256 threads)
+    int threads = (dim + kWarp - 1) / kWarp * kWarp;
+    threads = threads > kThreads ? kThreads : threads;
+    if (x16) k_rmsnorm<uint16_t><<<rows, threads, 0, s>>>(y16, y32, x16, w, eps, dim, 1, 0);
+    else k_rmsnorm<float><<<rows, threads, 0, s>>>(y16, y32, x32, w, eps, dim, 1, 0);
     return done();
 }
 
@@ -350,6 +372,11 @@ extern "C" int fg_cuk_relu16(uint16_t *x16, int64_t n, cudaStream_t s) {
 
 extern "C" int fg_cuk_round16(uint16_t *y16, const float *x32, int64_t n, cudaStream_t s) {
     k_round16<<<grid_for(n), kThreads, 0, s>>>(y16, x32, n);
+    return done();
+}
+
+extern "C" int fg_cuk_resid_round16(uint16_t *y16, const uint16_t *h16, const float *acc32, int64_t n, cudaStream_t s) {
+    k_resid_round16<<<grid_for(n), kThreads, 0, s>>>(y16, h16, acc32, n);
     return done();
 }
 

@@ -34,6 +34,14 @@ int fg_cuk_layernorm(uint16_t *y16, const uint16_t *x16, const float *x32, const
 int fg_cuk_rmsnorm(uint16_t *y16, const uint16_t *x16, const float *x32, const uint16_t *w, float eps, int rows,
                    int dim, int row_mul, int row_add, cudaStream_t s);
 
+/* RMSNorm of each of rows rows (dim) of x (fp16 x16 or fp32 x32, the other
+ * NULL) into y16 = round16(...) and/or y32 (fp32, unrounded: the host's
+ * value), either NULL; y32 may be x32. Qwen3's per-head q/k norms (rows =
+ * tokens x heads, dim = head_dim, in place on the projection's fp32 sum)
+ * and a sparse layer's input (y32 for the router, y16 for the experts). */
+int fg_cuk_rmsnorm_f32(uint16_t *y16, float *y32, const uint16_t *x16, const float *x32, const uint16_t *w, float eps,
+                       int rows, int dim, cudaStream_t s);
+
 /* dst32 (rows, n) = bias (n) in every row, 0 without one: the C of a GEMM
  * whose fp32 output rotary reads before it rounds. */
 int fg_cuk_bias_rows32(float *dst32, const uint16_t *bias, int rows, int n, cudaStream_t s);
@@ -63,6 +71,9 @@ int fg_cuk_resid_init(float *y32, const uint16_t *h16, const uint16_t *bias, int
 int fg_cuk_relu16(uint16_t *x16, int64_t n, cudaStream_t s);
 /* y16 (n) = round16(x32). */
 int fg_cuk_round16(uint16_t *y16, const float *x32, int64_t n, cudaStream_t s);
+/* y16 (n) = round16(h16 + acc32), the sum in fp32 (a sparse layer's
+ * residual: fg_add, then the block's rounding); y16 may be h16. */
+int fg_cuk_resid_round16(uint16_t *y16, const uint16_t *h16, const float *acc32, int64_t n, cudaStream_t s);
 
 /* EMBED, with positions from the mask as Hugging Face computes them
  * (cumsum(mask) * mask - 1 + 2) for the step's S new tokens of B sequences:
