@@ -142,6 +142,8 @@ void fg_devsize_cuda_layout(const fg_model_config *c, uint32_t max_rows, fg_cuda
     ws->moe_counts = off, off += E ? up(i32 * (2 * E + 1)) : 0;
     ws->moe_x16 = off, off += E ? up(h16 * R * H) : 0;
     ws->moe_y32 = off, off += E ? up(f32 * R * H) : 0;
+    ws->kv16_bytes = c->compress_cache ? up(2 * h16 * P * (uint64_t)c->head_dim) : 0;
+    ws->kv16 = off, off += ws->kv16_bytes;
     uint64_t blas = up(sizeof(float) * R * max2(max2(F, H), Q));
     ws->blas_bytes = blas < FG_CUDA_BLAS_WS_MAX ? blas : FG_CUDA_BLAS_WS_MAX;
     ws->blas = off, off += ws->blas_bytes;

@@ -90,6 +90,10 @@ typedef struct {
     uint64_t moe_counts; /* (2 E + 1) int32: rows per expert, then their starts in moe_order */
     uint64_t moe_x16;    /* (R, H) fp16: one expert's rows gathered */
     uint64_t moe_y32;    /* (R, H) fp32: that expert's output */
+    /* A compressed KV cache (--compress-cache; 0 bytes without): one kv
+     * head's keys and values of a sequence expanded to fp16 for prefill's
+     * GEMMs, (P, d) each, P bounding every context. */
+    uint64_t kv16, kv16_bytes;
     uint64_t blas;       /* cuBLAS's workspace (cublasSetWorkspace), blas_bytes */
     uint64_t blas_bytes; /* min(FG_CUDA_BLAS_WS_MAX, 4 R max(H, F, Q)): room for split-K partial sums of
                           * the largest GEMM's fp32 output; a small model's plan stays small */

@@ -8,12 +8,13 @@
 #   build.log          the CUDA build (sm_75, sm_80, sm_90, -Werror)
 #   ctest-gpu.log      cuda_backend_ops (every op, host vs cuda, OPT,
 #                      Llama-family, Qwen3 and mixture-of-experts shapes,
-#                      MOE_ROUTE's counts), cuda_e2e_tokens and
+#                      MOE_ROUTE's counts, a 4-bit cache), cuda_e2e_tokens and
 #                      cuda_e2e_tokens_llama (flexgen run, cuda vs host tokens)
-#   ctest-gpu-moe.log  Qwen3's q/k norms and the mixtures of experts end to
-#                      end: cuda_e2e_tokens_qwen3, cuda_e2e_tokens_mixtral,
-#                      cuda_e2e_tokens_qwen3_moe (experts on every tier,
-#                      loaded as routed and all at once), and
+#   ctest-gpu-moe.log  Qwen3's q/k norms, the mixtures of experts and the
+#                      4-bit KV cache end to end: cuda_e2e_tokens_qwen3,
+#                      cuda_e2e_tokens_mixtral, cuda_e2e_tokens_qwen3_moe
+#                      (experts on every tier, loaded as routed and all at
+#                      once), cuda_e2e_tokens_llama_q4cache, and
 #                      cuda_backend_ops_selftest (the routing bounds, host
 #                      against host)
 #   ctest-gpu-formats.log
@@ -66,7 +67,7 @@ note "build: ok ($(ls "$root/build/bin/libflexgen-cuda.so" 2>/dev/null || echo '
 
 # ---- GPU tests ----------------------------------------------------------------
 fmt_tests='cuda_fmt|cuda_backend_ops_formats|gguf_q4km'
-moe_tests='cuda_e2e_tokens_qwen3|cuda_e2e_tokens_mixtral|cuda_backend_ops_selftest'   # (qwen3 matches qwen3_moe too)
+moe_tests='cuda_e2e_tokens_qwen3|cuda_e2e_tokens_mixtral|cuda_e2e_tokens_llama_q4cache|cuda_backend_ops_selftest'
 (cd "$root/build" && step 180 ctest ctest --output-on-failure -V -R 'cuda_' -E "$fmt_tests|$moe_tests") \
   >"$out/ctest-gpu.log" 2>&1
 note "tests: $(grep -E '^[0-9]+% tests passed' "$out/ctest-gpu.log" || echo 'no summary')"
@@ -76,7 +77,7 @@ grep -E '^FAIL|Skipped|\*\*\*Failed' "$out/ctest-gpu.log" | head -20 | tee -a "$
 (cd "$root/build" && step 200 ctest ctest --output-on-failure -V -R "$fmt_tests") >"$out/ctest-gpu-formats.log" 2>&1
 note "format tests: $(grep -E '^[0-9]+% tests passed' "$out/ctest-gpu-formats.log" || echo 'no summary')"
 grep -E '^FAIL|Skipped|\*\*\*Failed' "$out/ctest-gpu-formats.log" | head -20 | tee -a "$out/summary.txt"
-# Qwen3 and the mixtures of experts end to end: their own step, as the formats'
+# Qwen3, the mixtures of experts and the 4-bit cache end to end: their own step, as the formats'
 (cd "$root/build" && step 240 ctest ctest --output-on-failure -V -j2 -R "$moe_tests") >"$out/ctest-gpu-moe.log" 2>&1
 note "qwen3 / experts tests: $(grep -E '^[0-9]+% tests passed' "$out/ctest-gpu-moe.log" || echo 'no summary')"
 grep -E '^FAIL|Skipped|\*\*\*Failed' "$out/ctest-gpu-moe.log" | head -20 | tee -a "$out/summary.txt"

@@ -86,11 +86,6 @@ static void release(cu_ctx *c) {
 static fg_status cu_device_init(void *ctx, const fg_op_init *p, const fg_model_config *cfg) {
     cu_ctx *c = ctx;
     fg_cuda_ws ws;
-    /* a 4-bit cache would be read as fp16 by the attention kernels: refused
-     * until they expand it (weights in Q4G64 go through cuda_linear.c) */
-    if (cfg->compress_cache)
-        return fg_err_set(FG_EINPUT, "DEVICE_INIT: --compress-cache is not implemented on the cuda backend yet "
-                                     "(HINT: --device host)");
     /* the routers cuda_moe.cu runs (softmax, top k, renormalised or not) and
      * routed experts only: any other kind is refused, never run as one of these */
     if (cfg->n_experts && cfg->router != FG_ROUTER_MIXTRAL && cfg->router != FG_ROUTER_QWEN3_MOE)

@@ -52,6 +52,7 @@ typedef struct {
     int32_t *moe_sel, *moe_order, *moe_counts;   /* (R, k) experts; (R k) slots by expert; (E) counts, (E + 1) starts */
     uint16_t *moe_x16;                        /* (R, H) one expert's rows */
     float *moe_y32;                           /* (R, H) that expert's output */
+    uint16_t *kv16;                           /* a compressed cache's kv head expanded: (T, d) keys, (T, d) values */
     fg_cu_lin lin;                            /* cuBLAS, the stream and the dequantization tile */
     int R, H, Q, KV;
 } op_env;
@@ -73,6 +74,7 @@ static op_env env_of(void *ctx, const fg_op_args *a) {
     e.moe_counts = (int32_t *)(w + e.ws->moe_counts);
     e.moe_x16 = (uint16_t *)(w + e.ws->moe_x16);
     e.moe_y32 = (float *)(w + e.ws->moe_y32);
+    e.kv16 = (uint16_t *)(w + e.ws->kv16);
     e.lin = (fg_cu_lin){.blas = e.blas, .s = e.s, .tile = e.ws->w16_bytes ? (uint16_t *)(w + e.ws->w16) : NULL,
                         .tile_bytes = e.ws->w16_bytes, .op = a->name};
     e.R = a->st.B * a->st.S;
@@ -247,81 +249,118 @@ static fg_status qkv(const op_env *e, const uint16_t *h, uint16_t *q, uint16_t *
     return linear16(e, v, x, lw(e, FG_LW_V_W), w->w[FG_LW_V_B], e->R, e->H, e->H, 1, "v_proj");
 }
 
-/* One tile of prefill attention of sequence b: hn query heads from h0 (all
- * reading kv head kvh when grouped: the K and V batch stride is then 0, else
- * d, one kv head per query head) and sn queries from i0. scores (hn, sn, T)
- * fp32 = q k^T, weights (hn, sn, T) fp16 = softmax, ctx = w v. */
-static fg_status attn_tile(const op_env *e, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
-                           uint16_t *ctx, int b, int h0, int hn, int kvh, int i0, int sn) {
+/* Where a tile of prefill attention reads its keys and values: kb, vb the
+ * tile's first query head's kv head at position 0, ld elements from one
+ * position to the next, kstride from one query head's kv head to the
+ * next's (d: a kv head each; 0: the tile shares one). */
+typedef struct {
+    const uint16_t *kb, *vb;
+    long long ld, kstride;
+} kv_view;
+
+/* One tile of prefill attention of sequence b: hn query heads from h0 and sn
+ * queries from i0. scores (hn, sn, T) fp32 = q k^T, weights (hn, sn, T)
+ * fp16 = softmax, ctx = w v. */
+static fg_status attn_tile(const op_env *e, const uint16_t *q, kv_view kv, uint16_t *ctx, int b, int h0, int hn, int i0,
+                           int sn) {
     const fg_op_args *a = e->a;
-    int B = a->st.B, S = a->st.S, past = a->st.past, T = past + S, d = fg_config_head_dim(&a->cfg);
-    long long kstride = a->cfg.n_kv_heads == a->cfg.n_heads ? d : 0;
+    int S = a->st.S, past = a->st.past, T = past + S, d = fg_config_head_dim(&a->cfg);
     const float one = 1, zero = 0;
-    long long ldc = (long long)B * e->KV;   /* the cache's row: position t of sequence b at t*B + b */
     float *scores = e->y32;
     uint16_t *p16 = (uint16_t *)(scores + (size_t)hn * sn * T);
-    const uint16_t *kb = kc + (size_t)b * e->KV + (size_t)kvh * d, *vb = vc + (size_t)b * e->KV + (size_t)kvh * d;
     const uint16_t *qb = q + ((size_t)b * S + i0) * e->Q + (size_t)h0 * d;
     uint16_t *cb = ctx + ((size_t)b * S + i0) * e->Q + (size_t)h0 * d;
     /* scores^T (T x sn) = K (T x d) q^T (d x sn), per head */
     fg_status st = blas_ok(
-        cublasGemmStridedBatchedEx(e->blas, CUBLAS_OP_T, CUBLAS_OP_N, T, sn, d, &one, kb, CUDA_R_16F, (int)ldc,
-                                   kstride, qb, CUDA_R_16F, e->Q, d, &zero, scores, CUDA_R_32F, T, (long long)sn * T,
-                                   hn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        cublasGemmStridedBatchedEx(e->blas, CUBLAS_OP_T, CUBLAS_OP_N, T, sn, d, &one, kv.kb, CUDA_R_16F, (int)kv.ld,
+                                   kv.kstride, qb, CUDA_R_16F, e->Q, d, &zero, scores, CUDA_R_32F, T,
+                                   (long long)sn * T, hn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         e, "q k^T");
     if (st) return st;
     K(fg_cuk_softmax(p16, scores, a->st.mask + (size_t)b * a->st.mask_stride, hn * sn, sn, T, past, i0,
                      a->cfg.sliding_window, e->s),
       "softmax");
     /* ctx^T (d x sn) = V^T (d x T) w^T (T x sn), per head, rounded by cuBLAS's fp16 output */
-    return blas_ok(cublasGemmStridedBatchedEx(e->blas, CUBLAS_OP_N, CUBLAS_OP_N, d, sn, T, &one, vb, CUDA_R_16F,
-                                              (int)ldc, kstride, p16, CUDA_R_16F, T, (long long)sn * T, &zero, cb,
+    return blas_ok(cublasGemmStridedBatchedEx(e->blas, CUBLAS_OP_N, CUBLAS_OP_N, d, sn, T, &one, kv.vb, CUDA_R_16F,
+                                              (int)kv.ld, kv.kstride, p16, CUDA_R_16F, T, (long long)sn * T, &zero, cb,
                                               CUDA_R_16F, e->Q, d, hn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                    e, "w v");
 }
 
 /* Prefill attention of sequence b by strided-batched GEMMs over heads,
  * tiled to fit the workspace: tiles of query heads (within one kv head's
- * group where heads share kv heads) by queries. */
-static fg_status attn_gemm(const op_env *e, const uint16_t *q, const uint16_t *kc, const uint16_t *vc, uint16_t *ctx,
-                           int b) {
+ * group where heads share kv heads) by queries. The fp16 cache is read in
+ * place; a compressed one (kq, vq) is expanded a kv head at a time into
+ * kv16 with the step's own k16, v16 after its past (fg_cuk_cache_expand). */
+static fg_status attn_gemm(const op_env *e, const uint16_t *q, const void *kc, const void *vc, const uint16_t *k16,
+                           const uint16_t *v16, uint16_t *ctx, int b) {
     const fg_op_args *a = e->a;
-    int S = a->st.S, T = a->st.past + S, nh = a->cfg.n_heads, grp = nh / a->cfg.n_kv_heads;
-    int span = grp == 1 ? nh : grp;   /* heads one batched GEMM may cover */
+    int B = a->st.B, S = a->st.S, past = a->st.past, T = past + S, d = fg_config_head_dim(&a->cfg);
+    int nh = a->cfg.n_heads, nkv = a->cfg.n_kv_heads, grp = nh / nkv, q4 = a->cfg.compress_cache;
+    int span = grp == 1 && !q4 ? nh : grp;   /* heads one batched GEMM may cover */
     uint64_t per = FG_CUDA_SCORE_BYTES * (uint64_t)T, cap = e->ws->y32_bytes / per;   /* (head, query) rows a tile holds */
     if (cap < 1)
         return fg_err_set(FG_EINPUT, "%s: a context of %d positions needs %" PRIu64 " bytes of attention workspace, "
                           "more than the %" PRIu64 " DEVICE_INIT gave", a->name, T, per, e->ws->y32_bytes);
+    if (q4 && 2 * sizeof(uint16_t) * (uint64_t)T * d > e->ws->kv16_bytes)
+        return fg_err_set(FG_EINPUT, "%s: a compressed cache of %d positions expands to more than the %" PRIu64
+                          " bytes DEVICE_INIT gave", a->name, T, e->ws->kv16_bytes);
     int hc = cap >= (uint64_t)span * S ? span : cap >= (uint64_t)S ? (int)(cap / S) : 1;
     int sc = cap >= (uint64_t)S ? S : (int)cap;
-    for (int g0 = 0; g0 < nh; g0 += span)
+    uint16_t *kx = e->kv16, *vx = e->kv16 + (size_t)T * d;
+    for (int g0 = 0; g0 < nh; g0 += span) {
+        int kvh = g0 / grp;
+        kv_view kv;
+        if (q4) {
+            K(fg_cuk_cache_expand(kx, kc, k16, b, kvh, B, S, past, nkv, d, e->s), "cache expand");
+            K(fg_cuk_cache_expand(vx, vc, v16, b, kvh, B, S, past, nkv, d, e->s), "cache expand");
+            kv = (kv_view){kx, vx, d, 0};
+        } else {   /* the cache's row: position t of sequence b at t*B + b */
+            size_t at = (size_t)b * e->KV + (size_t)kvh * d;
+            kv = (kv_view){(const uint16_t *)kc + at, (const uint16_t *)vc + at, (long long)B * e->KV,
+                           nkv == nh ? d : 0};
+        }
         for (int h0 = g0; h0 < g0 + span; h0 += hc) {
             int hn = g0 + span - h0 < hc ? g0 + span - h0 : hc;
+            kv_view t = {kv.kb + (size_t)(h0 - g0) * kv.kstride, kv.vb + (size_t)(h0 - g0) * kv.kstride, kv.ld,
+                         kv.kstride};
             for (int i0 = 0; i0 < S; i0 += sc) {
-                fg_status st = attn_tile(e, q, kc, vc, ctx, b, h0, hn, h0 / grp, i0, S - i0 < sc ? S - i0 : sc);
+                fg_status st = attn_tile(e, q, t, ctx, b, h0, hn, i0, S - i0 < sc ? S - i0 : sc);
                 if (st) return st;
             }
         }
+    }
     return FG_OK;
 }
 
 /* fg_opt_attn_core: k, v into the cache at [past, past+S), then ctx (R, Q)
  * = round16(attention of q over the cache), query heads grouped on the kv
- * heads, keys within the sliding window where the model has one. */
-static fg_status core(const op_env *e, const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *kc,
-                      uint16_t *vc, uint16_t *ctx) {
+ * heads, keys within the sliding window where the model has one. A
+ * compressed cache (--compress-cache) in the host's order: attention over
+ * its past and the step's own k and v as computed, then k and v stored
+ * compressed. */
+static fg_status core(const op_env *e, const uint16_t *q, const uint16_t *k, const uint16_t *v, void *kc, void *vc,
+                      uint16_t *ctx) {
     const fg_op_args *a = e->a;
-    int B = a->st.B, S = a->st.S, past = a->st.past;
+    int B = a->st.B, S = a->st.S, past = a->st.past, q4 = a->cfg.compress_cache;
     fg_cuk_attn_shape sh = {a->cfg.n_heads, a->cfg.n_kv_heads, fg_config_head_dim(&a->cfg), a->cfg.sliding_window};
-    K(fg_cuk_cache_store(kc, k, B, S, past, e->KV, e->s), "cache store");
-    K(fg_cuk_cache_store(vc, v, B, S, past, e->KV, e->s), "cache store");
-    if (S <= DECODE_MAX_S && past + S <= fg_cuk_decode_max_T() && sh.head_dim <= FG_CUK_DECODE_MAX_HEAD_DIM) {
-        K(fg_cuk_attn_decode(ctx, q, kc, vc, a->st.mask, a->st.mask_stride, B, S, past, &sh, e->s), "attention");
-        return FG_OK;
+    if (!q4) {
+        K(fg_cuk_cache_store(kc, k, B, S, past, e->KV, e->s), "cache store");
+        K(fg_cuk_cache_store(vc, v, B, S, past, e->KV, e->s), "cache store");
     }
-    for (int b = 0; b < B; b++) {
-        fg_status st = attn_gemm(e, q, kc, vc, ctx, b);
-        if (st) return st;
+    if (S <= DECODE_MAX_S && past + S <= fg_cuk_decode_max_T() && sh.head_dim <= FG_CUK_DECODE_MAX_HEAD_DIM) {
+        if (q4) K(fg_cuk_attn_decode_q4(ctx, q, kc, vc, k, v, a->st.mask, a->st.mask_stride, B, S, past, &sh, e->s),
+                  "attention");
+        else K(fg_cuk_attn_decode(ctx, q, kc, vc, a->st.mask, a->st.mask_stride, B, S, past, &sh, e->s), "attention");
+    } else {
+        for (int b = 0; b < B; b++) {
+            fg_status st = attn_gemm(e, q, kc, vc, k, v, ctx, b);
+            if (st) return st;
+        }
+    }
+    if (q4) {
+        K(fg_cuk_cache_store_q4(kc, k, B, S, past, a->cfg.n_kv_heads, sh.head_dim, e->s), "cache store");
+        K(fg_cuk_cache_store_q4(vc, v, B, S, past, a->cfg.n_kv_heads, sh.head_dim, e->s), "cache store");
     }
     return FG_OK;
 }
@@ -335,7 +374,7 @@ static fg_status attn_out(const op_env *e, const uint16_t *h, const uint16_t *ct
 
 /* The attention block: ctx goes to x16, whose LayerNorm output the q k v
  * GEMMs have read by then. */
-static fg_status attn_block(const op_env *e, const uint16_t *h, uint16_t *kc, uint16_t *vc, uint16_t *h_out) {
+static fg_status attn_block(const op_env *e, const uint16_t *h, void *kc, void *vc, uint16_t *h_out) {
     fg_status st = qkv(e, h, e->q16, e->k16, e->v16);
     if (!st) st = core(e, e->q16, e->k16, e->v16, kc, vc, e->x16);
     return st ? st : attn_out(e, h, e->x16, h_out);

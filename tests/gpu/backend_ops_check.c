@@ -90,6 +90,7 @@
 #include "fg_backend.h"
 #include "fg_devsize.h"
 #include "fg_fmt.h"
+#include "fg_q4.h"
 #include "fg_sample.h"
 #include "fmt_fill.h"
 
@@ -143,6 +144,20 @@ static void fill_weight(uint8_t *p, uint64_t nbytes, int lw, int which, const fg
     for (int e = 0; e < parts; e++) fmt_fill(p + (uint64_t)e * each, fmt, out, in, matrix_range(lw, which, sp), &rng_state);
 }
 
+/* A compressed cache (--compress-cache): every head slice packed from
+ * values in [-1, 1), so its mins and scales are what a store makes. */
+static void fill_cache_q4(uint8_t *d, uint64_t nbytes, const fg_model_config *c) {
+    int hd = c->head_dim;
+    uint64_t slice = fg_q4_slice_bytes((uint64_t)hd, 1);
+    fg_half *x = malloc(sizeof(fg_half) * (size_t)(hd > 0 ? hd : 1));
+    if (!x) fg_exit_on(fg_err_set(FG_ERUNTIME, "out of memory"));
+    for (uint64_t at = 0; at + slice <= nbytes; at += slice) {
+        fill_half(x, (uint64_t)hd, -1, 1);
+        fg_q4_pack(x, hd, 1, d + at);
+    }
+    free(x);
+}
+
 static void fill(const fg_msg *m, uint8_t *img, const fg_op_step *p, const fg_model_config *c) {
     const fg_msg_compute *mc = &m->u.compute;
     const fg_op_info *oi = fg_op_info_get(mc->op);
@@ -153,7 +168,10 @@ static void fill(const fg_msg *m, uint8_t *img, const fg_op_step *p, const fg_mo
         uint8_t *d = img + h.offset;
         switch (s->kind) {
         case FG_SLOT_ACT: fill_half((fg_half *)d, h.nbytes / 2, -2, 2); break;
-        case FG_SLOT_CACHE: fill_half((fg_half *)d, h.nbytes / 2, -1, 1); break;
+        case FG_SLOT_CACHE:
+            if (c->compress_cache) fill_cache_q4(d, h.nbytes, c);
+            else fill_half((fg_half *)d, h.nbytes / 2, -1, 1);
+            break;
         case FG_SLOT_IDS:
             for (uint64_t k = 0; k < h.nbytes / 4; k++) ((int32_t *)d)[k] = (int32_t)(urand() * c->vocab_size);
             break;
@@ -226,6 +244,51 @@ static int compare(const char *what, const char *slot, fg_slot_kind kind, const 
     int ok = nmse <= NMSE_TOL && mx <= MAX_TOL * mref;
     printf("%s %s %s: nmse %.2e (tol %.0e), max |cuda - host| %.3g (tol %.3g)\n", ok ? "ok  " : "FAIL", what, slot,
            nmse, NMSE_TOL, mx, MAX_TOL * mref);
+    return ok;
+}
+
+/* A compressed cache an attention op wrote (Tmax, B, KV head slices):
+ * outside [past, past+S) bitwise the input on both sides. The step's
+ * slices are packed from k and v, which differ between the backends as
+ * any fp16 output does (the budget above: 2^-6 of the magnitude at most),
+ * so each group's min (one of its values) is held to 2^-6 of the group's
+ * largest magnitude and its step 1 / scale (its range / 15) to 2 2^-6 / 15
+ * of it; each code to one step of the other side's, and at most 2% of the
+ * codes may differ (a value 2^-11 off, the common case, moves (x - min) s
+ * by at most 15 2^-11 < 1% of a step: about that share of codes lands on
+ * the other side of a .5; a wrong slice, position or nibble order moves
+ * most of them). */
+static int compare_q4_cache(const char *what, const char *slot, const uint8_t *h, const uint8_t *g, uint64_t n,
+                            const fg_op_step *p, const fg_model_config *c) {
+    int d = c->head_dim, KV = c->n_kv_heads, G = (d + FG_Q4_GROUP - 1) / FG_Q4_GROUP;
+    uint64_t slice = fg_q4_slice_bytes((uint64_t)d, 1), pos = (uint64_t)p->B * KV * slice;   /* a position's bytes */
+    uint64_t lo = p->past * pos, hi = (p->past + p->S) * pos;
+    int outside = memcmp(h, g, lo) || memcmp(h + hi, g + hi, n - hi);
+    fg_half *eh = malloc(sizeof(fg_half) * (size_t)d), *eg = malloc(sizeof(fg_half) * (size_t)d);
+    if (!eh || !eg) fg_exit_on(fg_err_set(FG_ERUNTIME, "out of memory"));
+    uint64_t codes = 0, flips = 0, far = 0, fields = 0;
+    for (uint64_t at = lo; at < hi; at += slice) {
+        fg_q4_expand(h + at, d, 1, eh), fg_q4_expand(g + at, d, 1, eg);
+        const fg_half *mh = (const fg_half *)(h + at + 32 * (uint64_t)G), *mg = (const fg_half *)(g + at + 32 * (uint64_t)G);
+        for (int k = 0; k < G; k++) {
+            double gmax = 0;
+            for (int r = k * FG_Q4_GROUP; r < d && r < (k + 1) * FG_Q4_GROUP; r++)
+                gmax = fmax(gmax, fmax(fabs(fg_half_to_float(eh[r])), fabs(fg_half_to_float(eg[r]))));
+            double dmin = fabs(fg_half_to_float(mh[k]) - fg_half_to_float(mg[k]));
+            double dstep = fabs(1.0 / fg_half_to_float(mh[G + k]) - 1.0 / fg_half_to_float(mg[G + k]));
+            fields += !(dmin <= ldexp(gmax, -6)) || !(dstep <= 2 * ldexp(gmax, -6) / 15);
+            for (int r = k * FG_Q4_GROUP; r < d && r < (k + 1) * FG_Q4_GROUP; r++) {
+                int sh = r % 2 ? 0 : 4, byte = k * FG_Q4_GROUP / 2 + r % FG_Q4_GROUP / 2;
+                int qh = h[at + byte] >> sh & 15, qg = g[at + byte] >> sh & 15;
+                codes++, flips += qh != qg, far += abs(qh - qg) > 1;
+            }
+        }
+    }
+    free(eh), free(eg);
+    int ok = !outside && !far && !fields && flips * 50 <= codes + 50;
+    printf("%s %s %s (4-bit): %s outside the step; %" PRIu64 " of %" PRIu64 " codes differ (tol 2%% + 1), %" PRIu64
+           " by more than one, %" PRIu64 " groups' min or scale beyond tolerance\n", ok ? "ok  " : "FAIL", what, slot,
+           outside ? "NOT bitwise equal" : "bitwise equal", flips, codes, far, fields);
     return ok;
 }
 
@@ -445,7 +508,10 @@ static int check_op(side *host, side *cuda, uint32_t op, const fg_op_step *p, co
                           (uint64_t)c.hidden);
         }
         for (int i = 0; have && i < oi->n_in; i++)   /* what an op writes in place: the cache, the generators */
-            if (oi->in[i].kind == FG_SLOT_CACHE || oi->in[i].kind == FG_SLOT_RNG)
+            if (oi->in[i].kind == FG_SLOT_CACHE && c.compress_cache)
+                ok &= compare_q4_cache(what, oi->in[i].name, oh + mc->in[i].offset, og + mc->in[i].offset,
+                                       mc->in[i].nbytes, p, &c);
+            else if (oi->in[i].kind == FG_SLOT_CACHE || oi->in[i].kind == FG_SLOT_RNG)
                 ok &= compare(what, oi->in[i].name, oi->in[i].kind, oh + mc->in[i].offset, og + mc->in[i].offset,
                               mc->in[i].nbytes, 0, NULL, 0);
         routes_free(&rt);
@@ -641,6 +707,34 @@ int main(int argc, char **argv) {
         ok &= check_sample(&host, &cuda, &md, c.vocab_size, 5, 0, 1);
         ok &= check_sample(&host, &cuda, &md, c.vocab_size, 5, 0.8f, 0.9f);
         ok &= check_sample(&host, &cuda, &md, c.vocab_size, 5, 1.3f, 1);
+    }
+    /* a compressed cache (--compress-cache): the ops that read and write it,
+     * MHA (OPT), GQA (TinyLlama), a window and head_dim 128 (Mistral), q/k
+     * norms (Qwen3), every step: the decode kernel expanding as it reads,
+     * the GEMMs on a kv head expanded at a time (S 600: the longest) */
+    const char *q4_models[] = {"opt-125m", "tinyllama-1.1b", "mistral-7b", "qwen3-0.6b"};
+    const uint32_t q4_ops[] = {FG_OP_ATTN, FG_OP_LAYER};
+    char q4_name[96];
+    size_t n_q4 = self ? 1 : sizeof q4_models / sizeof q4_models[0];   /* --host-self: the smallest */
+    for (size_t mi = 0; mi < n_q4; mi++) {
+        fg_model_config c;
+        fg_exit_on(fg_config_by_name(q4_models[mi], &c));
+        snprintf(q4_name, sizeof q4_name, "%s 4-bit cache", q4_models[mi]);
+        model_name = q4_name;
+        c.n_layers = 1, c.compress_cache = 1;
+        if (c.sliding_window) c.sliding_window = 64;
+        fg_model_desc md = fg_config_desc(&c);
+        for (size_t si = 0; si < sizeof steps / sizeof steps[0]; si++)
+            for (size_t oi = 0; oi < sizeof q4_ops / sizeof q4_ops[0]; oi++) {
+                if (steps[si].S == 600 && q4_ops[oi] != FG_OP_ATTN) continue;
+                uint32_t T = steps[si].past + steps[si].S;
+                fg_op_step p = {.model = md, .B = steps[si].B, .S = steps[si].S, .past = steps[si].past,
+                                .Tmax = T + 3, .mask_stride = T + 1};
+                fg_msg m;
+                uint64_t end;
+                fg_exit_on(fg_op_args_layout(q4_ops[oi], &p, 0, NULL, NULL, &m, &end, NULL));
+                ok &= check_op(&host, &cuda, q4_ops[oi], &p, &m, end, steps[si].label, 0);
+            }
     }
     /* mixtures of experts: every op of the table on a sparse layer (MOE_ROUTE
      * too; a dense layer has no route), the steps above but the longest */

@@ -9,7 +9,8 @@
 # give the same bits whatever the placement (cuBLAS is deterministic for a
 # shape on one GPU, the kernels use no atomics in their sums).
 # Exits 77 where no CUDA device can be opened.
-# Usage: cuda_e2e.sh FLEXGEN PROBE WORKDIR [MAKE_LLAMA_CHECKPOINT ARGS [--gguf-q4km | --experts]]
+# Usage: cuda_e2e.sh FLEXGEN PROBE WORKDIR [MAKE_LLAMA_CHECKPOINT ARGS [--gguf-q4km | --experts |
+#                                                                       --compress-cache]]
 #   (PROBE: backend_ops_check --probe; with checkpoint arguments the model is
 #   a Llama-family one of make_llama_checkpoint.py, same tolerances: its
 #   kernels add roundings of the same size, an RMSNorm's and SwiGLU's inputs;
@@ -21,7 +22,8 @@
 #   with --experts the model is a mixture of experts and the experts get
 #   placements of their own: on the CPU or disk beside a dense part on the
 #   GPU, over three tiers, loaded as routed (MOE_ROUTE, then the MLP) and
-#   all at once, with CPU attention)
+#   all at once, with CPU attention); with --compress-cache both sides
+#   keep a 4-bit KV cache, the cuda backend's written by its own kernels)
 #
 # Tolerance: the cuda backend rounds to fp16 where the host keeps fp32
 # between GEMMs (docs/ARCHITECTURE.md, "The cuda backend"), about 3e-4 RMS
@@ -36,6 +38,13 @@
 # prompt come within route-tol 1e-2 (3x that), another expert may be
 # chosen and compare.py accepts a divergence there, comparing that prompt no
 # further, as long as 3/4 of all steps are still compared.
+# With a 4-bit cache, a key or value that differs by an fp16 rounding may
+# be stored one 4-bit step (its group's range / 15) away: the engine and
+# the numpy oracle, apart only by summation order, already need atol 3e-2
+# there (tests/model, oracle_q4_weights_cache); the cuda backend's extra
+# roundings flip a few times more codes (about 0.25% of them where half the
+# values are an ulp off), so atol 6e-2 and tie-tol 1.2e-1: estimates, not
+# measured on a GPU.
 set -uo pipefail
 flexgen=$1 probe=$2 work=$3 llama=${4:-} mode=${5:-}
 "$probe" --probe || exit 77
@@ -57,6 +66,8 @@ fi
 print(json.dumps([[2] + [r.randrange(4, 500) for _ in range(1 + (5 * i) % 11)] for i in range(8)]))' >"$work/p.json"
 common=(--model "${model:-$work/m}" --prompt-ids "$work/p.json" --gen-len 8 --ignore-eos --gpu-batch-size 4
         --offload-dir "$work/offload")
+tol=(--atol 2e-2 --tie-tol 4e-2)
+if [ "$mode" = --compress-cache ]; then common+=(--compress-cache); tol=(--atol 6e-2 --tie-tol 1.2e-1); fi
 "$flexgen" run --device host "${common[@]}" --percent 100 0 100 0 100 0 --out "$work/host.jsonl" \
   --dump-logits "$work/host.npy" 2>"$work/host.err" || { echo "host run failed: $(grep error: "$work/host.err")"; exit 1; }
 "$py" -c 'import json, sys
@@ -101,7 +112,7 @@ for p in "${policies[@]}"; do
     echo "FAIL $name: the log does not name the cuda backend"; fails=$((fails + 1)); continue
   fi
   if ! out=$("$py" "$ref/compare.py" --ref-logits "$work/host.npy" --ref-tokens "$work/host.json" \
-      --jsonl "$work/$name.jsonl" --logits "$work/$name.npy" --atol 2e-2 --tie-tol 4e-2 ${route[@]+"${route[@]}"} 2>&1); then
+      --jsonl "$work/$name.jsonl" --logits "$work/$name.npy" ${tol[@]} ${route[@]+"${route[@]}"} 2>&1); then
     echo "FAIL $name: cuda vs host: $out"; fails=$((fails + 1)); continue
   fi
   echo "ok   $name: $(echo "$out" | head -1)"
