@@ -26,9 +26,12 @@
  * including MOE_ROUTE, at the steps above but S 600: at S 130 an expert
  * gets about 32 rows (cuBLAS), at the others at most 16 (the GEMV). These
  * kernels compile here without a GPU; this program is what first runs
- * them. --host-self runs the experts' part with the host backend on both
- * sides: where no GPU is, it checks this program's own routing bounds
- * (below) against the host's routes.
+ * them. A 4-bit KV cache (--compress-cache): ATTN and LAYER on OPT-125M,
+ * TinyLlama, Mistral (window, d 128) and Qwen3 0.6B shapes, every step.
+ * --host-self runs the experts' part and OPT-125M's 4-bit cache with the
+ * host backend on both sides: where no GPU is, it checks this program's
+ * own routing bounds (below) against the host's routes, and its cache
+ * comparison's reading of the slices.
  *
  * Tolerances, and why. Bitwise: EMBED without project_in (both add the
  * same two fp16 values in fp32 and round once), and SAMPLE (the same fp32
