@@ -113,7 +113,9 @@ static uint64_t up(uint64_t n) { return (n + FG_CUDA_WS_ALIGN - 1) / FG_CUDA_WS_
 static uint64_t max2(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
 void fg_devsize_cuda_layout(const fg_model_config *c, uint32_t max_rows, fg_cuda_ws *ws) {
-    uint64_t R = max_rows, H = (uint64_t)c->hidden, F = (uint64_t)c->ffn_dim, D = (uint64_t)c->word_embed_proj_dim;
+    uint64_t R = max_rows, H = (uint64_t)c->hidden, D = (uint64_t)c->word_embed_proj_dim;
+    uint64_t F = max2((uint64_t)c->ffn_dim, c->n_experts ? (uint64_t)c->moe_ffn_dim : 0);   /* dense or an expert's */
+    uint64_t E = (uint64_t)c->n_experts, k = E ? (uint64_t)c->experts_per_token : 0;
     uint64_t Q = (uint64_t)fg_config_q_dim(c), KV = (uint64_t)fg_config_kv_dim(c);
     uint64_t FF = (uint64_t)(fg_config_ffn_mats(c) - 1) * F;   /* fc1's output, or a gated MLP's gate and up */
     uint64_t P = (uint64_t)c->max_pos + 2, off = 0;
@@ -132,6 +134,16 @@ void fg_devsize_cuda_layout(const fg_model_config *c, uint32_t max_rows, fg_cuda
                                              : 0;
     ws->w16 = off, off += ws->w16_bytes;
     ws->flags = off, off += FG_CUDA_FLAGS_BYTES;
+    const uint64_t i32 = sizeof(int32_t), f32 = sizeof(float);
+    ws->moe_logits = off, off += up(f32 * R * E);
+    ws->moe_sel = off, off += up(i32 * R * k);
+    ws->moe_wt = off, off += up(f32 * R * k);
+    ws->moe_order = off, off += up(i32 * R * k);
+    ws->moe_counts = off, off += E ? up(i32 * (2 * E + 1)) : 0;
+    ws->moe_x16 = off, off += E ? up(h16 * R * H) : 0;
+    ws->moe_y32 = off, off += E ? up(f32 * R * H) : 0;
+    ws->kv16_bytes = c->compress_cache ? up(2 * h16 * P * (uint64_t)c->head_dim) : 0;
+    ws->kv16 = off, off += ws->kv16_bytes;
     uint64_t blas = up(sizeof(float) * R * max2(max2(F, H), Q));
     ws->blas_bytes = blas < FG_CUDA_BLAS_WS_MAX ? blas : FG_CUDA_BLAS_WS_MAX;
     ws->blas = off, off += ws->blas_bytes;

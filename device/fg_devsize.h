@@ -47,11 +47,12 @@ fg_status fg_devsize_workspace_bytes(const char *device, const fg_model_config *
 uint64_t fg_devsize_host_bytes(const fg_model_config *c, uint32_t max_rows);
 
 /* The cuda backend's workspace for max_rows = R rows of a model with H
- * hidden, F ffn, D embedding width, Q = n_heads * head_dim (q and the
- * context), KV = n_kv_heads * head_dim (k and v), FF = F, or 2 F for a
- * gated MLP (gate, then up), V vocabulary, D embedding width, and P =
- * max_pos + 2 positions: regions as byte
- * offsets from its start, each FG_CUDA_WS_ALIGN-aligned. For OPT, Q = KV = H. */
+ * hidden, F ffn (the larger of a dense layer's and an expert's), D
+ * embedding width, Q = n_heads * head_dim (q and the context), KV =
+ * n_kv_heads * head_dim (k and v), FF = F, or 2 F for a gated MLP (gate,
+ * then up), V vocabulary, P = max_pos + 2 positions, and for a model with
+ * experts E experts of which each row takes k: regions as byte offsets from
+ * its start, each FG_CUDA_WS_ALIGN-aligned. For OPT, Q = KV = H. */
 #define FG_CUDA_WS_ALIGN 256ull              /* cudaMalloc's alignment, kept for every region */
 #define FG_CUDA_FLAGS_BYTES FG_CUDA_WS_ALIGN /* EMBED's flag region: one aligned block */
 #define FG_CUDA_BLAS_WS_MAX (32ull << 20)    /* cuBLAS's workspace at most: Hopper's recommended size */
@@ -79,6 +80,20 @@ typedef struct {
                           * shapes alone, as the plan's config carries no formats, so a model of
                           * F16 matrices has one too */
     uint64_t flags;      /* FG_CUDA_FLAGS_BYTES: EMBED's lowest row with an id outside the vocabulary */
+    /* A sparse layer's MLP (cuda_moe.cu; each 0 bytes, at the same offset,
+     * for a model without experts). The router reads the norm's fp32
+     * output from y32, which then accumulates the experts' terms. */
+    uint64_t moe_logits; /* (R, E) fp32: the router's logits, then the softmax */
+    uint64_t moe_sel;    /* (R, k) int32: each row's experts, best first */
+    uint64_t moe_wt;     /* (R, k) fp32: their routing weights */
+    uint64_t moe_order;  /* (R k) int32: the slots r k + j sorted by expert (stable) */
+    uint64_t moe_counts; /* (2 E + 1) int32: rows per expert, then their starts in moe_order */
+    uint64_t moe_x16;    /* (R, H) fp16: one expert's rows gathered */
+    uint64_t moe_y32;    /* (R, H) fp32: that expert's output */
+    /* A compressed KV cache (--compress-cache; 0 bytes without): one kv
+     * head's keys and values of a sequence expanded to fp16 for prefill's
+     * GEMMs, (P, d) each, P bounding every context. */
+    uint64_t kv16, kv16_bytes;
     uint64_t blas;       /* cuBLAS's workspace (cublasSetWorkspace), blas_bytes */
     uint64_t blas_bytes; /* min(FG_CUDA_BLAS_WS_MAX, 4 R max(H, F, Q)): room for split-K partial sums of
                           * the largest GEMM's fp32 output; a small model's plan stays small */

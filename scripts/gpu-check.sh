@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
 # The GPU checks as one prepared script, for a machine with an NVIDIA GPU
 # (sized for one H200, 16 cores, 128 GiB: under 10 minutes with the format
-# tests). Every step has its own time limit and writes under OUT_DIR, so
+# tests; the Qwen3 / experts step adds at most 4, a guess: none of it has
+# run on a GPU yet). Every step has its own time limit and writes under OUT_DIR, so
 # whatever finished is kept when a later step fails or runs out of time. Usage: scripts/gpu-check.sh OUT_DIR
 #   gpu.txt            nvidia-smi's view of the device
 #   build.log          the CUDA build (sm_75, sm_80, sm_90, -Werror)
-#   ctest-gpu.log      cuda_backend_ops (every op, host vs cuda, OPT and
-#                      Llama-family shapes), cuda_e2e_tokens and
+#   ctest-gpu.log      cuda_backend_ops (every op, host vs cuda, OPT,
+#                      Llama-family, Qwen3 and mixture-of-experts shapes,
+#                      MOE_ROUTE's counts, a 4-bit cache), cuda_e2e_tokens and
 #                      cuda_e2e_tokens_llama (flexgen run, cuda vs host tokens)
+#   ctest-gpu-moe.log  Qwen3's q/k norms, the mixtures of experts and the
+#                      4-bit KV cache end to end: cuda_e2e_tokens_qwen3,
+#                      cuda_e2e_tokens_mixtral, cuda_e2e_tokens_qwen3_moe
+#                      (experts on every tier, loaded as routed and all at
+#                      once), cuda_e2e_tokens_llama_q4cache, and
+#                      cuda_backend_ops_selftest (the routing bounds, host
+#                      against host)
 #   ctest-gpu-formats.log
 #                      the weight formats on the GPU: cuda_fmt (every
 #                      format's device dequantizer bitwise vs the CPU, the
 #                      quantized Linear within a derived bound),
 #                      cuda_backend_ops_formats (every op on layers in each
-#                      format), cuda_e2e_tokens_gguf_q4km (a Q4_K_M-like
-#                      GGUF file, cuda vs host tokens)
+#                      format, the experts' MLP and MOE_ROUTE too),
+#                      cuda_e2e_tokens_gguf_q4km (a Q4_K_M-like GGUF file,
+#                      cuda vs host tokens)
 #   profile.json/.txt  flexgen-gpu-worker --profile --device cuda --model
 #                      opt-6.7b: the LAYER op's TFLOP/s by rows beside bare
 #                      cuBLAS of the same shapes (mm vs mm_bare), copies from
@@ -57,14 +67,20 @@ note "build: ok ($(ls "$root/build/bin/libflexgen-cuda.so" 2>/dev/null || echo '
 
 # ---- GPU tests ----------------------------------------------------------------
 fmt_tests='cuda_fmt|cuda_backend_ops_formats|gguf_q4km'
-(cd "$root/build" && step 120 ctest ctest --output-on-failure -V -R 'cuda_' -E "$fmt_tests") >"$out/ctest-gpu.log" 2>&1
+moe_tests='cuda_e2e_tokens_qwen3|cuda_e2e_tokens_mixtral|cuda_e2e_tokens_llama_q4cache|cuda_backend_ops_selftest'
+(cd "$root/build" && step 180 ctest ctest --output-on-failure -V -R 'cuda_' -E "$fmt_tests|$moe_tests") \
+  >"$out/ctest-gpu.log" 2>&1
 note "tests: $(grep -E '^[0-9]+% tests passed' "$out/ctest-gpu.log" || echo 'no summary')"
 grep -E '^FAIL|Skipped|\*\*\*Failed' "$out/ctest-gpu.log" | head -20 | tee -a "$out/summary.txt"
 # the weight formats' kernels: a step of their own, so that a failure or a
 # hang there leaves the tests above and the figures below as they are
-(cd "$root/build" && step 150 ctest ctest --output-on-failure -V -R "$fmt_tests") >"$out/ctest-gpu-formats.log" 2>&1
+(cd "$root/build" && step 200 ctest ctest --output-on-failure -V -R "$fmt_tests") >"$out/ctest-gpu-formats.log" 2>&1
 note "format tests: $(grep -E '^[0-9]+% tests passed' "$out/ctest-gpu-formats.log" || echo 'no summary')"
 grep -E '^FAIL|Skipped|\*\*\*Failed' "$out/ctest-gpu-formats.log" | head -20 | tee -a "$out/summary.txt"
+# Qwen3, the mixtures of experts and the 4-bit cache end to end: their own step, as the formats'
+(cd "$root/build" && step 240 ctest ctest --output-on-failure -V -j2 -R "$moe_tests") >"$out/ctest-gpu-moe.log" 2>&1
+note "qwen3 / experts tests: $(grep -E '^[0-9]+% tests passed' "$out/ctest-gpu-moe.log" || echo 'no summary')"
+grep -E '^FAIL|Skipped|\*\*\*Failed' "$out/ctest-gpu-moe.log" | head -20 | tee -a "$out/summary.txt"
 
 # ---- profile: layer GEMMs vs bare cuBLAS, registered shm vs cudaMallocHost -----------
 if step 60 profile "$bin/flexgen-gpu-worker" --profile --device cuda --model opt-6.7b --json \

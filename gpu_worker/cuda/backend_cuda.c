@@ -39,6 +39,7 @@
 #include "fg_sample.h"
 
 #define NSTREAMS 3
+#define FG_CUDA_MOE_HOST_BYTES (sizeof(int32_t) * (2 * FG_CONFIG_MAX_EXPERTS + 1))   /* counts (E), starts (E + 1) */
 
 typedef struct {
     char dev_name[256];
@@ -50,6 +51,7 @@ typedef struct {
     fg_op_init p;
     uint64_t held, peak;
     int32_t *bad_host;       /* pinned: EMBED's flag, read back */
+    int32_t *moe_host;       /* pinned: a sparse layer's counts and starts, read back (FG_CUDA_MOE_HOST_BYTES) */
     uint8_t *pin;            /* pinned: SAMPLE's logits, states and ids on the host */
     size_t pin_bytes;
     float *samp;             /* fg_sample's scratch, 2 V */
@@ -84,20 +86,14 @@ static void release(cu_ctx *c) {
 static fg_status cu_device_init(void *ctx, const fg_op_init *p, const fg_model_config *cfg) {
     cu_ctx *c = ctx;
     fg_cuda_ws ws;
-    /* a 4-bit cache would be read as fp16 by the attention kernels: refused
-     * until they expand it (weights in Q4G64 go through cuda_linear.c) */
-    if (cfg->compress_cache)
-        return fg_err_set(FG_EINPUT, "DEVICE_INIT: --compress-cache is not implemented on the cuda backend yet "
-                                     "(HINT: --device host)");
-    /* Qwen3's per-head q/k RMSNorm has no kernel here yet: refused, never skipped */
-    if (cfg->qk_norm)
-        return fg_err_set(FG_EINPUT, "DEVICE_INIT: the per-head q/k RMSNorm of this model (Qwen3's q_norm, k_norm) "
-                                     "is not implemented on the cuda backend yet (HINT: --device host)");
-    /* a mixture of experts (router, gathers, per-expert GEMMs) has no kernels here yet: refused, never run dense */
-    if (cfg->n_experts)
-        return fg_err_set(FG_EINPUT, "DEVICE_INIT: a mixture-of-experts model (%d experts, top %d) is not "
-                                     "implemented on the cuda backend yet (HINT: --device host)", cfg->n_experts,
-                          cfg->experts_per_token);
+    /* the routers cuda_moe.cu runs (softmax, top k, renormalised or not) and
+     * routed experts only: any other kind is refused, never run as one of these */
+    if (cfg->n_experts && cfg->router != FG_ROUTER_MIXTRAL && cfg->router != FG_ROUTER_QWEN3_MOE)
+        return fg_err_set(FG_EINPUT, "DEVICE_INIT: router kind %d of this mixture of experts is not implemented on "
+                                     "the cuda backend (HINT: --device host)", cfg->router);
+    if (cfg->n_experts && cfg->n_shared_experts)
+        return fg_err_set(FG_EINPUT, "DEVICE_INIT: shared experts (%d) are not implemented on the cuda backend "
+                                     "(HINT: --device host)", cfg->n_shared_experts);
     fg_devsize_cuda_layout(cfg, p->max_rows, &ws);   /* what the plan counted */
     if (p->arena_bytes > UINT64_MAX - ws.total - FG_CUDA_WS_ALIGN ||
         (p->budget_bytes && p->arena_bytes + ws.total > p->budget_bytes))
@@ -144,6 +140,7 @@ static void cu_close(void *ctx) {
     for (int s = 0; s < NSTREAMS; s++)
         if (c->st[s]) cudaStreamDestroy(c->st[s]);
     if (c->bad_host) cudaFreeHost(c->bad_host);
+    if (c->moe_host) cudaFreeHost(c->moe_host);
     if (c->pin) cudaFreeHost(c->pin);
     free(c->samp);
     cudaGetLastError();
@@ -172,7 +169,9 @@ static fg_status cu_open(void **ctx, char *info, size_t cap) {
     if (!st && (cublasSetStream(c->blas, c->st[0]) != CUBLAS_STATUS_SUCCESS ||
                 cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS))
         st = fg_err_set(FG_ERUNTIME, "cuBLAS: cannot bind the compute stream");
-    if (!st && cudaMallocHost((void **)&c->bad_host, FG_CUDA_FLAGS_BYTES)) st = cu_fail(cudaGetLastError(), "cudaMallocHost");
+    if (!st && (cudaMallocHost((void **)&c->bad_host, FG_CUDA_FLAGS_BYTES) ||
+                cudaMallocHost((void **)&c->moe_host, FG_CUDA_MOE_HOST_BYTES)))
+        st = cu_fail(cudaGetLastError(), "cudaMallocHost");
     if (st) goto out;
     cudaRuntimeGetVersion(&rt);
     cublasGetVersion(c->blas, &bv);
@@ -269,6 +268,7 @@ uint8_t *fg_cu_ws(void *ctx, const fg_cuda_ws **ws) {
     return c->mem + c->arena_al;
 }
 int32_t *fg_cu_bad_host(void *ctx) { return ((cu_ctx *)ctx)->bad_host; }
+int32_t *fg_cu_moe_host(void *ctx) { return ((cu_ctx *)ctx)->moe_host; }
 
 void *fg_cu_pinned(void *ctx, size_t n) {
     cu_ctx *c = ctx;
@@ -315,9 +315,11 @@ const fg_backend fg_backend_cuda = {
         [FG_OPI(FG_OP_ATTN)] = fg_cu_attn,         /* LN, q k v GEMMs, cache store, attention, out GEMM */
         [FG_OPI(FG_OP_ATTN_QKV)] = fg_cu_attn_qkv,
         [FG_OPI(FG_OP_ATTN_OUT)] = fg_cu_attn_out,
-        [FG_OPI(FG_OP_MLP)] = fg_cu_mlp,           /* LN, fc1 + bias (one rounding), ReLU, fc2 + residual */
+        [FG_OPI(FG_OP_MLP)] = fg_cu_mlp,           /* LN, fc1 + bias (one rounding), ReLU, fc2 + residual;
+                                                    * a sparse layer: route, each chosen expert, weighted sum */
         [FG_OPI(FG_OP_LAYER)] = fg_cu_layer,
         [FG_OPI(FG_OP_LM_HEAD)] = fg_cu_lm_head,   /* final LN of the last tokens, project_out, tied head */
         [FG_OPI(FG_OP_SAMPLE)] = fg_cu_sample,     /* argmax on the device; fg_sample on the host with T > 0 */
+        [FG_OPI(FG_OP_MOE_ROUTE)] = fg_cu_moe_route, /* RMSNorm, router, top k, counts: the MLP's own route */
     },
 };

@@ -323,6 +323,52 @@ FG_UNROLL
     }
 }
 
+// ---- a compressed KV cache: head slices (d, 1) of fg_q4.h --------------------------
+// A cache slice is one head's d values grouped along d (C = 1): packed
+// [G][32] (row 2j of a group the high nibble), mins [G] fp16, scales [G]
+// fp16, G = ceil(d / 64), 36 G bytes.
+
+constexpr int kQ4SliceBytesPerGroup = 36;   // 32 packed, a min and a scale
+
+// Row r of a head slice of d rows, expanded as dq<FG_FMT_Q4G64> expands a
+// weight's (fg_q4_expand's fp16 value, as fp32).
+FG_HD float q4_slice_value(const uint8_t *slice, int d, int r) {
+    int G = (d + kQ4Rows - 1) / kQ4Rows, g = r / kQ4Rows;
+    const uint8_t *mins = slice + G * kQ4PairBytes;
+    int q = slice[g * kQ4PairBytes + r % kQ4Rows / 2] >> (r % 2 ? 0 : 4) & 15;
+    float rcp = quot(1.0f, half_at(mins + 2 * (G + g)));
+    return round16(add(round16(mul((float)q, rcp)), half_at(mins + 2 * g)));
+}
+
+// Group g of a head slice packed from v (its 64 values in fp32, those past
+// the slice's d rows +0.0), as fg_q4_pack: min and max (the first attaining
+// each), s = 15 / (max - min) (+inf when equal: every code 0), q =
+// rint(clamp((v - min) s, 0, 15)) half to even, each operation one fp32
+// rounding; the min and fp16(s) stored (+inf where s overflows fp16).
+FG_HD void q4_pack_group(const float *v, uint8_t *slice, int d, int g) {
+    int G = (d + kQ4Rows - 1) / kQ4Rows;
+    float mn = v[0], mx = v[0];
+    for (int i = 1; i < kQ4Rows; i++) {
+        if (v[i] < mn) mn = v[i];
+        if (v[i] > mx) mx = v[i];
+    }
+    float range = sub(mx, mn), s = quot(15.0f, range);
+    uint8_t *packed = slice + g * kQ4PairBytes;
+    for (int j = 0; j < kQ4PairBytes; j++) {
+        int q[2] = {0, 0};
+        for (int t = 0; t < 2 && range != 0.0f; t++) {
+            float x = mul(sub(v[2 * j + t], mn), s);
+            x = x < 0.0f ? 0.0f : x > 15.0f ? 15.0f : x;
+            q[t] = (int)rintf(x);
+        }
+        packed[j] = (uint8_t)(q[0] << 4 | q[1]);
+    }
+    uint16_t m16 = __half_as_ushort(__float2half_rn(mn)), s16 = __half_as_ushort(__float2half_rn(s));
+    uint8_t *mins = slice + G * kQ4PairBytes;
+    mins[2 * g] = (uint8_t)(m16 & 0xff), mins[2 * g + 1] = (uint8_t)(m16 >> 8);
+    mins[2 * (G + g)] = (uint8_t)(s16 & 0xff), mins[2 * (G + g) + 1] = (uint8_t)(s16 >> 8);
+}
+
 }   // namespace fg_dq
 
 // Every format, for a switch over the template instances.

@@ -1,15 +1,20 @@
 // cuda_kernels.cu - the cuda backend's own kernels (see cuda_kernels.h):
-// LayerNorm, RMSNorm, bias rows and the residual for cuBLAS's C, ReLU,
-// SwiGLU, rounding, the embedding with positions, rotary embeddings, the
-// cache store, the causal masked softmax (with a sliding window), decode
-// attention over the cache (grouped kv heads), argmax. Each mirrors a CPU function of
-// kernels/ (named in its comment) so the two backends agree to fp16
-// rounding; sums that the CPU keeps in double stay double here.
+// LayerNorm, RMSNorm (fp16 or fp32 out: Qwen3's per-head q/k norms, a
+// router's input), bias rows and the residual for cuBLAS's C, ReLU,
+// SwiGLU, rounding (with a residual added first), the embedding with
+// positions, rotary embeddings, the cache store (fp16, or FlexGen's 4-bit
+// head slices) and a compressed cache's expansion, the causal masked
+// softmax (with a sliding window), decode attention over the cache
+// (grouped kv heads, fp16 or compressed), argmax. Each mirrors a CPU
+// function of kernels/ (named in its comment) so the two backends agree to
+// fp16 rounding; sums that the CPU keeps in double stay double here.
 #include "cuda_kernels.h"
 
 #include <cfloat>
 #include <cstdint>
 #include <cuda_fp16.h>
+
+#include "cuda_fmt_dq.cuh"   // a compressed cache's head slices: fg_q4.h's packing and expansion
 
 namespace {
 
@@ -81,10 +86,12 @@ __global__ void k_layernorm(uint16_t *y, const T *x, const uint16_t *w, const ui
 
 // ---- RMSNorm (fg_rmsnorm: the mean square in double) ------------------------------
 
+// Into y16 (rounded) and/or y32 (fp32, the host's value itself), either NULL.
 template <typename T>
-__global__ void k_rmsnorm(uint16_t *y, const T *x, const uint16_t *w, float eps, int dim, int row_mul, int row_add) {
+__global__ void k_rmsnorm(uint16_t *y16, float *y32, const T *x, const uint16_t *w, float eps, int dim, int row_mul,
+                          int row_add) {
     const T *xr = x + ((size_t)blockIdx.x * row_mul + row_add) * dim;
-    uint16_t *yr = y + (size_t)blockIdx.x * dim;
+    size_t yo = (size_t)blockIdx.x * dim;
     double s = 0;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         double v = ldx(xr, i);
@@ -92,7 +99,11 @@ __global__ void k_rmsnorm(uint16_t *y, const T *x, const uint16_t *w, float eps,
     }
     float rstd = (float)(1.0 / sqrt(block_reduce<double, false>(s) / dim + (double)eps));
     // each thread reads then writes its own elements: y may be x
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = to16(ldx(xr, i) * rstd * f16(w, i));
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = ldx(xr, i) * rstd * f16(w, i);
+        if (y16) y16[yo + i] = to16(v);
+        if (y32) y32[yo + i] = v;
+    }
 }
 
 // ---- elementwise -----------------------------------------------------------------
@@ -124,6 +135,11 @@ __global__ void k_relu16(uint16_t *x, int64_t n) {
 
 __global__ void k_round16(uint16_t *y, const float *x, int64_t n) {
     GRID_STRIDE(i, n) y[i] = to16(x[i]);
+}
+
+// fg_add then the rounding: h + acc in fp32, rounded once (y may be h)
+__global__ void k_resid_round16(uint16_t *y, const uint16_t *h, const float *acc, int64_t n) {
+    GRID_STRIDE(i, n) y[i] = to16(__fadd_rn(f16(h, i), acc[i]));
 }
 
 // ---- embedding (fg_opt_embed, fg_opt_positions) ---------------------------------
@@ -198,6 +214,49 @@ __global__ void k_cache_store(uint16_t *cache, const uint16_t *x, int64_t n, int
     }
 }
 
+// fg_opt.c's cache_store_q4: thread t packs group t % G of head (t / G) %
+// KV of row t / (G KV) (= b S + i) into that head's slice at position
+// past + i; the group's rows past d are +0.0, as fg_q4_pack pads them.
+__global__ void k_cache_store_q4(uint8_t *cache, const uint16_t *x, int64_t n, int B, int S, int past, int KV, int d,
+                                 int G, int64_t slice) {
+    GRID_STRIDE(t, n) {
+        int g = (int)(t % G), h = (int)(t / G % KV);
+        int64_t r = t / G / KV;
+        int b = (int)(r / S), i = (int)(r % S);
+        float v[fg_dq::kQ4Rows];
+        for (int j = 0; j < fg_dq::kQ4Rows; j++) {
+            int row = g * fg_dq::kQ4Rows + j;
+            v[j] = row < d ? f16(x, (size_t)r * KV * d + (size_t)h * d + row) : 0.0f;
+        }
+        fg_dq::q4_pack_group(v, cache + (((int64_t)(past + i) * B + b) * KV + h) * slice, d, g);
+    }
+}
+
+// Where attention reads keys or values: an fp16 cache (Tmax, B, KV*d), or a
+// compressed one (Tmax, B, KV) of head slices for positions before past and
+// the step's own fp16 rows (B*S, KV*d) from past on (fg_attention_gqa_q4's
+// order: the step attends to its k and v as computed, stored compressed
+// after).
+struct KvSrc {
+    const uint16_t *c16;   // the fp16 cache, or NULL
+    const uint8_t *cq;     // the compressed cache (c16 NULL)
+    const uint16_t *now;   // with cq: the step's rows
+    int B, S, past, KV, d;
+    int64_t slice;         // with cq: a head slice's bytes
+    // Element j of kv head g of sequence b at position t.
+    __device__ float at(int b, int g, int t, int j) const {
+        if (c16) return f16(c16, ((size_t)t * B + b) * KV * d + (size_t)g * d + j);
+        if (t >= past) return f16(now, ((size_t)b * S + t - past) * KV * d + (size_t)g * d + j);
+        return fg_dq::q4_slice_value(cq + (((int64_t)t * B + b) * KV + g) * slice, d, j);
+    }
+};
+
+// (T, d) of kv head g of sequence b from a compressed cache and the step's
+// rows (KvSrc), fp16 (exact: every value is one), for prefill's GEMMs.
+__global__ void k_cache_expand(uint16_t *y, KvSrc src, int b, int g, int64_t n) {
+    GRID_STRIDE(t, n) y[t] = to16(src.at(b, g, (int)(t / src.d), (int)(t % src.d)));
+}
+
 // The first key slot a query at pos sees under a sliding window (0: none).
 __device__ __forceinline__ int window_lo(int pos, int window) { return window && pos - window + 1 > 0 ? pos - window + 1 : 0; }
 
@@ -241,21 +300,18 @@ constexpr int kDecodeThreads = 128, kDecodeMaxT = 8192;
 
 // One block per (row, query head h); h reads kv head h / (nh / nkv). q and
 // ctx rows are nh*d wide, the cache's nkv*d.
-__global__ void k_attn_decode(uint16_t *ctx, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
-                              const uint8_t *mask, int mask_stride, int B, int S, int past, int nh, int nkv, int d,
-                              int window) {
+__global__ void k_attn_decode(uint16_t *ctx, const uint16_t *q, KvSrc kc, KvSrc vc, const uint8_t *mask,
+                              int mask_stride, int S, int past, int nh, int nkv, int d, int window) {
     extern __shared__ float sm[];   // q (d), then scores (T)
     int h = blockIdx.x % nh, r = blockIdx.x / nh, b = r / S, i = r % S, T = past + S, g = h / (nh / nkv);
-    int QD = nh * d, KD = nkv * d;
+    int QD = nh * d;
     float *qs = sm, *sc = sm + d;
     for (int j = threadIdx.x; j < d; j += blockDim.x) qs[j] = f16(q, (size_t)r * QD + h * d + j);
     __syncthreads();
-    size_t row = (size_t)B * KD;   // time-major cache: position t of sequence b at row t*B + b
-    const uint16_t *kb = kc + (size_t)b * KD + (size_t)g * d, *vb = vc + (size_t)b * KD + (size_t)g * d;
     int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, nw = blockDim.x / kWarp;
     for (int t = warp; t < T; t += nw) {
         float acc = 0;
-        for (int j = lane; j < d; j += kWarp) acc += qs[j] * f16(kb, t * row + j);
+        for (int j = lane; j < d; j += kWarp) acc += qs[j] * kc.at(b, g, t, j);
         for (int o = kWarp / 2; o; o >>= 1) acc += __shfl_down_sync(kFullMask, acc, o);
         if (lane == 0) sc[t] = acc;
     }
@@ -264,7 +320,7 @@ __global__ void k_attn_decode(uint16_t *ctx, const uint16_t *q, const uint16_t *
     __syncthreads();
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
         float acc = 0;
-        for (int t = 0; t < T; t++) acc += sc[t] * f16(vb, t * row + j);
+        for (int t = 0; t < T; t++) acc += sc[t] * vc.at(b, g, t, j);
         ctx[(size_t)r * QD + h * d + j] = to16(acc);
     }
 }
@@ -307,8 +363,18 @@ extern "C" int fg_cuk_layernorm(uint16_t *y16, const uint16_t *x16, const float 
 
 extern "C" int fg_cuk_rmsnorm(uint16_t *y16, const uint16_t *x16, const float *x32, const uint16_t *w, float eps,
                               int rows, int dim, int row_mul, int row_add, cudaStream_t s) {
-    if (x16) k_rmsnorm<uint16_t><<<rows, kThreads, 0, s>>>(y16, x16, w, eps, dim, row_mul, row_add);
-    else k_rmsnorm<float><<<rows, kThreads, 0, s>>>(y16, x32, w, eps, dim, row_mul, row_add);
+    if (x16) k_rmsnorm<uint16_t><<<rows, kThreads, 0, s>>>(y16, nullptr, x16, w, eps, dim, row_mul, row_add);
+    else k_rmsnorm<float><<<rows, kThreads, 0, s>>>(y16, nullptr, x32, w, eps, dim, row_mul, row_add);
+    return done();
+}
+
+extern "C" int fg_cuk_rmsnorm_f32(uint16_t *y16, float *y32, const uint16_t *x16, const float *x32, const uint16_t *w,
+                                  float eps, int rows, int dim, cudaStream_t s) {
+    // a block of whole warps, no more than the row has elements (a head of 64 or 128: not 256 threads)
+    int threads = (dim + kWarp - 1) / kWarp * kWarp;
+    threads = threads > kThreads ? kThreads : threads;
+    if (x16) k_rmsnorm<uint16_t><<<rows, threads, 0, s>>>(y16, y32, x16, w, eps, dim, 1, 0);
+    else k_rmsnorm<float><<<rows, threads, 0, s>>>(y16, y32, x32, w, eps, dim, 1, 0);
     return done();
 }
 
@@ -353,6 +419,11 @@ extern "C" int fg_cuk_round16(uint16_t *y16, const float *x32, int64_t n, cudaSt
     return done();
 }
 
+extern "C" int fg_cuk_resid_round16(uint16_t *y16, const uint16_t *h16, const float *acc32, int64_t n, cudaStream_t s) {
+    k_resid_round16<<<grid_for(n), kThreads, 0, s>>>(y16, h16, acc32, n);
+    return done();
+}
+
 extern "C" int fg_cuk_embed_gather(uint16_t *e16, const int32_t *ids, const uint16_t *E, int rows, int D, int V,
                                    int32_t *bad, cudaStream_t s) {
     int64_t n = (int64_t)rows * D;
@@ -382,13 +453,52 @@ extern "C" int fg_cuk_softmax(uint16_t *p16, const float *scores, const uint8_t 
 
 extern "C" int fg_cuk_decode_max_T(void) { return kDecodeMaxT; }
 
+namespace {
+
+int launch_decode(uint16_t *ctx16, const uint16_t *q16, KvSrc k, KvSrc v, const uint8_t *mask, int mask_stride, int B,
+                  int S, int past, const fg_cuk_attn_shape *sh, cudaStream_t s) {
+    size_t smem = sizeof(float) * ((size_t)sh->head_dim + (size_t)(past + S));
+    k_attn_decode<<<B * S * sh->n_heads, kDecodeThreads, smem, s>>>(ctx16, q16, k, v, mask, mask_stride, S, past,
+                                                                    sh->n_heads, sh->n_kv_heads, sh->head_dim,
+                                                                    sh->window);
+    return done();
+}
+
+KvSrc q4_src(const uint8_t *cq, const uint16_t *now, int B, int S, int past, int KV, int d) {
+    return KvSrc{nullptr, cq, now, B, S, past, KV, d, (int64_t)fg_q4_slice_bytes((uint64_t)d, 1)};
+}
+
+}   // namespace
+
 extern "C" int fg_cuk_attn_decode(uint16_t *ctx16, const uint16_t *q16, const uint16_t *kc, const uint16_t *vc,
                                   const uint8_t *mask, int mask_stride, int B, int S, int past,
                                   const fg_cuk_attn_shape *sh, cudaStream_t s) {
-    size_t smem = sizeof(float) * ((size_t)sh->head_dim + (size_t)(past + S));
-    k_attn_decode<<<B * S * sh->n_heads, kDecodeThreads, smem, s>>>(ctx16, q16, kc, vc, mask, mask_stride, B, S, past,
-                                                                    sh->n_heads, sh->n_kv_heads, sh->head_dim,
-                                                                    sh->window);
+    KvSrc k = {kc, nullptr, nullptr, B, S, past, sh->n_kv_heads, sh->head_dim, 0}, v = k;
+    v.c16 = vc;
+    return launch_decode(ctx16, q16, k, v, mask, mask_stride, B, S, past, sh, s);
+}
+
+extern "C" int fg_cuk_attn_decode_q4(uint16_t *ctx16, const uint16_t *q16, const uint8_t *kq, const uint8_t *vq,
+                                     const uint16_t *k16, const uint16_t *v16, const uint8_t *mask, int mask_stride,
+                                     int B, int S, int past, const fg_cuk_attn_shape *sh, cudaStream_t s) {
+    return launch_decode(ctx16, q16, q4_src(kq, k16, B, S, past, sh->n_kv_heads, sh->head_dim),
+                         q4_src(vq, v16, B, S, past, sh->n_kv_heads, sh->head_dim), mask, mask_stride, B, S, past, sh,
+                         s);
+}
+
+extern "C" int fg_cuk_cache_store_q4(uint8_t *cache, const uint16_t *x16, int B, int S, int past, int KV, int d,
+                                     cudaStream_t s) {
+    int G = (d + fg_dq::kQ4Rows - 1) / fg_dq::kQ4Rows;
+    int64_t n = (int64_t)B * S * KV * G;
+    k_cache_store_q4<<<grid_for(n), kThreads, 0, s>>>(cache, x16, n, B, S, past, KV, d, G,
+                                                      (int64_t)fg_q4_slice_bytes((uint64_t)d, 1));
+    return done();
+}
+
+extern "C" int fg_cuk_cache_expand(uint16_t *y16, const uint8_t *cq, const uint16_t *x16, int b, int g, int B, int S,
+                                   int past, int KV, int d, cudaStream_t s) {
+    int64_t n = (int64_t)(past + S) * d;
+    k_cache_expand<<<grid_for(n), kThreads, 0, s>>>(y16, q4_src(cq, x16, B, S, past, KV, d), b, g, n);
     return done();
 }
 

@@ -34,6 +34,14 @@ int fg_cuk_layernorm(uint16_t *y16, const uint16_t *x16, const float *x32, const
 int fg_cuk_rmsnorm(uint16_t *y16, const uint16_t *x16, const float *x32, const uint16_t *w, float eps, int rows,
                    int dim, int row_mul, int row_add, cudaStream_t s);
 
+/* RMSNorm of each of rows rows (dim) of x (fp16 x16 or fp32 x32, the other
+ * NULL) into y16 = round16(...) and/or y32 (fp32, unrounded: the host's
+ * value), either NULL; y32 may be x32. Qwen3's per-head q/k norms (rows =
+ * tokens x heads, dim = head_dim, in place on the projection's fp32 sum)
+ * and a sparse layer's input (y32 for the router, y16 for the experts). */
+int fg_cuk_rmsnorm_f32(uint16_t *y16, float *y32, const uint16_t *x16, const float *x32, const uint16_t *w, float eps,
+                       int rows, int dim, cudaStream_t s);
+
 /* dst32 (rows, n) = bias (n) in every row, 0 without one: the C of a GEMM
  * whose fp32 output rotary reads before it rounds. */
 int fg_cuk_bias_rows32(float *dst32, const uint16_t *bias, int rows, int n, cudaStream_t s);
@@ -63,6 +71,9 @@ int fg_cuk_resid_init(float *y32, const uint16_t *h16, const uint16_t *bias, int
 int fg_cuk_relu16(uint16_t *x16, int64_t n, cudaStream_t s);
 /* y16 (n) = round16(x32). */
 int fg_cuk_round16(uint16_t *y16, const float *x32, int64_t n, cudaStream_t s);
+/* y16 (n) = round16(h16 + acc32), the sum in fp32 (a sparse layer's
+ * residual: fg_add, then the block's rounding); y16 may be h16. */
+int fg_cuk_resid_round16(uint16_t *y16, const uint16_t *h16, const float *acc32, int64_t n, cudaStream_t s);
 
 /* EMBED, with positions from the mask as Hugging Face computes them
  * (cumsum(mask) * mask - 1 + 2) for the step's S new tokens of B sequences:
@@ -82,6 +93,17 @@ int fg_cuk_embed_pos(uint16_t *h16, const float *e32, const int32_t *ids, const 
 /* The step's k or v (B*S, H) fp16 into the cache (Tmax, B, H) at positions
  * [past, past+S); H is the cache's width (n_kv_heads * head_dim). */
 int fg_cuk_cache_store(uint16_t *cache, const uint16_t *x16, int B, int S, int past, int H, cudaStream_t s);
+
+/* A compressed cache (fg_q4.h: one slice of 36 ceil(d / 64) bytes per
+ * position, sequence and kv head, time-major (Tmax, B, KV)): the step's k
+ * or v (B*S, KV*d) fp16 packed at positions [past, past+S), bit for bit
+ * fg_q4_pack's bytes (cuda_fmt_dq.cuh's q4_pack_group). */
+int fg_cuk_cache_store_q4(uint8_t *cache, const uint16_t *x16, int B, int S, int past, int KV, int d, cudaStream_t s);
+/* y16 (past + S, d) = kv head g of sequence b: positions before past
+ * expanded from the compressed cache cq (fg_q4_expand's values), the
+ * step's own from x16 (B*S, KV*d), as fg_attention_gqa_q4 reads them. */
+int fg_cuk_cache_expand(uint16_t *y16, const uint8_t *cq, const uint16_t *x16, int b, int g, int B, int S, int past,
+                        int KV, int d, cudaStream_t s);
 
 /* Causal masked softmax of nh*sr score rows (T) of sequence b: row r is
  * query i0 + r % sr (position past + i0 + r % sr), which sees keys t <= its
@@ -110,6 +132,12 @@ int fg_cuk_decode_max_T(void);
 int fg_cuk_attn_decode(uint16_t *ctx16, const uint16_t *q16, const uint16_t *kc, const uint16_t *vc,
                        const uint8_t *mask, int mask_stride, int B, int S, int past, const fg_cuk_attn_shape *sh,
                        cudaStream_t s);
+/* The same over a compressed cache kq, vq (its past, expanded as it is read)
+ * and the step's own k16, v16 (B*S, KV*d) for positions [past, past+S):
+ * fg_attention_gqa_q4's reading, before the step's k and v are stored. */
+int fg_cuk_attn_decode_q4(uint16_t *ctx16, const uint16_t *q16, const uint8_t *kq, const uint8_t *vq,
+                          const uint16_t *k16, const uint16_t *v16, const uint8_t *mask, int mask_stride, int B, int S,
+                          int past, const fg_cuk_attn_shape *sh, cudaStream_t s);
 
 /* ids (B) = argmax of each logits row (B, V); the lowest index on ties
  * (fg_argmax). */

@@ -39,13 +39,15 @@ static fg_status gemm16(const fg_cu_lin *L, void *y, int y32, int ldy, const uin
 
 fg_status fg_cu_linear(const fg_cu_lin *L, void *y, int y32, const uint16_t *x, fg_cu_w W, int rows, int in, int out,
                        float alpha, float beta, const char *what) {
-    if (W.fmt == FG_FMT_F16) return gemm16(L, y, y32, out, x, W.p, rows, in, out, alpha, beta, what);
+    int small = rows <= FG_CUDA_GEMV_MAX_ROWS;
+    if (W.fmt == FG_FMT_F16 && !(L->f16_gemv && small && in % FG_CUK_FMT_VEC == 0))
+        return gemm16(L, y, y32, out, x, W.p, rows, in, out, alpha, beta, what);
     if (in % FG_CUK_FMT_VEC)
         return fg_err_set(FG_EINPUT, "%s on cuda: %s: a %s weight's rows of %d values are not a multiple of %d, "
                           "which the dequantizing kernels take (HINT: --device host)", L->op, what,
                           fg_fmt_name(W.fmt), in, FG_CUK_FMT_VEC);
     int e;
-    if (rows <= FG_CUDA_GEMV_MAX_ROWS) {
+    if (small) {
         if ((e = fg_cuk_fmt_gemv(y, y32, x, W.p, W.fmt, rows, in, out, alpha, beta, L->s))) return launch_fail(e, L, what);
         return FG_OK;
     }

@@ -21,6 +21,10 @@ typedef struct {
     uint16_t *tile;
     uint64_t tile_bytes;
     const char *op;   /* the op's name, for messages */
+    /* 1: an F16 weight too takes the GEMV at up to FG_CUDA_GEMV_MAX_ROWS
+     * rows (a sparse layer's experts: many small batches, each a GEMV that
+     * reads its expert once, no cuBLAS heuristics per shape) */
+    int f16_gemv;
 } fg_cu_lin;
 
 /* A weight matrix (out, in) as the arena holds it. */
@@ -31,7 +35,9 @@ typedef struct {
 
 /* y (rows, out) = alpha x (rows, in) W^T + beta y, fp32 sums; x fp16, y
  * fp16 (y32 0) or fp32 (y32 1), not read where beta is 0.
- *   F16: cublasGemmEx on W as stored (fp16 operands, CUBLAS_COMPUTE_32F);
+ *   F16: cublasGemmEx on W as stored (fp16 operands, CUBLAS_COMPUTE_32F),
+ *     or with L->f16_gemv the GEMV below at up to FG_CUDA_GEMV_MAX_ROWS rows
+ *     (where in is a multiple of FG_CUK_FMT_VEC);
  *   another format, rows <= FG_CUDA_GEMV_MAX_ROWS: the dequantizing GEMV
  *     (fg_cuk_fmt_gemv: W's exact fp32 values, fp32 sums);
  *   more rows: W dequantized to fp16 a tile of rows at a time and

@@ -25,12 +25,15 @@
 #include "cuda_fmt.h"
 #include "cuda_kernels.h"
 #include "cuda_linear.h"
+#include "cuda_moe.h"
 #include "cuda_ops.h"
 #include "fg_fmt.h"
 #include "fg_llama.h"
 #include "fg_sample.h"
 
 #define DECODE_MAX_S 4        /* up to this many new tokens: the decode kernel, else GEMMs */
+
+_Static_assert(FG_CONFIG_MAX_EXPERTS <= FG_CUK_MOE_MAX_EXPERTS, "cuda_moe.cu's top k and sort hold every expert");
 
 typedef const uint16_t *cw;   /* an fp16 tensor: a norm's weight, a bias, the position table */
 
@@ -44,6 +47,12 @@ typedef struct {
     uint16_t *x16, *q16, *k16, *v16, *ff16;   /* (R, max(H, D, Q)), (R, Q), (R, KV) x 2, (R, max(FF, D)) */
     float *y32;                               /* (R, max(H, Q)), or the attention's tiles */
     int32_t *flag;
+    /* a sparse layer's (fg_devsize.h; unused without experts): */
+    float *moe_logits, *moe_wt;               /* (R, E) logits then p; (R, k) routing weights */
+    int32_t *moe_sel, *moe_order, *moe_counts;   /* (R, k) experts; (R k) slots by expert; (E) counts, (E + 1) starts */
+    uint16_t *moe_x16;                        /* (R, H) one expert's rows */
+    float *moe_y32;                           /* (R, H) that expert's output */
+    uint16_t *kv16;                           /* a compressed cache's kv head expanded: (T, d) keys, (T, d) values */
     fg_cu_lin lin;                            /* cuBLAS, the stream and the dequantization tile */
     int R, H, Q, KV;
 } op_env;
@@ -58,6 +67,14 @@ static op_env env_of(void *ctx, const fg_op_args *a) {
     e.y32 = (float *)(w + e.ws->y32);
     e.ff16 = (uint16_t *)(w + e.ws->ff16);
     e.flag = (int32_t *)(w + e.ws->flags);
+    e.moe_logits = (float *)(w + e.ws->moe_logits);
+    e.moe_wt = (float *)(w + e.ws->moe_wt);
+    e.moe_sel = (int32_t *)(w + e.ws->moe_sel);
+    e.moe_order = (int32_t *)(w + e.ws->moe_order);
+    e.moe_counts = (int32_t *)(w + e.ws->moe_counts);
+    e.moe_x16 = (uint16_t *)(w + e.ws->moe_x16);
+    e.moe_y32 = (float *)(w + e.ws->moe_y32);
+    e.kv16 = (uint16_t *)(w + e.ws->kv16);
     e.lin = (fg_cu_lin){.blas = e.blas, .s = e.s, .tile = e.ws->w16_bytes ? (uint16_t *)(w + e.ws->w16) : NULL,
                         .tile_bytes = e.ws->w16_bytes, .op = a->name};
     e.R = a->st.B * a->st.S;
@@ -185,7 +202,9 @@ fg_status fg_cu_embed(void *ctx, const fg_op_args *a) {
 
 /* q (R, Q), k (R, KV) = round16(scale rotary(x W + b)) (fg_llama_attn_qkv):
  * each projection in fp32 (the bias as C) so that rotary and the scale act
- * on the unrounded sum, then one rounding; v as the other projections. */
+ * on the unrounded sum, then one rounding; v as the other projections.
+ * With qk_norm (Qwen3), each head of that fp32 sum RMS-normalised in place
+ * (fp32, its norm's [head_dim] weight) before rotary: no rounding point. */
 static fg_status qkv_rotary(const op_env *e, const uint16_t *x, uint16_t *q, uint16_t *k, uint16_t *v) {
     const fg_op_args *a = e->a;
     const fg_layer_w *w = &a->lw;
@@ -199,10 +218,16 @@ static fg_status qkv_rotary(const op_env *e, const uint16_t *x, uint16_t *q, uin
     fg_status st;
     K(fg_cuk_bias_rows32(e->y32, w->w[FG_LW_Q_B], e->R, e->Q, e->s), "bias");
     if ((st = gemm(e, e->y32, CUDA_R_32F, x, lw(e, FG_LW_Q_W), e->R, e->H, e->Q, 1, 1, "q_proj"))) return st;
+    if (a->cfg.qk_norm)
+        K(fg_cuk_rmsnorm_f32(NULL, e->y32, NULL, e->y32, w->w[FG_LW_QN_W], a->cfg.norm_eps, e->R * a->cfg.n_heads, d,
+                             e->s), "q_norm");
     K(fg_cuk_rope16(q, e->y32, t->mask, t->mask_stride, t->B, t->S, t->past, a->cfg.n_heads, d, &f,
                     1.0f / sqrtf((float)d), e->s), "rotary");
     K(fg_cuk_bias_rows32(e->y32, w->w[FG_LW_K_B], e->R, e->KV, e->s), "bias");
     if ((st = gemm(e, e->y32, CUDA_R_32F, x, lw(e, FG_LW_K_W), e->R, e->H, e->KV, 1, 1, "k_proj"))) return st;
+    if (a->cfg.qk_norm)
+        K(fg_cuk_rmsnorm_f32(NULL, e->y32, NULL, e->y32, w->w[FG_LW_KN_W], a->cfg.norm_eps, e->R * a->cfg.n_kv_heads,
+                             d, e->s), "k_norm");
     K(fg_cuk_rope16(k, e->y32, t->mask, t->mask_stride, t->B, t->S, t->past, a->cfg.n_kv_heads, d, &f, 1.0f, e->s),
       "rotary");
     return linear16(e, v, x, lw(e, FG_LW_V_W), w->w[FG_LW_V_B], e->R, e->H, e->KV, 1, "v_proj");
@@ -224,81 +249,118 @@ static fg_status qkv(const op_env *e, const uint16_t *h, uint16_t *q, uint16_t *
     return linear16(e, v, x, lw(e, FG_LW_V_W), w->w[FG_LW_V_B], e->R, e->H, e->H, 1, "v_proj");
 }
 
-/* One tile of prefill attention of sequence b: hn query heads from h0 (all
- * reading kv head kvh when grouped: the K and V batch stride is then 0, else
- * d, one kv head per query head) and sn queries from i0. scores (hn, sn, T)
- * fp32 = q k^T, weights (hn, sn, T) fp16 = softmax, ctx = w v. */
-static fg_status attn_tile(const op_env *e, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
-                           uint16_t *ctx, int b, int h0, int hn, int kvh, int i0, int sn) {
+/* Where a tile of prefill attention reads its keys and values: kb, vb the
+ * tile's first query head's kv head at position 0, ld elements from one
+ * position to the next, kstride from one query head's kv head to the
+ * next's (d: a kv head each; 0: the tile shares one). */
+typedef struct {
+    const uint16_t *kb, *vb;
+    long long ld, kstride;
+} kv_view;
+
+/* One tile of prefill attention of sequence b: hn query heads from h0 and sn
+ * queries from i0. scores (hn, sn, T) fp32 = q k^T, weights (hn, sn, T)
+ * fp16 = softmax, ctx = w v. */
+static fg_status attn_tile(const op_env *e, const uint16_t *q, kv_view kv, uint16_t *ctx, int b, int h0, int hn, int i0,
+                           int sn) {
     const fg_op_args *a = e->a;
-    int B = a->st.B, S = a->st.S, past = a->st.past, T = past + S, d = fg_config_head_dim(&a->cfg);
-    long long kstride = a->cfg.n_kv_heads == a->cfg.n_heads ? d : 0;
+    int S = a->st.S, past = a->st.past, T = past + S, d = fg_config_head_dim(&a->cfg);
     const float one = 1, zero = 0;
-    long long ldc = (long long)B * e->KV;   /* the cache's row: position t of sequence b at t*B + b */
     float *scores = e->y32;
     uint16_t *p16 = (uint16_t *)(scores + (size_t)hn * sn * T);
-    const uint16_t *kb = kc + (size_t)b * e->KV + (size_t)kvh * d, *vb = vc + (size_t)b * e->KV + (size_t)kvh * d;
     const uint16_t *qb = q + ((size_t)b * S + i0) * e->Q + (size_t)h0 * d;
     uint16_t *cb = ctx + ((size_t)b * S + i0) * e->Q + (size_t)h0 * d;
     /* scores^T (T x sn) = K (T x d) q^T (d x sn), per head */
     fg_status st = blas_ok(
-        cublasGemmStridedBatchedEx(e->blas, CUBLAS_OP_T, CUBLAS_OP_N, T, sn, d, &one, kb, CUDA_R_16F, (int)ldc,
-                                   kstride, qb, CUDA_R_16F, e->Q, d, &zero, scores, CUDA_R_32F, T, (long long)sn * T,
-                                   hn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        cublasGemmStridedBatchedEx(e->blas, CUBLAS_OP_T, CUBLAS_OP_N, T, sn, d, &one, kv.kb, CUDA_R_16F, (int)kv.ld,
+                                   kv.kstride, qb, CUDA_R_16F, e->Q, d, &zero, scores, CUDA_R_32F, T,
+                                   (long long)sn * T, hn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         e, "q k^T");
     if (st) return st;
     K(fg_cuk_softmax(p16, scores, a->st.mask + (size_t)b * a->st.mask_stride, hn * sn, sn, T, past, i0,
                      a->cfg.sliding_window, e->s),
       "softmax");
     /* ctx^T (d x sn) = V^T (d x T) w^T (T x sn), per head, rounded by cuBLAS's fp16 output */
-    return blas_ok(cublasGemmStridedBatchedEx(e->blas, CUBLAS_OP_N, CUBLAS_OP_N, d, sn, T, &one, vb, CUDA_R_16F,
-                                              (int)ldc, kstride, p16, CUDA_R_16F, T, (long long)sn * T, &zero, cb,
+    return blas_ok(cublasGemmStridedBatchedEx(e->blas, CUBLAS_OP_N, CUBLAS_OP_N, d, sn, T, &one, kv.vb, CUDA_R_16F,
+                                              (int)kv.ld, kv.kstride, p16, CUDA_R_16F, T, (long long)sn * T, &zero, cb,
                                               CUDA_R_16F, e->Q, d, hn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                    e, "w v");
 }
 
 /* Prefill attention of sequence b by strided-batched GEMMs over heads,
  * tiled to fit the workspace: tiles of query heads (within one kv head's
- * group where heads share kv heads) by queries. */
-static fg_status attn_gemm(const op_env *e, const uint16_t *q, const uint16_t *kc, const uint16_t *vc, uint16_t *ctx,
-                           int b) {
+ * group where heads share kv heads) by queries. The fp16 cache is read in
+ * place; a compressed one (kq, vq) is expanded a kv head at a time into
+ * kv16 with the step's own k16, v16 after its past (fg_cuk_cache_expand). */
+static fg_status attn_gemm(const op_env *e, const uint16_t *q, const void *kc, const void *vc, const uint16_t *k16,
+                           const uint16_t *v16, uint16_t *ctx, int b) {
     const fg_op_args *a = e->a;
-    int S = a->st.S, T = a->st.past + S, nh = a->cfg.n_heads, grp = nh / a->cfg.n_kv_heads;
-    int span = grp == 1 ? nh : grp;   /* heads one batched GEMM may cover */
+    int B = a->st.B, S = a->st.S, past = a->st.past, T = past + S, d = fg_config_head_dim(&a->cfg);
+    int nh = a->cfg.n_heads, nkv = a->cfg.n_kv_heads, grp = nh / nkv, q4 = a->cfg.compress_cache;
+    int span = grp == 1 && !q4 ? nh : grp;   /* heads one batched GEMM may cover */
     uint64_t per = FG_CUDA_SCORE_BYTES * (uint64_t)T, cap = e->ws->y32_bytes / per;   /* (head, query) rows a tile holds */
     if (cap < 1)
         return fg_err_set(FG_EINPUT, "%s: a context of %d positions needs %" PRIu64 " bytes of attention workspace, "
                           "more than the %" PRIu64 " DEVICE_INIT gave", a->name, T, per, e->ws->y32_bytes);
+    if (q4 && 2 * sizeof(uint16_t) * (uint64_t)T * d > e->ws->kv16_bytes)
+        return fg_err_set(FG_EINPUT, "%s: a compressed cache of %d positions expands to more than the %" PRIu64
+                          " bytes DEVICE_INIT gave", a->name, T, e->ws->kv16_bytes);
     int hc = cap >= (uint64_t)span * S ? span : cap >= (uint64_t)S ? (int)(cap / S) : 1;
     int sc = cap >= (uint64_t)S ? S : (int)cap;
-    for (int g0 = 0; g0 < nh; g0 += span)
+    uint16_t *kx = e->kv16, *vx = e->kv16 + (size_t)T * d;
+    for (int g0 = 0; g0 < nh; g0 += span) {
+        int kvh = g0 / grp;
+        kv_view kv;
+        if (q4) {
+            K(fg_cuk_cache_expand(kx, kc, k16, b, kvh, B, S, past, nkv, d, e->s), "cache expand");
+            K(fg_cuk_cache_expand(vx, vc, v16, b, kvh, B, S, past, nkv, d, e->s), "cache expand");
+            kv = (kv_view){kx, vx, d, 0};
+        } else {   /* the cache's row: position t of sequence b at t*B + b */
+            size_t at = (size_t)b * e->KV + (size_t)kvh * d;
+            kv = (kv_view){(const uint16_t *)kc + at, (const uint16_t *)vc + at, (long long)B * e->KV,
+                           nkv == nh ? d : 0};
+        }
         for (int h0 = g0; h0 < g0 + span; h0 += hc) {
             int hn = g0 + span - h0 < hc ? g0 + span - h0 : hc;
+            kv_view t = {kv.kb + (size_t)(h0 - g0) * kv.kstride, kv.vb + (size_t)(h0 - g0) * kv.kstride, kv.ld,
+                         kv.kstride};
             for (int i0 = 0; i0 < S; i0 += sc) {
-                fg_status st = attn_tile(e, q, kc, vc, ctx, b, h0, hn, h0 / grp, i0, S - i0 < sc ? S - i0 : sc);
+                fg_status st = attn_tile(e, q, t, ctx, b, h0, hn, i0, S - i0 < sc ? S - i0 : sc);
                 if (st) return st;
             }
         }
+    }
     return FG_OK;
 }
 
 /* fg_opt_attn_core: k, v into the cache at [past, past+S), then ctx (R, Q)
  * = round16(attention of q over the cache), query heads grouped on the kv
- * heads, keys within the sliding window where the model has one. */
-static fg_status core(const op_env *e, const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *kc,
-                      uint16_t *vc, uint16_t *ctx) {
+ * heads, keys within the sliding window where the model has one. A
+ * compressed cache (--compress-cache) in the host's order: attention over
+ * its past and the step's own k and v as computed, then k and v stored
+ * compressed. */
+static fg_status core(const op_env *e, const uint16_t *q, const uint16_t *k, const uint16_t *v, void *kc, void *vc,
+                      uint16_t *ctx) {
     const fg_op_args *a = e->a;
-    int B = a->st.B, S = a->st.S, past = a->st.past;
+    int B = a->st.B, S = a->st.S, past = a->st.past, q4 = a->cfg.compress_cache;
     fg_cuk_attn_shape sh = {a->cfg.n_heads, a->cfg.n_kv_heads, fg_config_head_dim(&a->cfg), a->cfg.sliding_window};
-    K(fg_cuk_cache_store(kc, k, B, S, past, e->KV, e->s), "cache store");
-    K(fg_cuk_cache_store(vc, v, B, S, past, e->KV, e->s), "cache store");
-    if (S <= DECODE_MAX_S && past + S <= fg_cuk_decode_max_T() && sh.head_dim <= FG_CUK_DECODE_MAX_HEAD_DIM) {
-        K(fg_cuk_attn_decode(ctx, q, kc, vc, a->st.mask, a->st.mask_stride, B, S, past, &sh, e->s), "attention");
-        return FG_OK;
+    if (!q4) {
+        K(fg_cuk_cache_store(kc, k, B, S, past, e->KV, e->s), "cache store");
+        K(fg_cuk_cache_store(vc, v, B, S, past, e->KV, e->s), "cache store");
     }
-    for (int b = 0; b < B; b++) {
-        fg_status st = attn_gemm(e, q, kc, vc, ctx, b);
-        if (st) return st;
+    if (S <= DECODE_MAX_S && past + S <= fg_cuk_decode_max_T() && sh.head_dim <= FG_CUK_DECODE_MAX_HEAD_DIM) {
+        if (q4) K(fg_cuk_attn_decode_q4(ctx, q, kc, vc, k, v, a->st.mask, a->st.mask_stride, B, S, past, &sh, e->s),
+                  "attention");
+        else K(fg_cuk_attn_decode(ctx, q, kc, vc, a->st.mask, a->st.mask_stride, B, S, past, &sh, e->s), "attention");
+    } else {
+        for (int b = 0; b < B; b++) {
+            fg_status st = attn_gemm(e, q, kc, vc, k, v, ctx, b);
+            if (st) return st;
+        }
+    }
+    if (q4) {
+        K(fg_cuk_cache_store_q4(kc, k, B, S, past, a->cfg.n_kv_heads, sh.head_dim, e->s), "cache store");
+        K(fg_cuk_cache_store_q4(vc, v, B, S, past, a->cfg.n_kv_heads, sh.head_dim, e->s), "cache store");
     }
     return FG_OK;
 }
@@ -312,7 +374,7 @@ static fg_status attn_out(const op_env *e, const uint16_t *h, const uint16_t *ct
 
 /* The attention block: ctx goes to x16, whose LayerNorm output the q k v
  * GEMMs have read by then. */
-static fg_status attn_block(const op_env *e, const uint16_t *h, uint16_t *kc, uint16_t *vc, uint16_t *h_out) {
+static fg_status attn_block(const op_env *e, const uint16_t *h, void *kc, void *vc, uint16_t *h_out) {
     fg_status st = qkv(e, h, e->q16, e->k16, e->v16);
     if (!st) st = core(e, e->q16, e->k16, e->v16, kc, vc, e->x16);
     return st ? st : attn_out(e, h, e->x16, h_out);
@@ -333,6 +395,82 @@ fg_status fg_cu_attn_out(void *ctx, const fg_op_args *a) {
     return attn_out(&env, a->in[0], a->in[1], a->out[0]);
 }
 
+/* ---- a sparse layer's MLP: router, top k, experts -------------------------------- */
+
+/* fg_llama_moe_route's and fg_llama_mlp_block's route of h (R, H): x =
+ * RMSNorm(h) in fp32 into y32 (and, with x16, rounded there too: the
+ * experts' input), the router's logits on that fp32 x (F16 router, fp32
+ * sums, as the host's: only the summation order differs), the top k by the
+ * router's kind, then the rows counted by expert into counts (E), and with
+ * starts and order also sorted (cuda_moe.h). MOE_ROUTE and MLP both run
+ * exactly this on the same h, and every kernel of it sums in a fixed order,
+ * so the counts MOE_ROUTE returns name the experts MLP reads. */
+static fg_status moe_route(const op_env *e, const uint16_t *h, uint16_t *x16, int32_t *counts, int32_t *starts,
+                           int32_t *order) {
+    const fg_model_config *c = &e->a->cfg;
+    const fg_layer_w *w = &e->a->lw;
+    int E = c->n_experts, k = c->experts_per_token;
+    int renorm = c->router == FG_ROUTER_MIXTRAL || (c->router == FG_ROUTER_QWEN3_MOE && c->moe_norm_topk);
+    K(fg_cuk_rmsnorm_f32(x16, e->y32, h, NULL, w->w[FG_LW_LN2_W], c->norm_eps, e->R, e->H, e->s), "RMSNorm");
+    K(fg_cuk_moe_router(e->moe_logits, e->y32, w->w[FG_LW_ROUTER_W], e->R, e->H, E, e->s), "router");
+    K(fg_cuk_moe_topk(e->moe_sel, e->moe_wt, e->moe_logits, e->R, E, k, renorm, e->s), "top k");
+    K(fg_cuk_moe_sort(counts, starts, order, e->moe_sel, e->R * k, E, e->s), "rows by expert");
+    return FG_OK;
+}
+
+/* fg_moe_mlp inside fg_llama_mlp_block: h_out = round16(h + sum over each
+ * row's k experts, ascending, of w * down(silu(gate x) * up x)). The route
+ * comes to the host (pinned, one synchronisation) for the experts' row
+ * counts, which size their GEMMs: an expert no row chose is not read (its
+ * bytes may not be loaded: --expert-load routed). Each chosen expert in
+ * turn: its rows gathered, gate and up (rounded: the next GEMM's fp16
+ * inputs, as the dense MLP's), SwiGLU (rounded), down in fp32, and the
+ * weighted rows added into y32 (zeroed after the router read x from it);
+ * at up to FG_CUDA_GEMV_MAX_ROWS rows an expert's Linears are GEMVs in any
+ * format. Expert e is bytes e * fg_fmt_bytes(fmt, rows, cols) on of each
+ * stack (fg_moe.c's expert_w; a --compress-weight stack holds each
+ * expert's Q4G64 slice so). */
+static fg_status moe_block(const op_env *e, const uint16_t *h, uint16_t *h_out) {
+    const fg_model_config *c = &e->a->cfg;
+    int E = c->n_experts, k = c->experts_per_token, H = e->H, F = c->moe_ffn_dim;
+    int32_t *counts = e->moe_counts, *starts = counts + E;
+    fg_status st = moe_route(e, h, e->x16, counts, starts, e->moe_order);
+    if (st) return st;
+    int32_t *hc = fg_cu_moe_host(e->ctx);   /* counts (E), starts (E + 1) */
+    K(cudaMemcpyAsync(hc, counts, sizeof(int32_t) * (2 * (size_t)E + 1), cudaMemcpyDeviceToHost, e->s), "counts");
+    K(cudaMemsetAsync(e->y32, 0, sizeof(float) * (size_t)e->R * H, e->s), "accumulator");
+    K(cudaStreamSynchronize(e->s), "route");
+    fg_cu_lin L = e->lin;
+    L.f16_gemv = 1;
+    fg_cu_w gw_ = lw(e, FG_LW_FC1_W), uw = lw(e, FG_LW_UP_W), dw = lw(e, FG_LW_FC2_W);
+    uint64_t gb = fg_fmt_bytes(gw_.fmt, (uint64_t)F, (uint64_t)H), ub = fg_fmt_bytes(uw.fmt, (uint64_t)F, (uint64_t)H);
+    uint64_t db = fg_fmt_bytes(dw.fmt, (uint64_t)H, (uint64_t)F);
+    uint16_t *gate = e->ff16, *up = e->ff16 + (size_t)e->R * F;
+    for (int x = 0; x < E; x++) {
+        int n = hc[x];
+        if (!n) continue;
+        const int32_t *slots = e->moe_order + hc[E + x];
+        fg_cu_w g = {(const uint8_t *)gw_.p + (size_t)x * gb, gw_.fmt}, u = {(const uint8_t *)uw.p + (size_t)x * ub, uw.fmt};
+        fg_cu_w d = {(const uint8_t *)dw.p + (size_t)x * db, dw.fmt};
+        K(fg_cuk_moe_gather(e->moe_x16, e->x16, slots, n, k, H, e->s), "gather");
+        if ((st = fg_cu_linear(&L, gate, 0, e->moe_x16, g, n, H, F, 1, 0, "expert gate")) ||
+            (st = fg_cu_linear(&L, up, 0, e->moe_x16, u, n, H, F, 1, 0, "expert up")))
+            return st;
+        K(fg_cuk_swiglu16(gate, up, (int64_t)n * F, e->s), "SwiGLU");
+        if ((st = fg_cu_linear(&L, e->moe_y32, 1, gate, d, n, F, H, 1, 0, "expert down"))) return st;
+        K(fg_cuk_moe_scatter(e->y32, e->moe_y32, slots, e->moe_wt, n, k, H, e->s), "scatter");
+    }
+    K(fg_cuk_resid_round16(h_out, h, e->y32, (int64_t)e->R * H, e->s), "residual");
+    return FG_OK;
+}
+
+/* MOE_ROUTE: the counts (E) of the route moe_block takes on the same h. */
+fg_status fg_cu_moe_route(void *ctx, const fg_op_args *a) {
+    op_env env = env_of(ctx, a);
+    if (!a->lw.w[FG_LW_ROUTER_W]) return fg_err_set(FG_EINPUT, "MOE_ROUTE: the layer has no router (not a sparse layer)");
+    return moe_route(&env, a->in[0], NULL, a->out[0], NULL, NULL);
+}
+
 /* ---- MLP ------------------------------------------------------------------- */
 
 /* fg_opt_mlp_block: h_out = round16(LN2?(h + relu(LN2?(h) W1 + b1) W2 + b2));
@@ -344,6 +482,7 @@ static fg_status mlp_block(const op_env *e, const uint16_t *h, uint16_t *h_out) 
     const fg_layer_w *w = &a->lw;
     int F = a->cfg.ffn_dim;
     const uint16_t *x;
+    if (w->w[FG_LW_ROUTER_W]) return moe_block(e, h, h_out);   /* a sparse layer: the one kind with a router */
     fg_status st = norm_in(e, h, FG_LW_LN2_W, FG_LW_LN2_B, &x);
     if (st || (st = linear16(e, e->ff16, x, lw(e, FG_LW_FC1_W), w->w[FG_LW_FC1_B], e->R, e->H, F, 1, "fc1")))
         return st;

@@ -20,6 +20,9 @@ int32_t *fg_cu_bad_host(void *ctx);
  * when it cannot be had); fg_sample's scratch for V logits. */
 void *fg_cu_pinned(void *ctx, size_t n);
 float *fg_cu_samp(void *ctx, size_t V);
+/* Pinned: a sparse layer's counts and starts (2 FG_CONFIG_MAX_EXPERTS + 1
+ * int32) read back to size its experts' GEMMs. */
+int32_t *fg_cu_moe_host(void *ctx);
 
 fg_status fg_cu_embed(void *ctx, const fg_op_args *a);
 fg_status fg_cu_attn(void *ctx, const fg_op_args *a);
@@ -29,5 +32,6 @@ fg_status fg_cu_mlp(void *ctx, const fg_op_args *a);
 fg_status fg_cu_layer(void *ctx, const fg_op_args *a);
 fg_status fg_cu_lm_head(void *ctx, const fg_op_args *a);
 fg_status fg_cu_sample(void *ctx, const fg_op_args *a);
+fg_status fg_cu_moe_route(void *ctx, const fg_op_args *a);
 
 #endif

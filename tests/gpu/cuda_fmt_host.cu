@@ -5,7 +5,8 @@
 // on random bytes (every code and scale bit pattern, NaN and inf scales
 // too: NaN equals NaN) and realistic blocks, rows addressed as the kernels
 // address them (several blocks a row, an odd row count; Q4G64 a last group
-// of 44 rows), against both the portable and the fast (AVX-512) forms.
+// of 44 rows), against both the portable and the fast (AVX-512) forms; and
+// a compressed KV cache's head slices packed and expanded (fg_q4.c).
 //
 // It needs no GPU, so it runs wherever CUDA is built. It checks the
 // layouts, indices and order of operations the kernels compute with; that
@@ -97,6 +98,40 @@ bool check(int fmt, int out, int in, bool realistic, bool simd) {
     return !bad;
 }
 
+// A compressed cache's head slices (d values, C = 1) packed and expanded by
+// the device source (q4_pack_group, q4_slice_value) against fg_q4_pack and
+// fg_q4_expand, bit for bit: uniform values, a constant group, one large
+// value among small ones, a scale fp16 cannot hold, and d not a multiple of
+// 64 (the padded group).
+bool check_cache(int d, int kind) {
+    constexpr int kMaxD = 256;   // the largest head here
+    int G = (d + 63) / 64;
+    size_t nb = fg_q4_slice_bytes((uint64_t)d, 1);
+    fg_half x[kMaxD] = {0}, hy[kMaxD] = {0};
+    uint8_t hs[36 * kMaxD / 64] = {0}, gs[36 * kMaxD / 64] = {0};
+    for (int i = 0; i < d; i++) {
+        float f = (float)(fmt_fill_urand(&rng) * 4 - 2);
+        if (kind == 1) f = 0.75f;                       // constant: scale +inf, every code 0
+        if (kind == 2) f = i == d / 3 ? 300.0f : f / 64;   // one outlier
+        if (kind == 3) f = f > 0 ? 0.00006103515625f : 0.0f;   // a range of 2^-14: fp16(15 / range) is +inf
+        x[i] = fg_float_to_half(f);
+    }
+    fg_q4_pack(x, d, 1, hs);
+    fg_q4_expand(hs, d, 1, hy);
+    for (int g = 0; g < G; g++) {
+        float v[64];
+        for (int i = 0; i < 64; i++) v[i] = 64 * g + i < d ? fg_half_to_float(x[64 * g + i]) : 0.0f;
+        fg_dq::q4_pack_group(v, gs, d, g);
+    }
+    int bad_bytes = memcmp(hs, gs, nb) != 0, bad_vals = 0;
+    for (int r = 0; r < d; r++)
+        bad_vals += __half_as_ushort(__float2half_rn(fg_dq::q4_slice_value(hs, d, r))) != hy[r];
+    static const char *const kinds[] = {"uniform", "constant", "outlier", "scale overflowing fp16"};
+    printf("%s cache head slice d %d %s: packed bytes %s, expanded values %s\n", bad_bytes || bad_vals ? "FAIL" : "ok  ",
+           d, kinds[kind], bad_bytes ? "differ" : "equal", bad_vals ? "differ" : "equal");
+    return !bad_bytes && !bad_vals;
+}
+
 }   // namespace
 
 int main() {
@@ -111,6 +146,8 @@ int main() {
             ok &= check(fmt, out, in, true, simd);
         }
     }
-    printf("cuda_fmt_host: %s\n", ok ? "the device dequantizers' source equals fg_fmt.c" : "FAIL");
+    for (int d : {64, 80, 128, 256})
+        for (int kind = 0; kind < 4; kind++) ok &= check_cache(d, kind);
+    printf("cuda_fmt_host: %s\n", ok ? "the device dequantizers' source equals fg_fmt.c and fg_q4.c" : "FAIL");
     return ok ? 0 : 1;
 }
