@@ -27,6 +27,7 @@ typedef struct {
     const char *model_dir, *dummy, *hardware, *offload_dir, *device, *prompt_ids, *prompts, *chat_template;
     const char *tokenizer;   /* --tokenizer FILE: instead of the model's */
     int S, G, n_prompts, truncate, json, have_percent, gbs, K, cpu_attn;
+    int xload, xcpu;                       /* --expert-load, --cpu-expert-compute: fixed; -1: searched */
     int stages;                            /* machines in a pipeline (1: one) */
     double net_gbit, net_latency_us;       /* > 0, >= 0: the network, over the profile's */
     int compress_weight, compress_cache;   /* allowed (searched), or used (--percent) */
@@ -84,7 +85,8 @@ static fg_status parse_num(const char *flag, const char *v, int zero_ok, double 
 
 static fg_status parse(int argc, char **argv, policy_args *a) {
     enum { O_MODEL = 256, O_DUMMY, O_S, O_G, O_N, O_PIDS, O_HW, O_GPU, O_CPU, O_DISK, O_OFF, O_DEV, O_JSON, O_PCT,
-           O_GBS, O_NGB, O_CA, O_CW, O_CC, O_PROMPTS, O_TRUNC, O_CHAT, O_STAGES, O_NETG, O_NETL, O_TOK };
+           O_GBS, O_NGB, O_CA, O_CW, O_CC, O_PROMPTS, O_TRUNC, O_CHAT, O_STAGES, O_NETG, O_NETL, O_TOK, O_XPCT, O_XLOAD,
+           O_XCPU };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},       {"dummy", required_argument, 0, O_DUMMY},
         {"prompt-len", required_argument, 0, O_S},      {"gen-len", required_argument, 0, O_G},
@@ -100,9 +102,12 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
         {"chat-template", required_argument, 0, O_CHAT},   {"stages", required_argument, 0, O_STAGES},
         {"tokenizer", required_argument, 0, O_TOK},
         {"net-gbps", required_argument, 0, O_NETG},     {"net-latency-us", required_argument, 0, O_NETL},
+        {"percent-experts", required_argument, 0, O_XPCT}, {"expert-load", required_argument, 0, O_XLOAD},
+        {"cpu-expert-compute", no_argument, 0, O_XCPU},
         {0, 0, 0, 0},
     };
-    *a = (policy_args){.G = 32, .offload_dir = "flexgen-offload", .cpu_attn = -1, .stages = 1, .net_latency_us = -1};
+    *a = (policy_args){.G = 32, .offload_dir = "flexgen-offload", .cpu_attn = -1, .stages = 1, .net_latency_us = -1,
+                       .xload = -1, .xcpu = -1};
     opterr = 0;
     optind = 1;
     int o;
@@ -133,6 +138,9 @@ static fg_status parse(int argc, char **argv, policy_args *a) {
         case O_GBS: st = fg_parse_int("--gpu-batch-size", optarg, 1, 1 << 20, &a->gbs); break;
         case O_NGB: st = fg_parse_int("--num-gpu-batches", optarg, 1, FG_MAX_GPU_BATCHES, &a->K); break;
         case O_CA: a->cpu_attn = 1; break;
+        case O_XPCT: st = fg_policy_parse_percent_experts(&a->p, optarg, argc, argv, &optind); break;
+        case O_XLOAD: st = fg_policy_parse_expert_load(&a->p, optarg), a->xload = (int)a->p.expert_load; break;
+        case O_XCPU: a->xcpu = a->p.cpu_expert_compute = 1; break;
         case O_CW: a->compress_weight = 1; break;
         case O_CC: a->compress_cache = 1; break;
         case O_STAGES: st = fg_parse_int("--stages", optarg, 1, FG_MAX_GPU_BATCHES, &a->stages); break;
@@ -268,9 +276,16 @@ static void print_text(const policy_args *a, const fg_model_config *c, const fg_
            num(ar, "decode_flops_per_token") / 1e9);
     printf("hardware: %s (%s backend%s)\n", hw->source, hw->backend, hw->shares_host_cpu ? ", compute on the host's cores" : "");
     print_rates(rates);
-    printf("policy%s%s: --percent %g %g %g %g %g %g --gpu-batch-size %d --num-gpu-batches %d%s%s%s\n",
+    char ex[128] = "";
+    if (c->n_experts) {
+        double xg, xc;
+        fg_policy_expert_pct(p, &xg, &xc);
+        snprintf(ex, sizeof ex, " --percent-experts %g %g --expert-load %s%s", xg, xc,
+                 p->expert_load == FG_EXPERTS_ALL ? "all" : "routed", p->cpu_expert_compute ? " --cpu-expert-compute" : "");
+    }
+    printf("policy%s%s: --percent %g %g %g %g %g %g --gpu-batch-size %d --num-gpu-batches %d%s%s%s%s\n",
            a->have_percent ? " (given)" : "", pp ? " (every stage)" : "", p->w_gpu, p->w_cpu, p->c_gpu, p->c_cpu, p->h_gpu, p->h_cpu, p->gbs,
-           p->num_gpu_batches, p->cpu_cache_compute ? " --cpu-cache-compute" : "",
+           p->num_gpu_batches, p->cpu_cache_compute ? " --cpu-cache-compute" : "", ex,
            p->compress_weight ? " --compress-weight" : "", p->compress_cache ? " --compress-cache" : "");
     printf("predicted: %.4g tokens/s; prefill %.4g s (bound by %s), decode %.4g s (bound by %s)%s\n",
            r->pred.throughput, r->pred.prefill_s, fg_cost_res_name(r->pred.pre_bottleneck), r->pred.decode_s,
@@ -371,6 +386,13 @@ static void print_json(const policy_args *a, const fg_model_config *c, const fg_
         "cpu", (json_int_t)r->shm_bytes, "disk", (json_int_t)r->disk_bytes, "cases", (json_int_t)r->cases,
         "lps", (json_int_t)r->lps, "search_s", r->seconds);
     json_t *pj = json_object_get(o, "policy");
+    if (c->n_experts) {   /* the experts' placement apart from the dense part, and how they load */
+        double xg, xc;
+        fg_policy_expert_pct(p, &xg, &xc);
+        json_object_set_new(pj, "percent_experts", json_pack("[f,f]", xg, xc));
+        json_object_set_new(pj, "expert_load", json_string(p->expert_load == FG_EXPERTS_ALL ? "all" : "routed"));
+        json_object_set_new(pj, "cpu_expert_compute", json_boolean(p->cpu_expert_compute));
+    }
     json_object_set_new(pj, "compress_weight", json_boolean(p->compress_weight));
     json_object_set_new(pj, "compress_cache", json_boolean(p->compress_cache));
     json_object_set(o, "gemm_rates", rates);
@@ -401,7 +423,8 @@ int fg_cmd_policy(int argc, char **argv) {
     fg_hw hw;
     /* this machine's profile, measured first as far as the choice needs: the disk only where it may be used */
     fg_search_opts need = {.S = S, .G = a.G, .n_prompts = n, .gpu_mem = a.gpu_mem, .cpu_mem = a.cpu_mem,
-                           .disk_mem = a.disk_mem, .backend = a.device, .gbs = a.gbs, .K = a.K};
+                           .disk_mem = a.disk_mem, .backend = a.device, .gbs = a.gbs, .K = a.K, .expert_load = a.xload,
+                           .cpu_experts = a.xcpu};
     fg_exit_on(fg_profile_for_run(a.hardware, a.offload_dir, a.device, c, fg_cost_formats(c, sp),
                                   a.hardware ? 0 : fg_auto_disk_bytes(c, sp, &need), &hw));
     if (a.net_gbit > 0) hw.net_gbps = a.net_gbit / 8;
@@ -409,7 +432,8 @@ int fg_cmd_policy(int argc, char **argv) {
     /* memory is planned for the backend the hardware was measured with (a
      * preset's GPU), as a run on that hardware would use it */
     fg_search_opts so = {.S = S, .G = a.G, .n_prompts = n, .gpu_mem = a.gpu_mem, .cpu_mem = a.cpu_mem,
-                         .disk_mem = a.disk_mem, .backend = hw.backend, .gbs = a.gbs, .K = a.K, .cpu_attn = a.cpu_attn};
+                         .disk_mem = a.disk_mem, .backend = hw.backend, .gbs = a.gbs, .K = a.K, .cpu_attn = a.cpu_attn,
+                         .expert_load = a.xload, .cpu_experts = a.xcpu};
     fg_pipecost pipe, *pp = NULL;   /* --stages P > 1: P machines */
     if (a.stages > 1) fg_exit_on(fg_pipecost_init(&pipe, c, sp, a.stages, &hw, &so)), pp = &pipe;
     fg_search_result r;

@@ -239,10 +239,9 @@ static fg_status write_report(const char *path, const run_args *a, const fg_mode
     return FG_OK;
 }
 
-/* The experts' flags the command line gave, over a searched policy. */
+/* The experts' placement the command line gave (--percent-experts), over
+ * a searched policy's (how they load, the search took as given). */
 static void keep_expert_flags(fg_policy *p, const fg_policy *given) {
-    p->expert_load = given->expert_load;
-    p->cpu_expert_compute = given->cpu_expert_compute;
     if (given->x_set) p->x_set = 1, p->x_gpu = given->x_gpu, p->x_cpu = given->x_cpu;
 }
 
@@ -257,7 +256,9 @@ static fg_status choose_policy(run_args *a, fg_wsrc *ws, const fg_model_config *
     const char *device = a->flex.device ? a->flex.device : fg_devsize_default();
     fg_search_opts so = {.S = S, .G = a->gen_len, .n_prompts = n, .gpu_mem = a->flex.gpu_mem, .cpu_mem = a->flex.cpu_mem,
                          .disk_mem = a->flex.disk_mem, .backend = device, .gbs = a->batch, .K = a->num_gpu_batches,
-                         .cpu_attn = a->cpu_cache_compute ? 1 : -1, .groups = fg_ring_size()};
+                         .cpu_attn = a->cpu_cache_compute ? 1 : -1, .groups = fg_ring_size(),
+                         .expert_load = a->given & RUN_GIVEN(O_XLOAD) ? (int)p->expert_load : -1,
+                         .cpu_experts = a->given & RUN_GIVEN(O_XCPU) ? 1 : -1};
     char d[256];
     fg_hw hw;
     fg_status st = FG_OK;

@@ -4,6 +4,7 @@
 #include "fg_shm.h"
 #include "fg_unit_cmds.h"
 
+#include <math.h>
 #include <string.h>
 
 /* Units of the terms below: bytes of one element, and the cache's two
@@ -33,9 +34,16 @@ double fg_lin_eval(const fg_lin *l, const double *x) {
     return s;
 }
 
+double fg_cost_experts_touched(int E, int k, double n) {
+    if (E <= 0 || k >= E) return 1;
+    return 1 - pow(1 - (double)k / E, n > 0 ? n : 0);
+}
+
 void fg_cost_case_weights(fg_cost_case *cs, const fg_model_config *c, const fg_spec *sp) {
-    cs->layer_bytes = cs->model_bytes = cs->layer_q4_fp16_bytes = 0;
+    cs->layer_bytes = cs->model_bytes = cs->layer_q4_fp16_bytes = cs->layer_expert_bytes = 0;
     memset(cs->layer_flops, 0, sizeof cs->layer_flops);
+    memset(cs->layer_expert_flops, 0, sizeof cs->layer_expert_flops);
+    cs->n_experts = c->n_experts, cs->top_k = c->experts_per_token;
     for (int i = 0; i < FG_GW_COUNT; i++)
         if (sp[i].present) cs->model_bytes += (double)fg_spec_stored_bytes(c, sp, i);
     /* a layer's bytes as moved (compressed, or in the file's formats, which
@@ -48,6 +56,10 @@ void fg_cost_case_weights(fg_cost_case *cs, const fg_model_config *c, const fg_s
             if (!sp[idx].present) continue;
             cs->layer_bytes += (double)fg_spec_stored_bytes(c, sp, idx) / c->n_layers;
             cs->layer_flops[fmt] += fg_spec_flops_per_row(c, sp, idx) / c->n_layers;
+            if (sp[idx].experts) {
+                cs->layer_expert_bytes += (double)fg_spec_stored_bytes(c, sp, idx) / c->n_layers;
+                cs->layer_expert_flops[fmt] += fg_spec_flops_per_row(c, sp, idx) / c->n_layers;
+            }
             if (fmt == FG_FMT_Q4G64) cs->layer_q4_fp16_bytes += FP16_BYTES * (double)fg_spec_numel(&sp[idx]) / c->n_layers;
         }
     const int head = sp[FG_GW_LM_HEAD].present ? FG_GW_LM_HEAD : FG_GW_EMBED_TOKENS;   /* a tied head: the embedding */
@@ -80,7 +92,17 @@ static double fmt_s(const fg_hw *hw, int fmt, double rows, double flops, double 
  * matrices go at Q4_K's and its Q6_K ones at Q6_K's. */
 static double layer_s(const fg_hw *hw, const fg_cost_case *cs, double rows, int prefill) {
     double s = 0;
-    for (int f = 0; f < FG_FMT_COUNT; f++) s += fmt_s(hw, f, rows, rows * cs->layer_flops[f], cs->layer_q4_fp16_bytes, prefill);
+    for (int f = 0; f < FG_FMT_COUNT; f++)   /* the dense part: a sparse layer's experts are expert_terms' */
+        s += fmt_s(hw, f, rows, rows * (cs->layer_flops[f] - cs->layer_expert_flops[f]), cs->layer_q4_fp16_bytes, prefill);
+    return s;
+}
+
+/* Seconds of the experts' GEMMs of one batch of `rows` rows: the top k's
+ * FLOPs at each format's rate for the rows an expert gets, rows * k over
+ * the experts the batch touches. */
+static double experts_s(const fg_hw *hw, const fg_cost_case *cs, double rows, int prefill) {
+    double per = rows * cs->top_k / (cs->n_experts * fg_cost_experts_touched(cs->n_experts, cs->top_k, rows)), s = 0;
+    for (int f = 0; f < FG_FMT_COUNT; f++) s += fmt_s(hw, f, per < 1 ? 1 : per, rows * cs->layer_expert_flops[f], 0, prefill);
     return s;
 }
 
@@ -135,12 +157,54 @@ static void to_res(const fg_hw *hw, const step *s, int prefill, fg_lin res[FG_CO
     }
 }
 
+/* A sparse layer's experts in a step of K batches of `rows` rows each
+ * (prefill B*S, decode B), beside its dense part (the terms above count
+ * the dense bytes and FLOPs only). Linear in the experts' fractions:
+ *  - loads: under routed loading the block's union of its K * rows rows'
+ *    choices, a share fg_cost_experts_touched of the experts (all of them
+ *    under FG_EXPERTS_ALL), from the CPU (not with cpu_experts) and the
+ *    disk through the stage;
+ *  - routed loading waits for the router (a round trip a batch) and
+ *    serialises the loads behind it: their seconds join the compute's;
+ *  - compute: the device's share of the experts' GEMMs at its rates; with
+ *    cpu_experts the CPU's share (x_cpu) on the cpu worker instead, the
+ *    coordinator waiting for it (on the host's cores: at the same rates;
+ *    beside a GPU, streaming the touched experts' bytes at the cpu worker's
+ *    decode attention rate, the kernel of that kind it measured), its rows'
+ *    hidden states out and their outputs in. */
+static void expert_terms(const fg_model_config *c, const fg_hw *hw, const fg_cost_case *cs, double K, double rows,
+                         int prefill, step *s) {
+    if (!(cs->layer_expert_bytes > 0)) return;
+    const double We = cs->layer_expert_bytes, H = c->hidden;
+    const int routed = cs->expert_load == FG_EXPERTS_ROUTED;
+    const double tau = routed ? fg_cost_experts_touched(cs->n_experts, cs->top_k, K * rows) : 1, moved = We * tau;
+    const double cf = prefill ? hw->eng_prefill_copy_factor : hw->eng_copy_factor;
+    const double h2d_s = cf / (hw->h2d_gbps * 1e9), disk_s = hw->eng_disk_factor / (hw->disk_read_gbps * 1e9);
+    if (!cs->cpu_experts) s->h2d.a[X_X_CPU] += moved;
+    s->h2d.a[X_X_DISK] += moved, s->rd.a[X_X_DISK] += moved;
+    if (routed) {
+        if (!cs->cpu_experts) s->comp.a[X_X_CPU] += moved * h2d_s + K * hw->rtt_s;
+        s->comp.a[X_X_DISK] += moved * (h2d_s + disk_s) + K * hw->rtt_s;
+        s->cmds.a[X_X_CPU] += K * FG_CMDS_MOE_ROUTE, s->cmds.a[X_X_DISK] += K * FG_CMDS_MOE_ROUTE;
+    }
+    const double gpu = K * experts_s(hw, cs, rows, prefill) * (prefill ? hw->eng_prefill_factor : hw->eng_decode_factor);
+    s->comp.c += gpu;
+    if (!cs->cpu_experts) return;
+    /* the CPU's share leaves the device for the cpu worker */
+    const double tau_b = fg_cost_experts_touched(cs->n_experts, cs->top_k, rows);
+    const double cpu = hw->shares_host_cpu ? gpu : K * We * tau_b / (hw->cpu_attn_gbps * 1e9);
+    s->comp.a[X_X_CPU] += cpu - gpu + 2 * K * hw->rtt_s;
+    s->d2h.a[X_X_CPU] += K * FP16_BYTES * rows * H;                /* h out */
+    s->h2d.a[X_X_CPU] += K * FP32_BYTES * rows * cs->top_k * H;    /* their outputs in */
+    s->cmds.a[X_X_CPU] += K * FG_CMDS_MOE_CPU;
+}
+
 void fg_cost_terms_make(const fg_model_config *c, const fg_hw *hw, const fg_cost_case *cs, fg_cost_terms *t) {
     memset(t, 0, sizeof *t);
     t->contention = hw->eng_disk_contention;
     const double B = cs->gbs, K = cs->K, S = cs->S, G = cs->G, H = c->hidden, V = c->vocab_size;
     const double Q = fg_config_q_dim(c), KV = fg_config_kv_dim(c);   /* q and ctx width; k, v and the cache's */
-    const double Wl = cs->layer_bytes, Wm = cs->model_bytes;
+    const double Wl = cs->layer_bytes - cs->layer_expert_bytes, Wm = cs->model_bytes;   /* a layer's dense part */
     const double ctx = S + G / 2, past = ctx - 1;      /* the mean decode context and cached prefix */
     const double keys = fg_config_attn_keys(c, ctx);   /* what a decode query attends: a window at most */
     const int act_off = cs->act != FG_TIER_GPU, act_disk = cs->act == FG_TIER_DISK, ca = cs->cpu_attn;
@@ -169,6 +233,7 @@ void fg_cost_terms_make(const fg_model_config *c, const fg_hw *hw, const fg_cost
     p.cmds.a[X_W_CPU] = p.cmds.a[X_W_DISK] = FG_CMDS_WEIGHT_COPY;
     p.cmds.a[X_C_CPU] = p.cmds.a[X_C_DISK] = K * FG_CMDS_CACHE_MOVE;
     p.cmds.a[X_C_DISK] += K * FG_CMDS_CACHE_DISK;
+    expert_terms(c, hw, cs, K, B * S, 1, &p);
     to_res(hw, &p, 1, t->pre);
 
     /* ---- a decoder layer, one decode token: K batches of B rows ---- */
@@ -209,6 +274,7 @@ void fg_cost_terms_make(const fg_model_config *c, const fg_hw *hw, const fg_cost
     g.cmds.a[X_W_CPU] = g.cmds.a[X_W_DISK] = FG_CMDS_WEIGHT_COPY;
     g.cmds.a[X_C_CPU] = K * (ca ? FG_CMDS_CPU_ATTN_LAYER - FG_CMDS_LAYER : 2 * FG_CMDS_CACHE_MOVE);
     g.cmds.a[X_C_DISK] = K * (2 * FG_CMDS_CACHE_MOVE + FG_CMDS_CACHE_DISK);
+    expert_terms(c, hw, cs, K, B, 0, &g);
     to_res(hw, &g, 0, t->gen);
 
     /* ---- the embedding + LM head group, per token: its off-GPU weights
@@ -249,12 +315,14 @@ static int argmax(const double *v) {
     return a;
 }
 
-/* The fractions of group g's weight bytes on each tier. */
+/* The fractions of group g's dense weight bytes on each tier, and of a
+ * sparse layer's experts (every sparse layer alike). */
 static void weight_fracs(const fg_plan *pl, int g, double *x) {
     int first = g < 0 ? 0 : fg_spec_layer(g, 0), count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
     double by[FG_NTIERS] = {0}, tot = 0;
+    for (int t = 0; t < FG_NTIERS; t++) x[X_X_GPU + t] = pl->E ? (double)pl->xtier_count[t] / pl->E : t == FG_TIER_GPU;
     for (int i = first; i < first + count; i++) {
-        if (!pl->sp[i].present) continue;
+        if (!pl->sp[i].present || pl->sp[i].experts) continue;
         double b = (double)fg_spec_stored_bytes(pl->c, pl->sp, i);
         by[pl->wtier[i]] += b, tot += b;
     }
@@ -268,6 +336,7 @@ void fg_cost_eval_steps(const fg_plan *pl, const fg_hw *hw, const fg_cost_case *
     fg_cost_case cs = {.gbs = pl->gbs, .K = shape->K, .S = pl->S, .G = pl->G, .cpu_attn = pl->p.cpu_cache_compute,
                        .act = pl->atier, .no_embed = shape->no_embed, .no_lm_head = shape->no_lm_head};
     fg_cost_case_weights(&cs, pl->c, pl->sp);
+    cs.expert_load = pl->p.expert_load, cs.cpu_experts = pl->xcpu_n > 0;
     fg_cost_terms t;
     fg_cost_terms_make(pl->c, hw, &cs, &t);
     double x[FG_COST_NX];

@@ -35,9 +35,10 @@
 #include "fg_hw.h"
 #include "fg_plan.h"
 
-/* Placement fractions, the LP's variables: of the weights (X_W_*) and of
- * the KV cache (X_C_*) on each tier. */
-enum { X_W_GPU, X_W_CPU, X_W_DISK, X_C_GPU, X_C_CPU, X_C_DISK, FG_COST_NX };
+/* Placement fractions, the LP's variables: of the weights (X_W_*: a
+ * mixture of experts' dense part), of the KV cache (X_C_*) and of a sparse
+ * layer's experts (X_X_*) on each tier. */
+enum { X_W_GPU, X_W_CPU, X_W_DISK, X_C_GPU, X_C_CPU, X_C_DISK, X_X_GPU, X_X_CPU, X_X_DISK, FG_COST_NX };
 /* Resources of a layer step. */
 enum { R_COMPUTE, R_H2D, R_D2H, R_DISK, FG_COST_NRES };
 
@@ -68,11 +69,24 @@ typedef struct {
     double layer_flops[FG_FMT_COUNT];
     double layer_q4_fp16_bytes;   /* the mean layer's FlexGen 4-bit matrices expanded to fp16 */
     int head_fmt;            /* the LM head's format (a tied head: the embedding's) */
+    /* a mixture of experts: the mean layer's experts (its stacks, within
+     * layer_bytes and layer_flops) apart from its dense part: their bytes
+     * and their GEMM FLOPs per row by format (the top k's), E and k; and
+     * how the case loads them (FG_EXPERTS_*) and whether the cpu worker
+     * computes the CPU's (fg_policy). 0 bytes: no experts. */
+    double layer_expert_bytes;
+    double layer_expert_flops[FG_FMT_COUNT];
+    int n_experts, top_k;
+    int expert_load, cpu_experts;
     /* a pipeline stage (fg_cost_pipe.h) without the embedding, or without the LM
      * head (its GEMM, logits and commands; a stage's model-level weight bytes
      * are its own spec's): 0 and 0 on one machine */
     int no_embed, no_lm_head;
 } fg_cost_case;
+
+/* The expected share of E experts that n routed rows touch when each row
+ * picks k of them uniformly: 1 - (1 - k/E)^n (1 for E = 0). */
+double fg_cost_experts_touched(int E, int k, double n);
 
 /* A case's weight bytes and GEMM FLOPs by format from the model's tensor
  * list, as the tiers hold them (4-bit under the config's compress_weight,

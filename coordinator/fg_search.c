@@ -11,8 +11,9 @@
 
 /* LP columns (GLPK counts from 1). */
 enum {
-    /* the fractions, X_* + 1: weights, then cache, on the GPU, CPU, disk */
-    C_W_GPU = 1, C_W_CPU, C_W_DISK, C_C_GPU, C_C_CPU, C_C_DISK,
+    /* the fractions, X_* + 1: weights (a mixture of experts' dense part),
+     * cache, experts, on the GPU, CPU, disk */
+    C_W_GPU = 1, C_W_CPU, C_W_DISK, C_C_GPU, C_C_CPU, C_C_DISK, C_X_GPU, C_X_CPU, C_X_DISK,
     /* seconds of a layer's prefill and decode step, and of the head's */
     C_T_LAYER_PRE, C_T_LAYER_GEN, C_T_HEAD_PRE, C_T_HEAD_GEN,
     /* GB of a device weight slot; of the shm stages of disk-tier weights */
@@ -21,15 +22,19 @@ enum {
      * slots on the GPU, the cache stages in shm, the tier store on disk,
      * the device weight slots */
     C_Z_CACHE_SLOTS, C_Z_CACHE_STAGES, C_Z_STORE, C_Z_WEIGHT_SLOTS,
-    NCOL = C_Z_WEIGHT_SLOTS
+    /* 0/1: a sparse layer's stacks are read in the weight slot (an expert off the GPU) */
+    C_Z_XVIEW,
+    NCOL = C_Z_XVIEW
 };
+_Static_assert(C_X_DISK == C_W_GPU + X_X_DISK, "the fractions' columns in fg_cost.h's order");
 
 
 /* What the memory rows need, from the engine's own plan of the case with
  * everything on the GPU (its fixed buffers: inputs, logits, workspace,
  * activations) and from the tensor list (the rest, by fraction). Bytes. */
 typedef struct {
-    double wtot;           /* every weight */
+    double wtot;           /* every weight but the experts */
+    double xtot, xl;       /* every sparse layer's experts; one layer's (the largest) */
     double wl, wm, mx;     /* a decoder layer's weights, the model-level group's, the larger of the two */
     double ctot;           /* the whole KV cache: k and v of every layer and GPU batch */
     double cslot, cstage;  /* an off-GPU cache's device slots; a disk cache's shm stages */
@@ -46,6 +51,7 @@ static void policy_of(const fg_cost_case *cs, fg_policy *p) {
     memset(p, 0, sizeof *p);
     p->gbs = cs->gbs, p->num_gpu_batches = cs->K, p->cpu_cache_compute = cs->cpu_attn, p->overlap = 1;
     p->w_gpu = 100, p->c_gpu = 100;
+    p->x_set = 1, p->x_gpu = 100, p->expert_load = (fg_expert_load)cs->expert_load, p->cpu_expert_compute = cs->cpu_experts;
     p->h_gpu = cs->act == FG_TIER_GPU ? 100 : 0, p->h_cpu = cs->act == FG_TIER_CPU ? 100 : 0;
 }
 
@@ -70,13 +76,20 @@ static fg_status mem_coefs(const fg_model_config *c, const fg_spec *sp, const fg
         double group[2];   /* model-level, one decoder layer */
         m->store = store_bytes(c, sp, group);
         double block = (double)fg_shm_align_up((uint64_t)a.Tmax * a.gbs * fg_cache_row_bytes(c));
-        m->wtot = (double)(a.used[SEG_WGPU] - FG_SHM_HEADER_BYTES);
+        m->xtot = m->xl = 0;
+        for (int l = 0; l < c->n_layers; l++) {
+            double xl = 0;
+            for (int i = fg_spec_layer(l, 0); i < fg_spec_layer(l + 1, 0); i++)
+                if (sp[i].present && sp[i].experts) xl += (double)fg_spec_stored_bytes(c, sp, i);
+            m->xtot += xl, m->xl = xl > m->xl ? xl : m->xl;
+        }
+        m->wtot = (double)(a.used[SEG_WGPU] - FG_SHM_HEADER_BYTES) - m->xtot;
         m->wm = group[0], m->wl = group[1];
         m->mx = group[0] > group[1] ? group[0] : group[1];
         m->ctot = (double)KV_TENSORS * a.L * a.K * block;
         m->cslot = m->cstage = (double)FG_NSLOTS * KV_TENSORS * block;   /* double-buffered k and v */
-        m->fix_gpu = (double)fg_plan_gpu_bytes(&a) - m->wtot - m->ctot;
-        m->fix_shm = (double)fg_plan_shm_bytes(&a) - m->wtot;
+        m->fix_gpu = (double)fg_plan_gpu_bytes(&a) - m->wtot - m->xtot - m->ctot;
+        m->fix_shm = (double)fg_plan_shm_bytes(&a) - m->wtot - m->xtot;
         m->fix_disk = (double)a.used[SEG_SPILL];
     }
     fg_plan_free(&a);
@@ -105,10 +118,12 @@ static int solve(glp_prob **lpp, const fg_cost_terms *t, const mem_coef *m, cons
         *lpp = glp_create_prob();
         glp_set_obj_dir(*lpp, GLP_MIN);
         glp_add_cols(*lpp, NCOL);
-        for (int j = C_W_GPU; j <= C_C_DISK; j++) glp_set_col_bnds(*lpp, j, GLP_DB, 0, 1);
+        for (int j = C_W_GPU; j <= C_X_DISK; j++) glp_set_col_bnds(*lpp, j, GLP_DB, 0, 1);
         for (int j = C_T_LAYER_PRE; j <= C_STAGE; j++) glp_set_col_bnds(*lpp, j, GLP_LO, 0, 0);
-        for (int j = C_Z_CACHE_SLOTS; j <= C_Z_WEIGHT_SLOTS; j++) glp_set_col_bnds(*lpp, j, GLP_DB, 0, 1);
+        for (int j = C_Z_CACHE_SLOTS; j <= C_Z_XVIEW; j++) glp_set_col_bnds(*lpp, j, GLP_DB, 0, 1);
     }
+    /* a model without experts: their fractions all on the GPU (nothing to place) */
+    if (!(m->xtot > 0)) glp_set_col_bnds(*lpp, C_X_GPU, GLP_FX, 1, 1);
     glp_prob *lp = *lpp;
     glp_set_obj_coef(lp, C_T_LAYER_PRE, L);
     glp_set_obj_coef(lp, C_T_HEAD_PRE, 1);
@@ -128,6 +143,8 @@ static int solve(glp_prob **lpp, const fg_cost_terms *t, const mem_coef *m, cons
     ROW(GLP_FX, 1, 1), COEF(C_W_GPU, 1), COEF(C_W_CPU, 1), COEF(C_W_DISK, 1);
     /* c_gpu + c_cpu + c_disk = 1 */
     ROW(GLP_FX, 1, 1), COEF(C_C_GPU, 1), COEF(C_C_CPU, 1), COEF(C_C_DISK, 1);
+    /* x_gpu + x_cpu + x_disk = 1 */
+    ROW(GLP_FX, 1, 1), COEF(C_X_GPU, 1), COEF(C_X_CPU, 1), COEF(C_X_DISK, 1);
     const fg_lin *sets[4] = {t->pre, t->gen, t->head_pre, t->head_gen};
     const int tcol[4] = {C_T_LAYER_PRE, C_T_LAYER_GEN, C_T_HEAD_PRE, C_T_HEAD_GEN};
     for (int q = 0; q < 4; q++) {   /* T >= each bound: the max() of the step */
@@ -144,8 +161,11 @@ static int solve(glp_prob **lpp, const fg_cost_terms *t, const mem_coef *m, cons
     ROW(GLP_UP, 0, 0), COEF(C_C_CPU, 1), COEF(C_C_DISK, 1), COEF(C_Z_CACHE_SLOTS, -1);
     /* c_disk <= z_cache_stages: the shm stages, once any cache is on disk */
     ROW(GLP_UP, 0, 0), COEF(C_C_DISK, 1), COEF(C_Z_CACHE_STAGES, -1);
-    /* w_disk <= z_store: the tier store, once any weight is on disk */
+    /* w_disk <= z_store, x_disk <= z_store: the tier store, once any weight is on disk */
     ROW(GLP_UP, 0, 0), COEF(C_W_DISK, 1), COEF(C_Z_STORE, -1);
+    ROW(GLP_UP, 0, 0), COEF(C_X_DISK, 1), COEF(C_Z_STORE, -1);
+    /* x_cpu + x_disk <= z_xview: the stacks in the weight slot, once any expert is off the GPU */
+    ROW(GLP_UP, 0, 0), COEF(C_X_CPU, 1), COEF(C_X_DISK, 1), COEF(C_Z_XVIEW, -1);
     const double GB = 1e9;
     /* A weight slot holds the largest group's off-GPU bytes: a layer's by
      * fraction; the model-level group's whole (one tensor, the embedding,
@@ -155,23 +175,25 @@ static int solve(glp_prob **lpp, const fg_cost_terms *t, const mem_coef *m, cons
     ROW(GLP_UP, 0, 0), COEF(C_W_CPU, 1), COEF(C_W_DISK, 1), COEF(C_Z_WEIGHT_SLOTS, -1);
     /* slot >= wm z_weight_slots */
     ROW(GLP_LO, 0, 0), COEF(C_SLOT, 1), COEF(C_Z_WEIGHT_SLOTS, -m->wm / GB);
-    /* slot >= wl (w_cpu + w_disk) */
+    /* slot >= wl (w_cpu + w_disk) + xl z_xview: a layer's dense part by fraction, its experts' stacks whole */
     ROW(GLP_LO, 0, 0), COEF(C_SLOT, 1), COEF(C_W_CPU, -m->wl / GB), COEF(C_W_DISK, -m->wl / GB);
+    COEF(C_Z_XVIEW, -m->xl / GB);
     /* stage >= FG_NSLOTS (slot - mx (1 - z_store)): the slots' size once the store exists (a slot is at most
      * mx), as stage - FG_NSLOTS slot - FG_NSLOTS mx z_store >= -FG_NSLOTS mx */
     ROW(GLP_LO, -FG_NSLOTS * m->mx / GB, 0), COEF(C_STAGE, 1), COEF(C_SLOT, -FG_NSLOTS);
     COEF(C_Z_STORE, -FG_NSLOTS * m->mx / GB);
     if (o->gpu_mem) {
-        /* wtot w_gpu + FG_NSLOTS slot + ctot c_gpu + cslot z_cache_slots <= gpu_mem - fixed */
+        /* wtot w_gpu + xtot x_gpu + FG_NSLOTS slot + ctot c_gpu + cslot z_cache_slots <= gpu_mem - fixed */
         ROW(GLP_UP, 0, ((double)o->gpu_mem - m->fix_gpu) / GB);
-        COEF(C_W_GPU, m->wtot / GB), COEF(C_SLOT, FG_NSLOTS);
+        COEF(C_W_GPU, m->wtot / GB), COEF(C_X_GPU, m->xtot / GB), COEF(C_SLOT, FG_NSLOTS);
         COEF(C_C_GPU, m->ctot / GB), COEF(C_Z_CACHE_SLOTS, m->cslot / GB);
     }
     if (o->cpu_mem) {
-        /* wtot (w_gpu + w_cpu) + stage + ctot c_cpu + cstage z_cache_stages <= cpu_mem - fixed (the GPU
-         * weights' host copy stays in shm) */
+        /* wtot (w_gpu + w_cpu) + xtot (x_gpu + x_cpu) + stage + ctot c_cpu + cstage z_cache_stages
+         * <= cpu_mem - fixed (the GPU weights' and experts' host copy stays in shm) */
         ROW(GLP_UP, 0, ((double)o->cpu_mem - m->fix_shm) / GB);
         COEF(C_W_GPU, m->wtot / GB), COEF(C_W_CPU, m->wtot / GB), COEF(C_STAGE, 1);
+        COEF(C_X_GPU, m->xtot / GB), COEF(C_X_CPU, m->xtot / GB);
         COEF(C_C_CPU, m->ctot / GB), COEF(C_Z_CACHE_STAGES, m->cstage / GB);
     }
     if (o->disk_mem) {
@@ -200,6 +222,12 @@ static void round_policy(const double *x, fg_policy *p) {
     p->c_gpu = floor(100 * x[X_C_GPU] + 1e-6), p->c_cpu = floor(100 * x[X_C_CPU] + 1e-6);
     if (p->w_gpu + p->w_cpu > 100) p->w_cpu = 100 - p->w_gpu;
     if (p->c_gpu + p->c_cpu > 100) p->c_cpu = 100 - p->c_gpu;
+    /* the experts: the disk's share rounded to the nearest point, not what
+     * two floors leave (a point of experts on disk costs the whole tier store) */
+    p->x_set = 1;
+    p->x_gpu = floor(100 * x[X_X_GPU] + 1e-6);
+    p->x_cpu = floor(100 * (1 - x[X_X_DISK]) + 0.5) - p->x_gpu;
+    if (p->x_cpu < 0) p->x_cpu = 0;
 }
 
 #define FIT_MAX_MOVES 64   /* moves down a tier before fit() gives up */
@@ -216,20 +244,28 @@ static fg_status fit_moves(const fg_model_config *c, const fg_spec *sp, const fg
         uint64_t gpu = fg_plan_gpu_bytes(pl), shm = fg_plan_shm_bytes(pl);
         fg_plan_free(pl);
         if (st != FG_EINPUT) return st;
-        /* a percentage point of weights or of cache, in bytes */
+        /* a percentage point of weights, of experts or of cache, in bytes; the
+         * larger of the dense part and the experts moves first */
         double wpt = m->wtot / 100 > 1 ? m->wtot / 100 : 1, cpt = m->ctot / 100 > 1 ? m->ctot / 100 : 1;
+        double xpt = m->xtot / 100 > 1 ? m->xtot / 100 : 1;
+        int xfirst = m->xtot > m->wtot && p->x_set;
         if (o->gpu_mem && gpu > o->gpu_mem) {
             double over = (double)(gpu - o->gpu_mem);
-            int dw = (int)ceil(over / wpt), dc = (int)ceil(over / cpt);
-            if (p->w_gpu >= 1) dw = dw < p->w_gpu ? dw : (int)p->w_gpu, p->w_gpu -= dw, p->w_cpu += dw;
+            int dw = (int)ceil(over / wpt), dc = (int)ceil(over / cpt), dx = (int)ceil(over / xpt);
+            if (xfirst && p->x_gpu >= 1) dx = dx < p->x_gpu ? dx : (int)p->x_gpu, p->x_gpu -= dx, p->x_cpu += dx;
+            else if (p->w_gpu >= 1) dw = dw < p->w_gpu ? dw : (int)p->w_gpu, p->w_gpu -= dw, p->w_cpu += dw;
+            else if (p->x_set && p->x_gpu >= 1) dx = dx < p->x_gpu ? dx : (int)p->x_gpu, p->x_gpu -= dx, p->x_cpu += dx;
             else if (p->c_gpu >= 1) dc = dc < p->c_gpu ? dc : (int)p->c_gpu, p->c_gpu -= dc, p->c_cpu += dc;
             else return st;
         } else if (o->cpu_mem && shm > o->cpu_mem) {
             double over = (double)(shm - o->cpu_mem);
-            int dw = (int)ceil(over / wpt), dc = (int)ceil(over / cpt);
-            if (p->w_cpu >= 1) p->w_cpu -= dw < p->w_cpu ? dw : p->w_cpu;
+            int dw = (int)ceil(over / wpt), dc = (int)ceil(over / cpt), dx = (int)ceil(over / xpt);
+            if (xfirst && p->x_cpu >= 1) p->x_cpu -= dx < p->x_cpu ? dx : p->x_cpu;
+            else if (p->w_cpu >= 1) p->w_cpu -= dw < p->w_cpu ? dw : p->w_cpu;
+            else if (p->x_set && p->x_cpu >= 1) p->x_cpu -= dx < p->x_cpu ? dx : p->x_cpu;
             else if (p->c_cpu >= 1) p->c_cpu -= dc < p->c_cpu ? dc : p->c_cpu;
             else if (p->w_gpu >= 1) p->w_gpu -= dw < p->w_gpu ? dw : p->w_gpu;   /* the GPU weights' host copy is shm too */
+            else if (p->x_set && p->x_gpu >= 1) p->x_gpu -= dx < p->x_gpu ? dx : p->x_gpu;
             else return st;
         } else {
             return st;   /* disk, or something no move helps */
@@ -332,11 +368,18 @@ fg_status fg_search_policy(const fg_model_config *c, const fg_spec *sp, const fg
         if (kmax > FG_MAX_GPU_BATCHES / ng) kmax = FG_MAX_GPU_BATCHES / ng;
         /* memory grows with K: the first K the LP cannot fit ends that
          * (cpu attention, activation tier) line */
+        /* a mixture of experts: routed or whole loads, the cpu worker's experts or not */
+        int xm_n = c->n_experts ? 4 : 1;
+        for (int xm = 0; xm < xm_n; xm++)
         for (int ca = o->cpu_attn < 0 ? 0 : o->cpu_attn; ca <= (o->cpu_attn < 0 ? 1 : o->cpu_attn); ca++)
             for (int act = FG_TIER_GPU; act < FG_NTIERS; act++) {
+                int xload = xm & 1 ? FG_EXPERTS_ALL : FG_EXPERTS_ROUTED, xcpu = xm >> 1;
+                if ((o->expert_load >= 0 && xload != o->expert_load) || (o->cpu_experts >= 0 && xcpu != o->cpu_experts))
+                    continue;
                 glp_prob *lp = NULL;
                 for (int K = o->K > 0 ? o->K : 1; K <= (o->K > 0 ? o->K : kmax); K++) {
-                    cand cd = {.cs = {.gbs = gbs, .K = K, .S = o->S, .G = o->G, .cpu_attn = ca, .act = (fg_tier)act}};
+                    cand cd = {.cs = {.gbs = gbs, .K = K, .S = o->S, .G = o->G, .cpu_attn = ca, .act = (fg_tier)act,
+                                      .expert_load = xload, .cpu_experts = xcpu}};
                     fg_cost_case_weights(&cd.cs, c, sp);
                     r->cases++;
                     if (mem_coefs(c, sp, o, &cd.cs, &cd.m)) break;

@@ -20,7 +20,7 @@ typedef struct {
     fg_policy p;                 /* the winner, as `flexgen run` takes it */
     fg_cost_result pred;         /* its predicted cost */
     uint64_t gpu_bytes, shm_bytes, disk_bytes;   /* its memory plan (disk: spill file + tier store) */
-    long cases, lps;             /* (gbs, K, cpu attention, activation tier) cases tried; LPs solved */
+    long cases, lps;             /* (gbs, K, cpu attention, activation tier, experts' load) cases tried; LPs solved */
     double seconds;              /* the search's own time */
 } fg_search_result;
 
@@ -36,6 +36,10 @@ typedef struct {
     const char *backend;         /* the gpu worker's backend (workspace sizes) */
     int gbs, K;                  /* > 0: fixed, not searched */
     int cpu_attn;                /* -1: search; 0 or 1: fixed */
+    /* a mixture of experts: how its experts load (FG_EXPERTS_*) and whether
+     * the cpu worker computes the CPU's; -1: searched (the placement of
+     * experts apart from the dense part is the LP's, always) */
+    int expert_load, cpu_experts;
     /* > 1: (c, sp) are one stage of a pipeline whose block is `groups`
      * groups of K GPU batches (fg_cost_pipe.h): memory is planned for groups * K
      * batches, the LP's time is one group's (K <= FG_MAX_GPU_BATCHES /
