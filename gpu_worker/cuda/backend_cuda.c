@@ -321,5 +321,6 @@ const fg_backend fg_backend_cuda = {
         [FG_OPI(FG_OP_LM_HEAD)] = fg_cu_lm_head,   /* final LN of the last tokens, project_out, tied head */
         [FG_OPI(FG_OP_SAMPLE)] = fg_cu_sample,     /* argmax on the device; fg_sample on the host with T > 0 */
         [FG_OPI(FG_OP_MOE_ROUTE)] = fg_cu_moe_route, /* RMSNorm, router, top k, counts: the MLP's own route */
+        [FG_OPI(FG_OP_MLP_SPLIT)] = fg_cu_mlp_split, /* the sparse MLP, the cpu worker's experts' outputs given */
     },
 };

@@ -174,6 +174,16 @@ __global__ void k_scatter(float *acc, const float *y, const int32_t *slots, cons
     }
 }
 
+// an expert's outputs computed elsewhere (the cpu worker's, MLP_SPLIT): y
+// (n, H) row i = given (rows * k, H) row slots[i]
+__global__ void k_take(float *y, const float *given, const int32_t *slots, int64_t n, int H) {
+    GRID_STRIDE(t, n) {
+        int64_t i = t / H;
+        int d = (int)(t % H);
+        y[t] = given[(int64_t)slots[i] * H + d];
+    }
+}
+
 int done() { return (int)cudaGetLastError(); }
 
 }   // namespace
@@ -204,6 +214,12 @@ extern "C" int fg_cuk_moe_gather(uint16_t *xg16, const uint16_t *x16, const int3
                                  cudaStream_t s) {
     int64_t m = (int64_t)n * H;
     k_gather<<<grid_for(m), kThreads, 0, s>>>(xg16, x16, slots, m, k, H);
+    return done();
+}
+
+extern "C" int fg_cuk_moe_take(float *y32, const float *given, const int32_t *slots, int n, int H, cudaStream_t s) {
+    int64_t m = (int64_t)n * H;
+    k_take<<<grid_for(m), kThreads, 0, s>>>(y32, given, slots, m, H);
     return done();
 }
 

@@ -48,6 +48,10 @@ int fg_cuk_moe_sort(int32_t *counts, int32_t *starts, int32_t *order, const int3
  * order). */
 int fg_cuk_moe_gather(uint16_t *xg16, const uint16_t *x16, const int32_t *slots, int n, int k, int H, cudaStream_t s);
 
+/* An expert's outputs given rather than computed (MLP_SPLIT: the cpu
+ * worker's): y32 (n, H) row i = given (rows * k, H) row slots[i]. */
+int fg_cuk_moe_take(float *y32, const float *given, const int32_t *slots, int n, int H, cudaStream_t s);
+
 /* acc32 (rows, H) row slots[i] / k += wt[slots[i]] * y32 (n, H) row i, a
  * product then a sum, each rounded (fg_moe_mlp's dst += g * src). An
  * expert's slots name distinct rows, so no two threads add to one element;

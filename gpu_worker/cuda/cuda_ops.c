@@ -430,7 +430,11 @@ static fg_status moe_route(const op_env *e, const uint16_t *h, uint16_t *x16, in
  * format. Expert e is bytes e * fg_fmt_bytes(fmt, rows, cols) on of each
  * stack (fg_moe.c's expert_w; a --compress-weight stack holds each
  * expert's Q4G64 slice so). */
-static fg_status moe_block(const op_env *e, const uint16_t *h, uint16_t *h_out) {
+/* The sparse MLP; the outputs of experts [g_lo, g_lo + g_n) taken from
+ * given (rows * k, H) fp32 instead of computed (MLP_SPLIT), added where and
+ * as a computed expert's are. */
+static fg_status moe_block_given(const op_env *e, const uint16_t *h, uint16_t *h_out, int g_lo, int g_n,
+                                 const float *given) {
     const fg_model_config *c = &e->a->cfg;
     int E = c->n_experts, k = c->experts_per_token, H = e->H, F = c->moe_ffn_dim;
     int32_t *counts = e->moe_counts, *starts = counts + E;
@@ -450,6 +454,11 @@ static fg_status moe_block(const op_env *e, const uint16_t *h, uint16_t *h_out) 
         int n = hc[x];
         if (!n) continue;
         const int32_t *slots = e->moe_order + hc[E + x];
+        if (given && x >= g_lo && x < g_lo + g_n) {   /* computed by the cpu worker */
+            K(fg_cuk_moe_take(e->moe_y32, given, slots, n, H, e->s), "given outputs");
+            K(fg_cuk_moe_scatter(e->y32, e->moe_y32, slots, e->moe_wt, n, k, H, e->s), "scatter");
+            continue;
+        }
         fg_cu_w g = {(const uint8_t *)gw_.p + (size_t)x * gb, gw_.fmt}, u = {(const uint8_t *)uw.p + (size_t)x * ub, uw.fmt};
         fg_cu_w d = {(const uint8_t *)dw.p + (size_t)x * db, dw.fmt};
         K(fg_cuk_moe_gather(e->moe_x16, e->x16, slots, n, k, H, e->s), "gather");
@@ -462,6 +471,18 @@ static fg_status moe_block(const op_env *e, const uint16_t *h, uint16_t *h_out) 
     }
     K(fg_cuk_resid_round16(h_out, h, e->y32, (int64_t)e->R * H, e->s), "residual");
     return FG_OK;
+}
+
+static fg_status moe_block(const op_env *e, const uint16_t *h, uint16_t *h_out) {
+    return moe_block_given(e, h, h_out, 0, 0, NULL);
+}
+
+/* MLP_SPLIT: the sparse MLP with the cpu worker's experts' outputs given
+ * (ycpu, the last input). */
+fg_status fg_cu_mlp_split(void *ctx, const fg_op_args *a) {
+    op_env env = env_of(ctx, a);
+    if (!a->lw.w[FG_LW_ROUTER_W]) return fg_err_set(FG_EINPUT, "MLP_SPLIT: the layer has no router (not a sparse layer)");
+    return moe_block_given(&env, a->in[0], a->out[0], a->x_lo, a->x_n, a->in[a->info->n_in - 1]);
 }
 
 /* MOE_ROUTE: the counts (E) of the route moe_block takes on the same h. */

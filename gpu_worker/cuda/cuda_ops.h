@@ -33,5 +33,6 @@ fg_status fg_cu_layer(void *ctx, const fg_op_args *a);
 fg_status fg_cu_lm_head(void *ctx, const fg_op_args *a);
 fg_status fg_cu_sample(void *ctx, const fg_op_args *a);
 fg_status fg_cu_moe_route(void *ctx, const fg_op_args *a);
+fg_status fg_cu_mlp_split(void *ctx, const fg_op_args *a);
 
 #endif
