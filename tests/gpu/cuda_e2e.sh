@@ -99,6 +99,7 @@ policies=(
   "experts-disk-load-all|--percent 100 0 100 0 100 0 --percent-experts 0 0 --expert-load all --num-gpu-batches 2"
   "experts-3-tiers|--percent 50 50 100 0 100 0 --percent-experts 30 30 --num-gpu-batches 2"
   "experts-cpu-attention|--percent 100 0 0 100 100 0 --percent-experts 20 40 --cpu-cache-compute"
+  "experts-cpu-compute|--percent 100 0 100 0 100 0 --percent-experts 20 60 --cpu-expert-compute --num-gpu-batches 2"
 )
 fails=0
 for p in "${policies[@]}"; do
