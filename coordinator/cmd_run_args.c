@@ -15,6 +15,8 @@
 #define DEFAULT_GEN_LEN 32         /* --gen-len; run_usage says so */
 #define MAX_COUNT_ARG (1 << 20)    /* the largest --gen-len or --gpu-batch-size taken */
 
+static void run_usage_placement(FILE *f);
+
 static void run_usage(FILE *f) {
     fprintf(f,
         "usage: flexgen run (--model DIR | --dummy NAME) (--prompts FILE | --prompt-ids FILE.json)\n"
@@ -22,13 +24,16 @@ static void run_usage(FILE *f) {
         "Generate continuations for a batch of prompts.\n\n"
         "model:\n"
         "  --model DIR|FILE      Hugging Face directory of an OPT or Llama-family model (config.json +\n"
-        "                        safetensors; llama, mistral, qwen2), a FlexGen numpy directory\n"
-        "                        (opt-30b-np/), a llama.cpp GGUF file (llama, qwen2), or a llama2.c\n"
+        "                        safetensors; llama, mistral, qwen2, qwen3, mixtral, qwen3_moe), a\n"
+        "                        FlexGen numpy directory (opt-30b-np/), a llama.cpp GGUF file (llama,\n"
+        "                        qwen2, qwen3, qwen3moe, Mixtral; F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1\n"
+        "                        Q2_K..Q6_K MXFP4 tensors kept in their format), or a llama2.c\n"
         "                        checkpoint (FILE.bin, version 0 or 1: ends a sequence at BOS)\n"
         "  --tokenizer FILE      a tokenizer.json, or llama2.c's tokenizer.bin, instead of the model's\n"
         "  --dummy NAME[:L]      seeded random weights of a published size (opt-125m ... opt-175b,\n"
         "                        tinyllama-1.1b, llama-3.2-1b, llama-2-7b/13b/70b, llama-3.1-8b/70b,\n"
-        "                        mistral-7b, qwen2.5-7b); :L keeps its first L decoder layers\n"
+        "                        mistral-7b, qwen2.5-7b, qwen3-0.6b/8b, mixtral-8x7b, qwen3-30b-a3b,\n"
+        "                        qwen3-235b-a22b); :L keeps its first L decoder layers\n"
         "input / output:\n"
         "  --prompts FILE        text prompts: one a line, or JSONL objects {\"id\": ..., \"prompt\": \"...\"};\n"
         "                        tokenized with the model's vocab.json + merges.txt (--dummy: GPT-2's,\n"
@@ -70,6 +75,12 @@ static void run_usage(FILE *f) {
         "  --stop STR            end a sequence when its text contains STR (up to 8 times)\n"
         "  --engine NAME         flexgen (default): the coordinator and its gpu, cpu and disk workers;\n"
         "                        reference: single process, all in memory (the oracle)\n"
+        );
+    run_usage_placement(f);
+}
+
+static void run_usage_placement(FILE *f) {
+    fprintf(f,
         "placement (engine flexgen):\n"
         "  --percent WG WC CG CC HG HC   percent of weights, KV cache and activations on GPU and\n"
         "                        CPU, the rest on disk\n"

@@ -447,6 +447,35 @@ fg_status fg_flex_default_policy(const fg_wsrc *ws, fg_flex_opts *fo, int S, int
     return fg_err_set(FG_EINPUT, "no placement fits the budgets, even with all weights on the CPU: %s", why);
 }
 
+/* the engine's per-tensor, per-batch and per-expert bookkeeping, sized by its plan */
+static void engine_alloc(fg_engine *e) {
+    const fg_plan *pl = &e->pl;
+    int nspec = fg_spec_count(pl->c);
+    e->store_file = fg_xcalloc((size_t)nspec, sizeof *e->store_file);
+    e->store_off = fg_xcalloc((size_t)nspec, sizeof *e->store_off);
+    e->store_sum = fg_xcalloc((size_t)nspec, sizeof *e->store_sum);
+    e->store_checked = fg_xcalloc((size_t)nspec, 1);
+    e->sampled_copy = fg_xcalloc((size_t)pl->K, sizeof *e->sampled_copy);
+    e->samp_max_t = fg_xcalloc((size_t)pl->K, sizeof *e->samp_max_t);
+    e->samp_min_p = fg_xcalloc((size_t)pl->K, sizeof *e->samp_min_p);
+    e->unrecorded_batch = fg_xcalloc((size_t)pl->K, sizeof *e->unrecorded_batch);
+    e->unrecorded_token = fg_xcalloc((size_t)pl->K, sizeof *e->unrecorded_token);
+    size_t nx = (size_t)pl->L * FG_PLAN_STACKS * (size_t)pl->E;
+    e->xstore_off = fg_xcalloc(nx + 1, sizeof *e->xstore_off);
+    e->xstore_sum = fg_xcalloc(nx + 1, sizeof *e->xstore_sum);
+    e->xstore_checked = fg_xcalloc(nx + 1, 1);
+    e->xall = fg_xcalloc((size_t)pl->E + 1, 1);
+    for (int q = 0; q < pl->E; q++) e->xall[q] = !fg_plan_expert_on_cpu(pl, q);   /* the cpu worker's stay */
+    e->xwant = fg_xcalloc((size_t)pl->E + 1, 1);
+    for (int s = 0; s < FG_NSLOTS; s++) e->w[s].xheld = fg_xcalloc((size_t)pl->E + 1, 1);
+    e->xs = (fg_expert_stats){.G = pl->G};
+    e->xs.dense_bytes = fg_xcalloc((size_t)pl->G, sizeof *e->xs.dense_bytes);
+    e->xs.expert_bytes = fg_xcalloc((size_t)pl->G, sizeof *e->xs.expert_bytes);
+    e->xs.expert_disk_bytes = fg_xcalloc((size_t)pl->G, sizeof *e->xs.expert_disk_bytes);
+    e->xs.experts = fg_xcalloc((size_t)pl->G, sizeof *e->xs.experts);
+    e->xs.routed = fg_xcalloc((size_t)pl->G, sizeof *e->xs.routed);
+}
+
 fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_gen_opts *opt,
                              const fg_flex_opts *fo_in, fg_seq_out *out, fg_gen_stats *stats, fg_flex_stats *fs) {
     memset(stats, 0, sizeof *stats);
@@ -473,30 +502,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     fg_pipe_init(&e);
     if (e.pipe.P > 1) e.progress = 0;   /* rank 0 has no tokens/s to show: the report has it */
     const fg_plan *pl = &e.pl;
-    int nspec = fg_spec_count(pl->c);
-    e.store_file = fg_xcalloc((size_t)nspec, sizeof *e.store_file);
-    e.store_off = fg_xcalloc((size_t)nspec, sizeof *e.store_off);
-    e.store_sum = fg_xcalloc((size_t)nspec, sizeof *e.store_sum);
-    e.store_checked = fg_xcalloc((size_t)nspec, 1);
-    e.sampled_copy = fg_xcalloc((size_t)pl->K, sizeof *e.sampled_copy);
-    e.samp_max_t = fg_xcalloc((size_t)pl->K, sizeof *e.samp_max_t);
-    e.samp_min_p = fg_xcalloc((size_t)pl->K, sizeof *e.samp_min_p);
-    e.unrecorded_batch = fg_xcalloc((size_t)pl->K, sizeof *e.unrecorded_batch);
-    e.unrecorded_token = fg_xcalloc((size_t)pl->K, sizeof *e.unrecorded_token);
-    size_t nx = (size_t)pl->L * FG_PLAN_STACKS * (size_t)pl->E;
-    e.xstore_off = fg_xcalloc(nx + 1, sizeof *e.xstore_off);
-    e.xstore_sum = fg_xcalloc(nx + 1, sizeof *e.xstore_sum);
-    e.xstore_checked = fg_xcalloc(nx + 1, 1);
-    e.xall = fg_xcalloc((size_t)pl->E + 1, 1);
-    for (int q = 0; q < pl->E; q++) e.xall[q] = !fg_plan_expert_on_cpu(pl, q);   /* the cpu worker's stay */
-    e.xwant = fg_xcalloc((size_t)pl->E + 1, 1);
-    for (int s = 0; s < FG_NSLOTS; s++) e.w[s].xheld = fg_xcalloc((size_t)pl->E + 1, 1);
-    e.xs = (fg_expert_stats){.G = pl->G};
-    e.xs.dense_bytes = fg_xcalloc((size_t)pl->G, sizeof *e.xs.dense_bytes);
-    e.xs.expert_bytes = fg_xcalloc((size_t)pl->G, sizeof *e.xs.expert_bytes);
-    e.xs.expert_disk_bytes = fg_xcalloc((size_t)pl->G, sizeof *e.xs.expert_disk_bytes);
-    e.xs.experts = fg_xcalloc((size_t)pl->G, sizeof *e.xs.experts);
-    e.xs.routed = fg_xcalloc((size_t)pl->G, sizeof *e.xs.routed);
+    engine_alloc(&e);
     fs->gpu_bytes = fg_plan_gpu_bytes(pl);
     fs->shm_bytes = fg_plan_shm_bytes(pl);
     char desc[256];

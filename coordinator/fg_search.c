@@ -105,6 +105,32 @@ static int nz_room(int ne) {
     return ne;
 }
 
+/* The problem's columns and their bounds: fractions in [0, 1], seconds and
+ * GB at least 0, the 0/1 quantities relaxed to [0, 1]. */
+static glp_prob *lp_new(void) {
+    glp_prob *lp = glp_create_prob();
+    glp_set_obj_dir(lp, GLP_MIN);
+    glp_add_cols(lp, NCOL);
+    for (int j = C_W_GPU; j <= C_X_DISK; j++) glp_set_col_bnds(lp, j, GLP_DB, 0, 1);
+    for (int j = C_T_LAYER_PRE; j <= C_STAGE; j++) glp_set_col_bnds(lp, j, GLP_LO, 0, 0);
+    for (int j = C_Z_CACHE_SLOTS; j <= C_Z_XVIEW; j++) glp_set_col_bnds(lp, j, GLP_DB, 0, 1);
+    return lp;
+}
+
+/* Simplex from the last basis (the previous case, the next K, is a few
+ * pivots away; a basis gone bad starts again from the standard one). */
+static int lp_run(glp_prob *lp, double *x, double *obj) {
+    glp_smcp parm;
+    glp_init_smcp(&parm);
+    parm.msg_lev = GLP_MSG_OFF;
+    int rc = glp_simplex(lp, &parm);
+    if (rc == GLP_EBADB || rc == GLP_ESING || rc == GLP_ECOND) glp_std_basis(lp), rc = glp_simplex(lp, &parm);
+    int ok = rc == 0 && glp_get_status(lp) == GLP_OPT;
+    for (int v = 0; ok && v < FG_COST_NX; v++) x[v] = glp_get_col_prim(lp, C_W_GPU + v);
+    if (ok) *obj = glp_get_obj_val(lp);
+    return ok ? 0 : -1;
+}
+
 /* One LP: the fractions minimising the block's time for case cs. 0 and x,
  * *obj (the block's seconds) filled, or -1 when infeasible. The 0/1
  * quantities (a buffer that exists once any fraction is off its tier) are
@@ -114,14 +140,7 @@ static int nz_room(int ne) {
 static int solve(glp_prob **lpp, const fg_cost_terms *t, const mem_coef *m, const fg_search_opts *o,
                  const fg_cost_case *cs, int L, double *x, double *obj) {
     int fresh = !*lpp;
-    if (fresh) {
-        *lpp = glp_create_prob();
-        glp_set_obj_dir(*lpp, GLP_MIN);
-        glp_add_cols(*lpp, NCOL);
-        for (int j = C_W_GPU; j <= C_X_DISK; j++) glp_set_col_bnds(*lpp, j, GLP_DB, 0, 1);
-        for (int j = C_T_LAYER_PRE; j <= C_STAGE; j++) glp_set_col_bnds(*lpp, j, GLP_LO, 0, 0);
-        for (int j = C_Z_CACHE_SLOTS; j <= C_Z_XVIEW; j++) glp_set_col_bnds(*lpp, j, GLP_DB, 0, 1);
-    }
+    if (fresh) *lpp = lp_new();
     /* a model without experts: their fractions all on the GPU (nothing to place) */
     if (!(m->xtot > 0)) glp_set_col_bnds(*lpp, C_X_GPU, GLP_FX, 1, 1);
     glp_prob *lp = *lpp;
@@ -204,16 +223,7 @@ static int solve(glp_prob **lpp, const fg_cost_terms *t, const mem_coef *m, cons
 #undef ROW
 #undef COEF
     glp_load_matrix(lp, ne, ia, ja, ar);
-    glp_smcp parm;
-    glp_init_smcp(&parm);
-    parm.msg_lev = GLP_MSG_OFF;
-    /* warm: the basis of the previous case (the next K) is a few pivots away */
-    int rc = glp_simplex(lp, &parm);
-    if (rc == GLP_EBADB || rc == GLP_ESING || rc == GLP_ECOND) glp_std_basis(lp), rc = glp_simplex(lp, &parm);
-    int ok = rc == 0 && glp_get_status(lp) == GLP_OPT;
-    for (int v = 0; ok && v < FG_COST_NX; v++) x[v] = glp_get_col_prim(lp, C_W_GPU + v);
-    if (ok) *obj = glp_get_obj_val(lp);
-    return ok ? 0 : -1;
+    return lp_run(lp, x, obj);
 }
 
 /* The engine's percentages from fractions, rounded down, the rest to disk. */
