@@ -49,6 +49,9 @@ void fg_gemm_q4w(float *y, const float *x, const uint8_t *W, const fg_half *bias
  * The sums are those of the fp16 path on those fp32 values: each (row,
  * output) accumulated in k order with FMA, then a fixed reduction. */
 void fg_gemm_fmt(float *y, const float *x, const void *W, int fmt, const fg_half *bias, int rows, int in, int out);
+/* Benches and tests: 0 = the fp32 kernels even where the int16 ones run
+ * (fg_gemm_i16.h); 1 = the default. */
+void fg_gemm_int16(int on);
 /* Rows [r0, r1) of W (F16 or a ggml format, [*, in]) as fp32: the
  * embedding's gather. */
 void fg_fmt_rows_f32(const void *W, int fmt, int in, int r0, int r1, float *dst);
