@@ -497,6 +497,8 @@ static void gemm_i16(gemm_job *j, int threads) {
     }
 }
 
+int fg_gemm_int16_runs(int fmt, int in) { return fg_gemm_i16_runs(fmt, in); }
+
 static void gemm(gemm_job j, const fg_half *bias) {
     int rows = j.rows, in = j.in, out = j.out;
     if (rows <= 0 || out <= 0) return;

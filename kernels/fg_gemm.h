@@ -52,6 +52,8 @@ void fg_gemm_fmt(float *y, const float *x, const void *W, int fmt, const fg_half
 /* Benches and tests: 0 = the fp32 kernels even where the int16 ones run
  * (fg_gemm_i16.h); 1 = the default. */
 void fg_gemm_int16(int on);
+/* 1 where fg_gemm_fmt runs fmt at this input width on the int16 kernels. */
+int fg_gemm_int16_runs(int fmt, int in);
 /* Rows [r0, r1) of W (F16 or a ggml format, [*, in]) as fp32: the
  * embedding's gather. */
 void fg_fmt_rows_f32(const void *W, int fmt, int in, int r0, int r1, float *dst);

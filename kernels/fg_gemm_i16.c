@@ -56,14 +56,15 @@ void fg_gemm_int16(int on) { i16_on = on; }
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define T __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma,avx2")))
+#define T __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,f16c,fma,avx2")))
 #define INL inline __attribute__((always_inline))
 
 static int have_vnni(void) {
     static int c = -1;
     if (c < 0)
         c = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+            __builtin_cpu_supports("avx512vnni");
     return c;
 }
 
@@ -160,35 +161,83 @@ void fg_gemm_i16_quantize(int fmt, const float *x, int r0, int r1, const fg_i16_
         quantize_row(fmt, x + r * in, xq->in, xq->q + r * in, xq->s + r * nb, has_min(fmt) ? xq->sum + r * nb * NSUB : NULL);
 }
 
-/* ---- a block as 8 vectors of int16 weights ---- */
+/* ---- blocks as vectors of int16 weights ----
+ * Four blocks at a time (one of each weight row of a tile) have their
+ * scales unpacked together (blk4_scales: one 128-bit lane per block), then
+ * each block's codes become 8 vectors of 32 words, code times scale, in
+ * the lane order (blk_codes). */
 
-/* Q4_K (Q5 = 0) and Q5_K: v[k] = code * scale in the lane order; *d the
- * block's d, *ndm lane j = -(dmin * m_j) (exact: an fp16 times a 6-bit
- * integer). The 12 scale bytes unpack as fg_fmt.c's k_scale_min, on 32-bit
- * words: sc 0-3 and m 0-3 the low 6 bits of bytes 0-3 and 4-7, sc 4-7 and
- * m 4-7 the nibbles of bytes 8-11 with the top 2 bits of 0-3 and 4-7. */
-T static INL void prep_q45(const int Q5, const uint8_t *w, __m512i v[NVEC], float *d, __m256 *ndm) {
+/* 32 words: a in the low half (words 0-15), b in the high one. */
+#define HB(a, b) {a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b, b}
+/* The same 16 bytes in each 128-bit lane. */
+#define LANES4(...) {__VA_ARGS__, __VA_ARGS__, __VA_ARGS__, __VA_ARGS__}
+
+/* The scales of 4 blocks (rows 0-3 of a tile). */
+typedef struct {
+    __m512i sw[2];   /* words of rows 2i (0-15) and 2i + 1 (16-31): Q4_K/Q5_K sc 0-7, m 0-7; Q6_K sc 0-15 */
+    __m128 d;        /* d of rows 0-3 */
+    __m512 ndm[2];   /* Q4_K/Q5_K: -dmin m_j of rows 2i (lanes 0-7) and 2i + 1 (8-15); exact (fp16 times 6 bits) */
+} scales4;
+
+/* Q4_K/Q5_K: the 12 scale bytes unpack as fg_fmt.c's k_scale_min, on
+ * 32-bit words u0 u1 u2 (bytes 0-3, 4-7, 8-11) in each lane: [u0, u2, u1,
+ * u2 >> 4] masked to 6 and 4 bits, or [-, u0 >> 2, -, u1 >> 2]'s top 2 bits:
+ * bytes sc 0-3, sc 4-7, m 0-3, m 4-7. */
+T static INL void scales4_q45(const uint8_t *const w[4], scales4 *sc) {
+    static const int8_t shuf_a[64] __attribute__((aligned(64))) = LANES4(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11);
+    static const int8_t shuf_b[64] __attribute__((aligned(64))) = LANES4(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7);
+    static const int32_t cnt[16] __attribute__((aligned(64))) = LANES4(0, 0, 0, 4);
+    static const int32_t mask[16] __attribute__((aligned(64))) = LANES4(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
+    /* m words 8-15 and 24-31 to words 0-15 */
+    static const int16_t midx[32] __attribute__((aligned(64))) = {8,  9,  10, 11, 12, 13, 14, 15, 24, 25, 26,
+                                                                  27, 28, 29, 30, 31, 0,  0,  0,  0,  0,  0,
+                                                                  0,  0,  0,  0,  0,  0,  0,  0,  0,  0};
+    /* dmin of rows 2i, 2i + 1 (from [d0 dmin0 d1 dmin1 ...]) in lanes 0-7, 8-15 */
+    static const int32_t dmi[2][16] __attribute__((aligned(64))) = {{1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3},
+                                                                    {5, 5, 5, 5, 5, 5, 5, 5, 7, 7, 7, 7, 7, 7, 7, 7}};
+    __m512i u = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(w[0] + 4)));
+    u = _mm512_inserti32x4(u, _mm_loadu_si128((const __m128i *)(w[1] + 4)), 1);
+    u = _mm512_inserti32x4(u, _mm_loadu_si128((const __m128i *)(w[2] + 4)), 2);
+    u = _mm512_inserti32x4(u, _mm_loadu_si128((const __m128i *)(w[3] + 4)), 3);
+    __m512i ua = _mm512_shuffle_epi8(u, _mm512_load_si512(shuf_a)), ub = _mm512_shuffle_epi8(u, _mm512_load_si512(shuf_b));
+    __m512i sm = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srlv_epi32(ua, _mm512_load_si512(cnt)), _mm512_load_si512(mask)),
+                                           _mm512_srli_epi32(ub, 2), _mm512_set1_epi8(0x30), 0xF8);   /* a | (b & c) */
+    sc->sw[0] = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(sm));
+    sc->sw[1] = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(sm, 1));
+    uint32_t dd[4];
+    for (int p = 0; p < 4; p++) memcpy(&dd[p], w[p], 4);   /* fp16 d, dmin */
+    __m512 f = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd)));
+    sc->d = _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), f));
+    for (int q = 0; q < 2; q++) {
+        __m512 m = _mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(_mm512_permutexvar_epi16(_mm512_load_si512(midx), sc->sw[q]))));
+        __m512 dm = _mm512_permutexvar_ps(_mm512_load_si512(dmi[q]), f);
+        sc->ndm[q] = _mm512_mul_ps(m, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(dm), _mm512_set1_epi32((int)0x80000000u))));
+    }
+}
+
+/* Q6_K: the 16 int8 scales of rows 2i, 2i + 1 as words, and d. */
+T static INL void scales4_q6(const uint8_t *const w[4], scales4 *sc) {
+    for (int q = 0; q < 2; q++)
+        sc->sw[q] = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(w[2 * q] + 192))), _mm_loadu_si128((const __m128i *)(w[2 * q + 1] + 192)), 1));
+    uint16_t dd[8] = {0};
+    for (int p = 0; p < 4; p++) memcpy(&dd[p], w[p] + 208, 2);
+    sc->d = _mm_cvtph_ps(_mm_loadu_si128((const __m128i *)dd));
+}
+
+/* Q4_K (Q5 = 0) and Q5_K: v[k] = code * scale, the scales from sw (this
+ * block's words start at 16 hi). */
+T static INL void codes_q45(const int Q5, const uint8_t *w, __m512i sw, int hi, __m512i v[NVEC]) {
     /* words i < 16 take sub-block 4s + h (s: the load, h: the nibble),
-     * words >= 16 sub-block 4s + h + 2 */
-    static const int16_t sidx[4][32] = {
-        {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2},
-        {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
-        {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6},
-        {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}};
+     * words >= 16 sub-block 4s + h + 2; + 16 for the second block of sw */
+    static const int16_t sidx[2][4][32] __attribute__((aligned(64))) = {
+        {HB(0, 2), HB(1, 3), HB(4, 6), HB(5, 7)}, {HB(16, 18), HB(17, 19), HB(20, 22), HB(21, 23)}};
     /* Q5_K: the fifth bit of vector v's word i is bit j of qh byte l (j its
      * sub-block, l its place in it): qh loaded as words into both halves,
      * the bit tested is j, or 8 + j for the odd bytes */
-    static const uint16_t hbit[NVEC][2] = {{1 << 0, 1 << 2},   {1 << 8, 1 << 10},  {1 << 1, 1 << 3},
-                                           {1 << 9, 1 << 11},  {1 << 4, 1 << 6},   {1 << 12, 1 << 14},
-                                           {1 << 5, 1 << 7},   {1 << 13, 1 << 15}};
-    uint32_t u0, u1, u2;
-    memcpy(&u0, w + 4, 4), memcpy(&u1, w + 8, 4), memcpy(&u2, w + 12, 4);
-    uint32_t sl = u0 & 0x3f3f3f3fu, ml = u1 & 0x3f3f3f3fu;
-    uint32_t sh = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u), mh = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
-    __m128i sm = _mm_set_epi32((int)mh, (int)ml, (int)sh, (int)sl);   /* bytes: sc 0-7, m 0-7 */
-    __m512i scw = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));
-    *d = f16(w);
-    *ndm = _mm256_mul_ps(_mm256_set1_ps(-f16(w + 2)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))));
+    static const uint16_t hbit[NVEC][32] __attribute__((aligned(64))) = {
+        HB(1 << 0, 1 << 2), HB(1 << 8, 1 << 10), HB(1 << 1, 1 << 3), HB(1 << 9, 1 << 11),
+        HB(1 << 4, 1 << 6), HB(1 << 12, 1 << 14), HB(1 << 5, 1 << 7), HB(1 << 13, 1 << 15)};
     const uint8_t *qs = w + (Q5 ? 48 : 16);
     const __m512i m4 = _mm512_set1_epi16(15), k16 = _mm512_set1_epi16(16);
     __m512i h = Q5 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 16))) : _mm512_setzero_si512();
@@ -196,36 +245,32 @@ T static INL void prep_q45(const int Q5, const uint8_t *w, __m512i v[NVEC], floa
         __m512i a = _mm512_loadu_si512(qs + 64 * s);
         __m512i c[4] = {_mm512_and_si512(a, m4), _mm512_and_si512(_mm512_srli_epi16(a, 8), m4),
                         _mm512_and_si512(_mm512_srli_epi16(a, 4), m4), _mm512_srli_epi16(a, 12)};
-        __m512i sc0 = _mm512_permutexvar_epi16(_mm512_loadu_si512(sidx[2 * s]), scw);
-        __m512i sc1 = _mm512_permutexvar_epi16(_mm512_loadu_si512(sidx[2 * s + 1]), scw);
+        __m512i sc0 = _mm512_permutexvar_epi16(_mm512_load_si512(sidx[hi][2 * s]), sw);
+        __m512i sc1 = _mm512_permutexvar_epi16(_mm512_load_si512(sidx[hi][2 * s + 1]), sw);
         for (int k = 0; k < 4; k++) {
             int vi = 4 * s + k;
             if (Q5) {
-                __m512i bit = _mm512_inserti64x4(_mm512_set1_epi16((short)hbit[vi][0]),
-                                                 _mm256_set1_epi16((short)hbit[vi][1]), 1);
-                c[k] = _mm512_mask_add_epi16(c[k], _mm512_test_epi16_mask(h, bit), c[k], k16);
+                __mmask32 hb = _mm512_test_epi16_mask(h, _mm512_load_si512(hbit[vi]));
+                c[k] = _mm512_mask_add_epi16(c[k], hb, c[k], k16);
             }
             v[vi] = _mm512_mullo_epi16(c[k], k < 2 ? sc0 : sc1);
         }
     }
 }
 
-/* Q6_K: v[k] = (code - 32) * scale in the lane order, *d the block's d.
- * ql load g gives the low nibbles; the 2 high bits of byte l of its run
- * are bits 2j of qh[32g + l] (j the run within the 128: 0, 1 in the low
- * nibbles' halves, 2, 3 in the high ones'), shifted to bits 4-5 by a
- * per-half variable shift; a word's 128-bit lane is one 16-value scale. */
-T static INL void prep_q6(const uint8_t *w, __m512i v[NVEC], float *d) {
-    static const int16_t qidx[4][32] = {
-        {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
-        {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
-        {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9, 10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
-        {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13,
-         14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
+/* Q6_K: v[k] = (code - 32) * scale. ql load g gives the low nibbles; the
+ * 2 high bits of byte l of its run are bits 2j of qh[32g + l] (j the run
+ * within the 128: 0, 1 in the low nibbles' halves, 2, 3 in the high
+ * ones'), shifted to bits 4-5 by a per-half variable shift; a word's
+ * 128-bit lane is one 16-value scale. */
+T static INL void codes_q6(const uint8_t *w, __m512i sw, int hi, __m512i v[NVEC]) {
+#define QI(a) {a, a, a, a, a, a, a, a, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, a + 1, \
+               a + 2, a + 2, a + 2, a + 2, a + 2, a + 2, a + 2, a + 2, a + 3, a + 3, a + 3, a + 3, a + 3, a + 3, a + 3, a + 3}
+    static const int16_t qidx[2][4][32] __attribute__((aligned(64))) = {{QI(0), QI(4), QI(8), QI(12)},
+                                                                       {QI(16), QI(20), QI(24), QI(28)}};
+#undef QI
     /* right shifts of qh (even bytes: qh << 4) per half for the four vectors */
-    static const uint16_t cnt[4][2] = {{0, 2}, {4, 6}, {4, 6}, {8, 10}};
-    __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 192))));
-    *d = f16(w + 208);
+    static const uint16_t cnt[4][32] __attribute__((aligned(64))) = {HB(0, 2), HB(4, 6), HB(4, 6), HB(8, 10)};
     const __m512i m4 = _mm512_set1_epi16(15), m30 = _mm512_set1_epi16(0x30), k32 = _mm512_set1_epi16(32);
     for (int g = 0; g < 2; g++) {
         __m512i a = _mm512_loadu_si512(w + 64 * g);
@@ -233,30 +278,52 @@ T static INL void prep_q6(const uint8_t *w, __m512i v[NVEC], float *d) {
         __m512i h4 = _mm512_slli_epi16(hw, 4);
         __m512i c[4] = {_mm512_and_si512(a, m4), _mm512_and_si512(_mm512_srli_epi16(a, 8), m4),
                         _mm512_and_si512(_mm512_srli_epi16(a, 4), m4), _mm512_srli_epi16(a, 12)};
-        __m512i sc0 = _mm512_permutexvar_epi16(_mm512_loadu_si512(qidx[2 * g]), sc);
-        __m512i sc1 = _mm512_permutexvar_epi16(_mm512_loadu_si512(qidx[2 * g + 1]), sc);
+        __m512i sc0 = _mm512_permutexvar_epi16(_mm512_load_si512(qidx[hi][2 * g]), sw);
+        __m512i sc1 = _mm512_permutexvar_epi16(_mm512_load_si512(qidx[hi][2 * g + 1]), sw);
         for (int k = 0; k < 4; k++) {
-            __m512i n = _mm512_inserti64x4(_mm512_set1_epi16((short)cnt[k][0]), _mm256_set1_epi16((short)cnt[k][1]), 1);
-            __m512i hi = _mm512_srlv_epi16(k & 1 ? hw : h4, n);
-            __m512i q = _mm512_ternarylogic_epi32(c[k], hi, m30, 0xF8);   /* c | (hi & 0x30) */
+            __m512i hb = _mm512_srlv_epi16(k & 1 ? hw : h4, _mm512_load_si512(cnt[k]));
+            __m512i q = _mm512_ternarylogic_epi32(c[k], hb, m30, 0xF8);   /* c | (hb & 0x30) */
             v[4 * g + k] = _mm512_mullo_epi16(_mm512_sub_epi16(q, k32), k < 2 ? sc0 : sc1);
         }
     }
 }
 
-T static INL void prep(const int FMT, const uint8_t *w, __m512i v[NVEC], float *d, __m256 *ndm) {
-    if (FMT == FG_FMT_Q6_K) prep_q6(w, v, d);
-    else prep_q45(FMT == FG_FMT_Q5_K, w, v, d, ndm);
+T static INL void blk4_scales(const int FMT, const uint8_t *const w[4], scales4 *sc) {
+    if (FMT == FG_FMT_Q6_K) scales4_q6(w, sc);
+    else scales4_q45(w, sc);
 }
 
-/* ---- the fp32 chain, one lane per (row, output): the same on both paths ---- */
-
-/* acc = fma(D, d s, acc): D the super-block's int32 sum */
-T static INL __m512 chain_d(__m512i sum, __m512 d, float s, __m512 acc) {
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(s)), acc);
+/* Block row p (0-3) of the scales' four. */
+T static INL void blk_codes(const int FMT, const uint8_t *w, const scales4 *sc, int p, __m512i v[NVEC]) {
+    if (FMT == FG_FMT_Q6_K) codes_q6(w, sc->sw[p >> 1], p & 1, v);
+    else codes_q45(FMT == FG_FMT_Q5_K, w, sc->sw[p >> 1], p & 1, v);
 }
-T static INL __m128 chain_d4(__m128i sum, __m128 d, float s, __m128 acc) {
-    return _mm_fmadd_ps(_mm_cvtepi32_ps(sum), _mm_mul_ps(d, _mm_set1_ps(s)), acc);
+
+/* ---- the fp32 part, one lane per (row, output): the same on both paths ----
+ * Per super-block b, with D its int32 sum, d its scale and s_b the
+ * activations' scale:  acc = fma(D, d s_b, acc), from acc = 0 in block
+ * order. Q4_K/Q5_K's minimum term, with n_j = -dmin m_j and x_j = s_b
+ * sum_j(q) for sub-block j: eight chains a_j = fma(n_j, x_j, a_j) in block
+ * order, then
+ *   y = acc + (((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)))
+ * (Q6_K: y = acc). Each chain is one FMA per block, so that at one row the
+ * kernel does not wait on a chain of nine per block. */
+
+/* y += the minimum term of 8 chains, one per sub-block, as vectors. */
+#define MIN_TREE(add, a) add(add(add(a[0], a[4]), add(a[2], a[6])), add(add(a[1], a[5]), add(a[3], a[7])))
+
+/* The same tree over the 8 lanes of one chain vector. */
+T static INL float min_tree8(__m256 a) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));   /* a0+a4 a1+a5 a2+a6 a3+a7 */
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                          /* (a0+a4)+(a2+a6), (a1+a5)+(a3+a7) */
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
+/* acc += w . x over 32 word pairs broadcast from x: VPDPWSSD with the
+ * broadcast in its memory operand (the compiler would load it apart). */
+T static INL __m512i dp_bcast(__m512i acc, __m512i w, const int32_t *x) {
+    __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*x));
+    return acc;
 }
 
 /* ---- few rows ---- */
@@ -275,20 +342,25 @@ T static INL __m128i reduce4(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
  * tile's first row, fetched block by block as this one runs (NULL: none). */
 T static INL void few_tile(const int FMT, const int R, const uint8_t *w, size_t rb, int np, const fg_i16_x *xq,
                            int out, float *y, const uint8_t *pf) {
-    const int bb = blk_bytes(FMT), nb = xq->in / QK;
+    const int bb = blk_bytes(FMT), nb = xq->in / QK, MIN = FMT != FG_FMT_Q6_K;
     const uint8_t *wp[FEW_P];
     for (int p = 0; p < FEW_P; p++) wp[p] = w + (size_t)(p < np ? p : np - 1) * rb;
     __m128 acc[FG_GEMM_I16_FEW_ROWS];
-    for (int r = 0; r < R; r++) acc[r] = _mm_setzero_ps();
+    __m512 am[2][FG_GEMM_I16_FEW_ROWS];   /* the minimum chains of rows 2i, 2i + 1; lane 8 (p & 1) + j: sub-block j */
+    for (int r = 0; r < R; r++) acc[r] = _mm_setzero_ps(), am[0][r] = am[1][r] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
+        const uint8_t *wb[FEW_P];
+        for (int p = 0; p < FEW_P; p++) wb[p] = wp[p] + (size_t)b * bb;
+        scales4 sc;
+        blk4_scales(FMT, wb, &sc);
         __m512i ai[FEW_P][FG_GEMM_I16_FEW_ROWS];
-        float d[FEW_P];
-        __m256 ndm[FEW_P];
+#pragma GCC unroll 4
         for (int p = 0; p < FEW_P; p++) {
             if (pf)
                 for (int l = 0; l < bb; l += 64) _mm_prefetch((const char *)pf + (size_t)p * rb + (size_t)b * bb + l, _MM_HINT_T0);
             __m512i v[NVEC];
-            prep(FMT, wp[p] + (size_t)b * bb, v, &d[p], &ndm[p]);
+            blk_codes(FMT, wb[p], &sc, p, v);
+#pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
                 const int16_t *xr = xq->q + (size_t)r * xq->in + (size_t)b * QK;
                 __m512i a = _mm512_dpwssd_epi32(_mm512_setzero_si512(), v[0], _mm512_loadu_si512(xr));
@@ -296,25 +368,26 @@ T static INL void few_tile(const int FMT, const int R, const uint8_t *w, size_t 
                 ai[p][r] = a;
             }
         }
-        __m128 d4 = _mm_loadu_ps(d), nd[NSUB];
-        if (FMT != FG_FMT_Q6_K) {   /* ndm [p][j] -> nd[j][p] */
-            __m256 t0 = _mm256_unpacklo_ps(ndm[0], ndm[1]), t1 = _mm256_unpackhi_ps(ndm[0], ndm[1]);
-            __m256 t2 = _mm256_unpacklo_ps(ndm[2], ndm[3]), t3 = _mm256_unpackhi_ps(ndm[2], ndm[3]);
-            __m256 u[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE),
-                           _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xEE)};
-            for (int j = 0; j < 4; j++) nd[j] = _mm256_castps256_ps128(u[j]), nd[j + 4] = _mm256_extractf128_ps(u[j], 1);
-        }
+#pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const size_t rs = (size_t)r * nb + b;
-            acc[r] = chain_d4(reduce4(ai[0][r], ai[1][r], ai[2][r], ai[3][r]), d4, xq->s[rs], acc[r]);
-            if (FMT != FG_FMT_Q6_K)
-                for (int j = 0; j < NSUB; j++) acc[r] = _mm_fmadd_ps(nd[j], _mm_set1_ps(xq->sum[rs * NSUB + j]), acc[r]);
+            if (MIN) {
+                __m512 xs = _mm512_broadcast_f32x8(_mm256_loadu_ps(xq->sum + rs * NSUB));
+                am[0][r] = _mm512_fmadd_ps(sc.ndm[0], xs, am[0][r]);
+                am[1][r] = _mm512_fmadd_ps(sc.ndm[1], xs, am[1][r]);
+            }
+            __m128i sum = reduce4(ai[0][r], ai[1][r], ai[2][r], ai[3][r]);
+            acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(sum), _mm_mul_ps(sc.d, _mm_set1_ps(xq->s[rs])), acc[r]);
         }
     }
     for (int r = 0; r < R; r++) {
         float a[4];
         _mm_storeu_ps(a, acc[r]);
-        for (int p = 0; p < np; p++) y[(size_t)r * out + p] = a[p];
+        for (int p = 0; p < np; p++) {
+            __m512 m = am[p >> 1][r];
+            y[(size_t)r * out + p] =
+                MIN ? a[p] + min_tree8(p & 1 ? _mm512_extractf32x8_ps(m, 1) : _mm512_castps512_ps256(m)) : a[p];
+        }
     }
 }
 
@@ -379,23 +452,22 @@ T static INL void transpose16(__m512i r[16]) {
     for (int i = 0; i < 16; i++) r[i] = t[i];
 }
 
-/* One group: np (<= 16) weight rows from w into dst [nb][pack_blk]. */
+/* One group: np (<= 16) weight rows from w into dst [nb][pack_blk] (rows
+ * past np repeat the last one; their outputs are never stored). */
 T static INL void pack_group(const int FMT, const uint8_t *w, size_t rb, int np, int nb, uint8_t *dst) {
     const int bb = blk_bytes(FMT);
     const size_t pb = pack_blk(FMT);
     for (int b = 0; b < nb; b++, dst += pb) {
         __m512i v[GROUP][NVEC];
-        float d[GROUP], ndm[GROUP][NSUB];
-        for (int o = 0; o < GROUP; o++) {
-            if (o >= np) {
-                for (int k = 0; k < NVEC; k++) v[o][k] = _mm512_setzero_si512();
-                d[o] = 0;
-                memset(ndm[o], 0, sizeof ndm[o]);
-                continue;
-            }
-            __m256 nm = _mm256_setzero_ps();
-            prep(FMT, w + (size_t)o * rb + (size_t)b * bb, v[o], &d[o], &nm);
-            _mm256_storeu_ps(ndm[o], nm);
+        float *pd = (float *)(dst + PACK_W), ndm[GROUP][NSUB];
+        for (int o4 = 0; o4 < GROUP; o4 += 4) {
+            const uint8_t *wb[4];
+            for (int p = 0; p < 4; p++) wb[p] = w + (size_t)(o4 + p < np ? o4 + p : np - 1) * rb + (size_t)b * bb;
+            scales4 sc;
+            blk4_scales(FMT, wb, &sc);
+            for (int p = 0; p < 4; p++) blk_codes(FMT, wb[p], &sc, p, v[o4 + p]);
+            _mm_storeu_ps(pd + o4, sc.d);
+            if (FMT != FG_FMT_Q6_K) _mm512_storeu_ps(ndm[o4], sc.ndm[0]), _mm512_storeu_ps(ndm[o4 + 2], sc.ndm[1]);
         }
         for (int k = 0; k < NVEC; k++) {
             __m512i r[GROUP];
@@ -403,20 +475,18 @@ T static INL void pack_group(const int FMT, const uint8_t *w, size_t rb, int np,
             transpose16(r);
             for (int j = 0; j < GROUP; j++) _mm512_store_si512(dst + (size_t)(GROUP * k + j) * 64, r[j]);
         }
-        float *pd = (float *)(dst + PACK_W);
-        memcpy(pd, d, sizeof d);
         if (FMT != FG_FMT_Q6_K)
             for (int j = 0; j < NSUB; j++)
                 for (int o = 0; o < GROUP; o++) pd[GROUP * (1 + j) + o] = ndm[o][j];
     }
 }
 
-/* P groups (pk, pk + gs, ...) by R rows (r0..) of xq: y[r, 16p + o] for
- * o < np of the last group (16 for the others). */
-T static INL void many_tile(const int FMT, const int P, const int R, const uint8_t *pk, size_t gs, int np,
+/* P groups (pk, pk + gs, ...; pb bytes a block) by R rows (r0..) of xq:
+ * y[r, 16p + o] = the D chain, for o < np of the last group (16 for the
+ * others). */
+T static INL void many_tile(const int P, const int R, const uint8_t *pk, size_t gs, size_t pb, int np,
                             const fg_i16_x *xq, int r0, int out, float *y) {
     const int nb = xq->in / QK;
-    const size_t pb = pack_blk(FMT);
     __m512 af[2][6];
     for (int p = 0; p < P; p++)
         for (int r = 0; r < R; r++) af[p][r] = _mm512_setzero_ps();
@@ -427,23 +497,16 @@ T static INL void many_tile(const int FMT, const int P, const int R, const uint8
         const int32_t *xr[6];
         for (int r = 0; r < R; r++) xr[r] = (const int32_t *)(xq->q + (size_t)(r0 + r) * xq->in + (size_t)b * QK);
         const uint8_t *wb = pk + (size_t)b * pb;
-#pragma GCC unroll 2
-        for (int t = 0; t < QK / 2; t++) {
+        for (int t = 0; t < QK / 2; t++)
             for (int p = 0; p < P; p++) {
                 __m512i wv = _mm512_load_si512(wb + (size_t)p * gs + (size_t)t * 64);
-                for (int r = 0; r < R; r++) ai[p][r] = _mm512_dpwssd_epi32(ai[p][r], wv, _mm512_set1_epi32(xr[r][t]));
+                for (int r = 0; r < R; r++) ai[p][r] = dp_bcast(ai[p][r], wv, xr[r] + t);
             }
-        }
         for (int p = 0; p < P; p++) {
-            const float *pd = (const float *)(wb + (size_t)p * gs + PACK_W);
-            __m512 d = _mm512_load_ps(pd);
-            for (int r = 0; r < R; r++) {
-                const size_t rs = (size_t)(r0 + r) * nb + b;
-                af[p][r] = chain_d(ai[p][r], d, xq->s[rs], af[p][r]);
-                if (FMT != FG_FMT_Q6_K)
-                    for (int j = 0; j < NSUB; j++)
-                        af[p][r] = _mm512_fmadd_ps(_mm512_load_ps(pd + GROUP * (1 + j)), _mm512_set1_ps(xq->sum[rs * NSUB + j]), af[p][r]);
-            }
+            __m512 d = _mm512_load_ps((const float *)(wb + (size_t)p * gs + PACK_W));
+            for (int r = 0; r < R; r++)
+                af[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[p][r]),
+                                           _mm512_mul_ps(d, _mm512_set1_ps(xq->s[(size_t)(r0 + r) * nb + b])), af[p][r]);
         }
     }
     for (int p = 0; p < P; p++) {
@@ -452,19 +515,49 @@ T static INL void many_tile(const int FMT, const int P, const int R, const uint8
     }
 }
 
+/* Q4_K/Q5_K: y += the minimum term (the chains of fg_gemm_i16.h's fp32
+ * part, one lane per output) for P groups by R rows, R <= MIN_R. */
+#define MIN_R 3
+T static INL void many_min(const int P, const int R, const uint8_t *pk, size_t gs, int np, const fg_i16_x *xq,
+                           int r0, int out, float *y) {
+    const int nb = xq->in / QK;
+    const size_t pb = pack_blk(FG_FMT_Q4_K);
+    for (int p = 0; p < P; p++) {
+        __m512 a[MIN_R][NSUB];
+        for (int r = 0; r < R; r++)
+            for (int j = 0; j < NSUB; j++) a[r][j] = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const float *n = (const float *)(pk + (size_t)p * gs + (size_t)b * pb + PACK_W) + GROUP;
+            for (int j = 0; j < NSUB; j++) {
+                __m512 nj = _mm512_load_ps(n + GROUP * j);
+                for (int r = 0; r < R; r++)
+                    a[r][j] = _mm512_fmadd_ps(nj, _mm512_set1_ps(xq->sum[((size_t)(r0 + r) * nb + b) * NSUB + j]), a[r][j]);
+            }
+        }
+        __mmask16 m = p == P - 1 ? (__mmask16)((1u << np) - 1) : 0xFFFF;
+        for (int r = 0; r < R; r++) {
+            float *yr = y + (size_t)(r0 + r) * out + GROUP * p;
+            _mm512_mask_storeu_ps(yr, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, yr), MIN_TREE(_mm512_add_ps, a[r])));
+        }
+    }
+}
+
+/* Register tiles of the many-rows path: P groups of 16 outputs by R
+ * rows, P * R int32 and as many fp32 accumulators. */
+#define MANY_P 2
 #define MANY_R 6
-#define MANY_CASES(F, FMT) F(FMT, 2, 1) F(FMT, 2, 2) F(FMT, 2, 3) F(FMT, 2, 4) F(FMT, 2, 5) F(FMT, 2, 6) \
-    F(FMT, 1, 1) F(FMT, 1, 2) F(FMT, 1, 3) F(FMT, 1, 4) F(FMT, 1, 5) F(FMT, 1, 6)
-#define MANY_CALL(FMT, p, r) \
-    case p * 16 + r: many_tile(FMT, p, r, pk, gs, np, xq, r0, out, y); return;
-T static void many_q4(int P, int R, const uint8_t *pk, size_t gs, int np, const fg_i16_x *xq, int r0, int out, float *y) {
-    switch (P * 16 + R) { MANY_CASES(MANY_CALL, FG_FMT_Q4_K) }
+#define MANY_CASES(F) F(2, 1) F(2, 2) F(2, 3) F(2, 4) F(2, 5) F(2, 6) F(1, 1) F(1, 2) F(1, 3) F(1, 4) F(1, 5) F(1, 6)
+#define MANY_CALL(p, r) \
+    case p * 16 + r: many_tile(p, r, pk, gs, pb, np, xq, r0, out, y); return;
+T static void many_any(int P, int R, const uint8_t *pk, size_t gs, size_t pb, int np, const fg_i16_x *xq, int r0,
+                       int out, float *y) {
+    switch (P * 16 + R) { MANY_CASES(MANY_CALL) }
 }
-T static void many_q5(int P, int R, const uint8_t *pk, size_t gs, int np, const fg_i16_x *xq, int r0, int out, float *y) {
-    switch (P * 16 + R) { MANY_CASES(MANY_CALL, FG_FMT_Q5_K) }
-}
-T static void many_q6(int P, int R, const uint8_t *pk, size_t gs, int np, const fg_i16_x *xq, int r0, int out, float *y) {
-    switch (P * 16 + R) { MANY_CASES(MANY_CALL, FG_FMT_Q6_K) }
+#define MIN_CASES(F) F(2, 1) F(2, 2) F(2, 3) F(1, 1) F(1, 2) F(1, 3)
+#define MIN_CALL(p, r) \
+    case p * 16 + r: many_min(p, r, pk, gs, np, xq, r0, out, y); return;
+T static void min_any(int P, int R, const uint8_t *pk, size_t gs, int np, const fg_i16_x *xq, int r0, int out, float *y) {
+    switch (P * 16 + R) { MIN_CASES(MIN_CALL) }
 }
 
 T static void pack_q4(const uint8_t *w, size_t rb, int np, int nb, uint8_t *dst) { pack_group(FG_FMT_Q4_K, w, rb, np, nb, dst); }
@@ -473,7 +566,7 @@ T static void pack_q6(const uint8_t *w, size_t rb, int np, int nb, uint8_t *dst)
 
 void fg_gemm_i16_many(int fmt, const uint8_t *W, const fg_i16_x *xq, int out, int o0, int o1, float *y, void *pack) {
     const int nb = xq->in / QK, ng = (o1 - o0 + GROUP - 1) / GROUP;
-    const size_t rb = (size_t)fg_fmt_row_bytes(fmt, (uint64_t)xq->in), gs = (size_t)nb * pack_blk(fmt);
+    const size_t rb = (size_t)fg_fmt_row_bytes(fmt, (uint64_t)xq->in), pb = pack_blk(fmt), gs = (size_t)nb * pb;
     uint8_t *pk = pack;
     for (int g = 0; g < ng; g++) {
         int o = o0 + GROUP * g, np = o1 - o < GROUP ? o1 - o : GROUP;
@@ -483,12 +576,13 @@ void fg_gemm_i16_many(int fmt, const uint8_t *W, const fg_i16_x *xq, int out, in
     }
     for (int r0 = 0; r0 < xq->rows; r0 += MANY_R) {
         int R = xq->rows - r0 < MANY_R ? xq->rows - r0 : MANY_R;
-        for (int g = 0; g < ng; g += 2) {
-            int P = ng - g < 2 ? 1 : 2, o = o0 + GROUP * g, last = o0 + GROUP * (g + P);
+        for (int g = 0; g < ng; g += MANY_P) {
+            int P = ng - g < MANY_P ? ng - g : MANY_P, o = o0 + GROUP * g, last = o0 + GROUP * (g + P);
             int np = GROUP - (last > o1 ? last - o1 : 0);
-            if (fmt == FG_FMT_Q4_K) many_q4(P, R, pk + g * gs, gs, np, xq, r0, out, y + o);
-            else if (fmt == FG_FMT_Q5_K) many_q5(P, R, pk + g * gs, gs, np, xq, r0, out, y + o);
-            else many_q6(P, R, pk + g * gs, gs, np, xq, r0, out, y + o);
+            many_any(P, R, pk + g * gs, gs, pb, np, xq, r0, out, y + o);
+            if (has_min(fmt))
+                for (int r = r0; r < r0 + R; r += MIN_R)
+                    min_any(P, r0 + R - r < MIN_R ? r0 + R - r : MIN_R, pk + g * gs, gs, np, xq, r, out, y + o);
         }
     }
 }

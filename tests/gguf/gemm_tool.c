@@ -18,7 +18,6 @@
 #include "fg_common.h"
 #include "fg_fmt.h"
 #include "fg_gemm.h"
-#include "fg_gemm_i16.h"
 
 static void *slurp(const char *path, size_t bytes) {
     FILE *f = fopen(path, "rb");
@@ -43,7 +42,7 @@ int main(int argc, char **argv) {
     float *x = slurp(argv[a + 4], sizeof(float) * (size_t)rows * in);
     FILE *fy = fopen(argv[a + 7], "wb");
     if (!W || !x || !fy) return fprintf(stderr, "gemm_tool: cannot read the weight or x, or write y\n"), 1;
-    printf("%s\n", fg_gemm_i16_runs(fmt, in) ? "int16" : "fp32");
+    printf("%s\n", fg_gemm_int16_runs(fmt, in) ? "int16" : "fp32");
     char *sl = strdup(argv[a + 6]), *save = NULL;
     for (char *t = strtok_r(sl, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         int s0, n;
