@@ -3,35 +3,35 @@
  * fp32 kernels (fg_gemm_q.c, fg_gemm.c) widen each 4-bit code to fp32
  * and are instruction-bound at decode; here a block's codes become int16
  * words (code times its 6- or 8-bit sub-block scale) in a few integer ops,
- * and one VPDPWSSD multiplies 32 of them into int32 lanes.
+ * and one VPDPWSSD multiplies 32 of them into 16 int32 lanes.
  *
  * Lane order. A block's 256 values become 8 vectors of 32 words, in the
  * order its bytes give them cheaply (even and odd bytes, low and high
- * nibbles: fmt_order below); the activations are quantized into the same
- * order, so a vector of weights meets its activations with one load.
+ * nibbles: "the lane order" below); the activations are quantized into the
+ * same order, so a vector of weights meets its activations with one load.
  *
  * Two paths, the same numbers:
  *  - few rows (fg_gemm_i16_few): 4 weight rows at a time, each block read
- *    once from memory and widened in registers, its int32 lanes reduced to
- *    one sum per (row, output) per super-block;
- *  - many rows (fg_gemm_i16_many): a tile of 16-output groups widened once
- *    into a per-thread buffer, transposed so that a vector holds one word
- *    pair for each of 16 outputs; each activation pair is broadcast and a
- *    P x R register tile of int32 accumulators (one lane per output) holds
- *    the super-block's sums without any reduction.
- * Integer sums are exact, so how a path groups them does not matter; the
- * fp32 chain that follows (fg_gemm_i16.h) is written once per lane in both
- * (chain_d, chain_min), in the same order.
+ *    once from memory and widened in registers;
+ *  - many rows (fg_gemm_i16_many): a task's weight rows widened once into a
+ *    per-thread buffer, then register tiles of MANY_P rows by MANY_R
+ *    activation rows run over it.
+ * Both take, for each (row, output), the 8 vectors of a super-block into
+ * one accumulator of 16 int32 lanes and go on in fp32 the same way (the
+ * fp32 part below, written once): a row's result does not depend on the
+ * path, the tile, the thread or the other rows.
  *
- * No int32 lane overflows over one super-block (16 VPDPWSSD lanes, 16
- * products each; |q| <= 32767 as quantize rounds x / s with |x| <= amax):
+ * No int32 lane overflows: a lane holds 16 products (8 VPDPWSSD of 2) of
+ * one super-block before it is converted to fp32, and |q| <= 32767
+ * (quantize_row rounds x / s with |x| <= amax, and zeroes a non-finite
+ * block):
  *   Q4_K: code <= 15, scale <= 63:  16 * 945 * 32767  = 4.95e8 < 2^31
  *   Q5_K: code <= 31, scale <= 63:  16 * 1953 * 32767 = 1.02e9 < 2^31
  *   Q6_K: code - 32 in [-32, 31], scale in [-128, 127], |product| <= 4096:
  *         16 * 4096 * 32767 = 2^31 - 2^16 < 2^31
- * (the few-rows path's reduction adds 16 such lanes: one super-block,
- * the same total bound, |sum| < 2^31); a Q4_K/Q5_K sub-block sum of q is
- * at most 32 * 32767 < 2^20, exact in fp32. */
+ * A super-block's whole sum can exceed 2^31 (256 * 945 * 32767 for Q4_K),
+ * so the lanes are never added in int32. A Q4_K/Q5_K sub-block sum of q is
+ * at most 32 * 32767 < 2^24: exact in int32 and in fp32. */
 #include "fg_gemm_i16.h"
 
 #include <float.h>
@@ -44,8 +44,10 @@
 #define QK 256           /* values per super-block */
 #define NVEC 8           /* vectors of 32 words per super-block */
 #define NSUB 8           /* Q4_K/Q5_K sub-blocks (32 values) per super-block */
-#define GROUP 16         /* outputs per vector on the many-rows path */
-#define FEW_P 4          /* weight rows per few-rows tile */
+#define FEW_P 4          /* weight rows per few-rows tile (and per scale unpacking) */
+#define PF_TILES 1       /* few rows: how many tiles ahead the weights are fetched */
+#define MANY_P 2         /* many rows: register tile of MANY_P outputs */
+#define MANY_R 5         /*   by MANY_R rows */
 #define Q_MAX 32767      /* |q| bound: int16 without -32768 */
 #define X_TINY 0x1p-100f /* a super-block with amax below this is taken as zero */
 
@@ -143,7 +145,7 @@ T static void quantize_row(int fmt, const float *x, int in, int16_t *q, float *s
         for (int k = 0; k < NVEC; k++) {
             __m256i lo = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 32 * k), vinv)));
             __m256i hi = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 32 * k + 16), vinv)));
-            n[k] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+            n[k] = bad ? _mm512_setzero_si512() : _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
         }
         if (sum)
             for (int j = 0; j < NSUB; j++)
@@ -299,95 +301,100 @@ T static INL void blk_codes(const int FMT, const uint8_t *w, const scales4 *sc, 
     else codes_q45(FMT == FG_FMT_Q5_K, w, sc->sw[p >> 1], p & 1, v);
 }
 
-/* ---- the fp32 part, one lane per (row, output): the same on both paths ----
- * Per super-block b, with D its int32 sum, d its scale and s_b the
- * activations' scale:  acc = fma(D, d s_b, acc), from acc = 0 in block
- * order. Q4_K/Q5_K's minimum term, with n_j = -dmin m_j and x_j = s_b
- * sum_j(q) for sub-block j: eight chains a_j = fma(n_j, x_j, a_j) in block
- * order, then
- *   y = acc + (((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)))
- * (Q6_K: y = acc). Each chain is one FMA per block, so that at one row the
- * kernel does not wait on a chain of nine per block. */
+/* ---- the fp32 part, the same on both paths ----
+ * For one (row, output), super-block b: the 8 VPDPWSSD of its 8 vectors
+ * into one int32 accumulator, 16 lanes of 16 products each (exact), then
+ *   F = fma(float(lanes) * d, s_b, F)        16 fp32 lanes, F = 0 at first
+ * (d the block's scale, s_b the activations' scale); Q4_K/Q5_K's minimum
+ * term, with n_j = -dmin m_j and x_j = s_b sum_j(q) for sub-block j, in 8
+ * chains a_j = fma(n_j, x_j, a_j); at the end
+ *   y = sum16(F) + (((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)))
+ * (Q6_K: y = sum16(F)), sum16 a fixed tree (lanes_sum16). Each step is one
+ * FMA per block and lane: no chain of dependent operations per block for
+ * one row to wait on. */
 
-/* y += the minimum term of 8 chains, one per sub-block, as vectors. */
-#define MIN_TREE(add, a) add(add(add(a[0], a[4]), add(a[2], a[6])), add(add(a[1], a[5]), add(a[3], a[7])))
+/* F = fma(float(lanes) * d, s, F) */
+T static INL __m512 flush(__m512i lanes, __m512 d, __m512 s, __m512 f) {
+    return _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(lanes), d), s, f);
+}
 
-/* The same tree over the 8 lanes of one chain vector. */
-T static INL float min_tree8(__m256 a) {
+/* The tree over 8 lanes: (((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))). */
+T static INL float lanes_sum8(__m256 a) {
     __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));   /* a0+a4 a1+a5 a2+a6 a3+a7 */
     h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                          /* (a0+a4)+(a2+a6), (a1+a5)+(a3+a7) */
     return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
 
-/* acc += w . x over 32 word pairs broadcast from x: VPDPWSSD with the
- * broadcast in its memory operand (the compiler would load it apart). */
-T static INL __m512i dp_bcast(__m512i acc, __m512i w, const int32_t *x) {
-    __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*x));
-    return acc;
+/* 16 lanes: lane k + lane k + 8, then lanes_sum8. */
+T static INL float lanes_sum16(__m512 a) {
+    return lanes_sum8(_mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1)));
+}
+
+/* acc + the super-block's 16 lanes: 8 VPDPWSSD of a block's vectors v
+ * with the activations x (8 x 32 words in the same order). */
+T static INL __m512i dot8(const __m512i v[NVEC], const int16_t *x) {
+    __m512i a = _mm512_dpwssd_epi32(_mm512_setzero_si512(), v[0], _mm512_loadu_si512(x));
+    for (int k = 1; k < NVEC; k++) a = _mm512_dpwssd_epi32(a, v[k], _mm512_loadu_si512(x + 32 * k));
+    return a;
 }
 
 /* ---- few rows ---- */
 
-/* 4 accumulators [16 lanes] -> one vector of their 4 sums (exact). */
-T static INL __m128i reduce4(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
-    __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a0, a1), _mm512_unpackhi_epi32(a0, a1));
-    __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a2, a3), _mm512_unpackhi_epi32(a2, a3));
-    __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
-    __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-}
-
 /* FEW_P weight rows (w, w + rb, ...; the first np real, the others
  * repeats) by R activation rows: y[r, p] (stride out). pf: the next
- * tile's first row, fetched block by block as this one runs (NULL: none). */
+ * tile's rows, fetched a block's share at a time as this one runs (NULL:
+ * none): the 4 rows' blocks are 4 streams the hardware prefetcher does not
+ * keep ahead of on its own. */
 T static INL void few_tile(const int FMT, const int R, const uint8_t *w, size_t rb, int np, const fg_i16_x *xq,
                            int out, float *y, const uint8_t *pf) {
     const int bb = blk_bytes(FMT), nb = xq->in / QK, MIN = FMT != FG_FMT_Q6_K;
     const uint8_t *wp[FEW_P];
     for (int p = 0; p < FEW_P; p++) wp[p] = w + (size_t)(p < np ? p : np - 1) * rb;
-    __m128 acc[FG_GEMM_I16_FEW_ROWS];
-    __m512 am[2][FG_GEMM_I16_FEW_ROWS];   /* the minimum chains of rows 2i, 2i + 1; lane 8 (p & 1) + j: sub-block j */
-    for (int r = 0; r < R; r++) acc[r] = _mm_setzero_ps(), am[0][r] = am[1][r] = _mm512_setzero_ps();
+    __m512 f[FEW_P][FG_GEMM_I16_FEW_ROWS];   /* the 16 lanes of each (row, output) */
+    __m512 am[2][FG_GEMM_I16_FEW_ROWS];      /* the minimum chains of outputs 2i, 2i + 1: lanes 8 (p & 1) + j */
+    for (int r = 0; r < R; r++) {
+        am[0][r] = am[1][r] = _mm512_setzero_ps();
+        for (int p = 0; p < FEW_P; p++) f[p][r] = _mm512_setzero_ps();
+    }
+    const __m512i lane[FEW_P] = {_mm512_set1_epi32(0), _mm512_set1_epi32(1), _mm512_set1_epi32(2), _mm512_set1_epi32(3)};
     for (int b = 0; b < nb; b++) {
+        if (pf) {
+            const char *c = (const char *)pf + (size_t)b * FEW_P * bb;
+            for (int l = 0; l < FEW_P * bb; l += 64) _mm_prefetch(c + l, _MM_HINT_T0);
+        }
         const uint8_t *wb[FEW_P];
         for (int p = 0; p < FEW_P; p++) wb[p] = wp[p] + (size_t)b * bb;
         scales4 sc;
         blk4_scales(FMT, wb, &sc);
-        __m512i ai[FEW_P][FG_GEMM_I16_FEW_ROWS];
+        __m512 sv[FG_GEMM_I16_FEW_ROWS];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) sv[r] = _mm512_set1_ps(xq->s[(size_t)r * nb + b]);
 #pragma GCC unroll 4
         for (int p = 0; p < FEW_P; p++) {
-            if (pf)
-                for (int l = 0; l < bb; l += 64) _mm_prefetch((const char *)pf + (size_t)p * rb + (size_t)b * bb + l, _MM_HINT_T0);
             __m512i v[NVEC];
             blk_codes(FMT, wb[p], &sc, p, v);
+            __m512 d = _mm512_permutexvar_ps(lane[p], _mm512_castps128_ps512(sc.d));
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) f[p][r] = flush(dot8(v, xq->q + (size_t)r * xq->in + (size_t)b * QK), d, sv[r], f[p][r]);
+        }
+        if (MIN)
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
-                const int16_t *xr = xq->q + (size_t)r * xq->in + (size_t)b * QK;
-                __m512i a = _mm512_dpwssd_epi32(_mm512_setzero_si512(), v[0], _mm512_loadu_si512(xr));
-                for (int k = 1; k < NVEC; k++) a = _mm512_dpwssd_epi32(a, v[k], _mm512_loadu_si512(xr + 32 * k));
-                ai[p][r] = a;
-            }
-        }
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const size_t rs = (size_t)r * nb + b;
-            if (MIN) {
-                __m512 xs = _mm512_broadcast_f32x8(_mm256_loadu_ps(xq->sum + rs * NSUB));
+                __m512 xs = _mm512_broadcast_f32x8(_mm256_loadu_ps(xq->sum + ((size_t)r * nb + b) * NSUB));
                 am[0][r] = _mm512_fmadd_ps(sc.ndm[0], xs, am[0][r]);
                 am[1][r] = _mm512_fmadd_ps(sc.ndm[1], xs, am[1][r]);
             }
-            __m128i sum = reduce4(ai[0][r], ai[1][r], ai[2][r], ai[3][r]);
-            acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(sum), _mm_mul_ps(sc.d, _mm_set1_ps(xq->s[rs])), acc[r]);
-        }
     }
+#pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
-        float a[4];
-        _mm_storeu_ps(a, acc[r]);
-        for (int p = 0; p < np; p++) {
-            __m512 m = am[p >> 1][r];
-            y[(size_t)r * out + p] =
-                MIN ? a[p] + min_tree8(p & 1 ? _mm512_extractf32x8_ps(m, 1) : _mm512_castps512_ps256(m)) : a[p];
-        }
+        float a[FEW_P];
+        for (int p = 0; p < FEW_P; p++) a[p] = lanes_sum16(f[p][r]);
+        if (MIN)   /* (constant indices: the chains stay in registers) */
+            for (int q = 0; q < 2; q++) {
+                a[2 * q] += lanes_sum8(_mm512_castps512_ps256(am[q][r]));
+                a[2 * q + 1] += lanes_sum8(_mm512_extractf32x8_ps(am[q][r], 1));
+            }
+        for (int p = 0; p < np; p++) y[(size_t)r * out + p] = a[p];
     }
 }
 
@@ -408,7 +415,7 @@ void fg_gemm_i16_few(int fmt, const uint8_t *W, const fg_i16_x *xq, int out, int
     size_t rb = (size_t)fg_fmt_row_bytes(fmt, (uint64_t)xq->in);
     for (int o = o0; o < o1; o += FEW_P) {
         int np = o1 - o < FEW_P ? o1 - o : FEW_P;
-        const uint8_t *w = W + (size_t)o * rb, *pf = o + FEW_P < o1 ? w + FEW_P * rb : NULL;
+        const uint8_t *w = W + (size_t)o * rb, *pf = o + FEW_P < o1 ? w + PF_TILES * FEW_P * rb : NULL;
         if (fmt == FG_FMT_Q4_K) few_q4(xq->rows, w, rb, np, xq, out, y + o, pf);
         else if (fmt == FG_FMT_Q5_K) few_q5(xq->rows, w, rb, np, xq, out, y + o, pf);
         else few_q6(xq->rows, w, rb, np, xq, out, y + o, pf);
@@ -416,174 +423,150 @@ void fg_gemm_i16_few(int fmt, const uint8_t *W, const fg_i16_x *xq, int out, int
 }
 
 /* ---- many rows ----
- * The pack: per 16-output group, per super-block, pack_blk bytes: the
- * weights as int32 word pairs [128][16] (pair t of the lane order for
- * each output), d [16], and for Q4_K/Q5_K -dmin m [8][16]. */
-#define PACK_W (NVEC * GROUP * GROUP * 4)
-static size_t pack_blk(int fmt) { return PACK_W + GROUP * 4 + (has_min(fmt) ? NSUB * GROUP * 4 : 0); }
+ * The pack of n outputs (rounded up to FEW_P): the vectors of every block,
+ * [n][nb][8][32] words, then d [n][nb], then for Q4_K/Q5_K -dmin m_j of
+ * outputs 2i and 2i + 1 side by side, [n / 2][nb][2][8], as few_tile holds
+ * them. */
+typedef struct {
+    const int16_t *v;
+    const float *d, *ndm;
+} pack_ptrs;
+
+static size_t pack_round(int n) { return (size_t)((n + FEW_P - 1) / FEW_P * FEW_P); }
+
+static pack_ptrs pack_layout(int fmt, int nb, int n, void *pack) {
+    size_t m = pack_round(n) * (size_t)nb;
+    pack_ptrs pp = {.v = pack};
+    pp.d = (const float *)(pp.v + m * QK);
+    pp.ndm = has_min(fmt) ? pp.d + m : NULL;
+    return pp;
+}
 
 size_t fg_gemm_i16_pack_bytes(int fmt, int in, int n_out) {
-    return (size_t)((n_out + GROUP - 1) / GROUP) * (size_t)(in / QK) * pack_blk(fmt);
+    size_t m = pack_round(n_out) * (size_t)(in / QK);
+    return m * (QK * sizeof(int16_t) + sizeof(float) * (1 + (has_min(fmt) ? NSUB : 0)));
 }
 
-/* 16 vectors of 16 dwords transposed in place: r[j] lane o = old r[o] lane j. */
-T static INL void transpose16(__m512i r[16]) {
-    __m512i t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    /* r[4a + c] now: 128-bit lane L holds dwords 4L.. of column c of rows 4a..4a+3
-     * (c: 0 = dword 0, 1 = 1, 2 = 2, 3 = 3 within each lane) */
-    for (int c = 0; c < 4; c++) {
-        __m512i x0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88), x1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xDD);
-        __m512i x2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88), x3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xDD);
-        t[c] = _mm512_shuffle_i32x4(x0, x2, 0x88);
-        t[8 + c] = _mm512_shuffle_i32x4(x0, x2, 0xDD);
-        t[4 + c] = _mm512_shuffle_i32x4(x1, x3, 0x88);
-        t[12 + c] = _mm512_shuffle_i32x4(x1, x3, 0xDD);
-    }
-    for (int i = 0; i < 16; i++) r[i] = t[i];
-}
-
-/* One group: np (<= 16) weight rows from w into dst [nb][pack_blk] (rows
- * past np repeat the last one; their outputs are never stored). */
-T static INL void pack_group(const int FMT, const uint8_t *w, size_t rb, int np, int nb, uint8_t *dst) {
+/* Outputs [0, np) of w into the pack (rows up to a multiple of FEW_P
+ * repeat the last one; their outputs are never stored). */
+T static INL void pack_rows(const int FMT, const uint8_t *w, size_t rb, int np, int nb, pack_ptrs pp) {
     const int bb = blk_bytes(FMT);
-    const size_t pb = pack_blk(FMT);
-    for (int b = 0; b < nb; b++, dst += pb) {
-        __m512i v[GROUP][NVEC];
-        float *pd = (float *)(dst + PACK_W), ndm[GROUP][NSUB];
-        for (int o4 = 0; o4 < GROUP; o4 += 4) {
-            const uint8_t *wb[4];
-            for (int p = 0; p < 4; p++) wb[p] = w + (size_t)(o4 + p < np ? o4 + p : np - 1) * rb + (size_t)b * bb;
+    for (int o4 = 0; o4 < np; o4 += FEW_P)
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *wb[FEW_P];
+            for (int p = 0; p < FEW_P; p++) wb[p] = w + (size_t)(o4 + p < np ? o4 + p : np - 1) * rb + (size_t)b * bb;
             scales4 sc;
             blk4_scales(FMT, wb, &sc);
-            for (int p = 0; p < 4; p++) blk_codes(FMT, wb[p], &sc, p, v[o4 + p]);
-            _mm_storeu_ps(pd + o4, sc.d);
-            if (FMT != FG_FMT_Q6_K) _mm512_storeu_ps(ndm[o4], sc.ndm[0]), _mm512_storeu_ps(ndm[o4 + 2], sc.ndm[1]);
+            float d[FEW_P];
+            _mm_storeu_ps(d, sc.d);
+            for (int p = 0; p < FEW_P; p++) {
+                size_t ob = (size_t)(o4 + p) * nb + b;
+                __m512i v[NVEC];
+                blk_codes(FMT, wb[p], &sc, p, v);
+                for (int k = 0; k < NVEC; k++) _mm512_store_si512((int16_t *)pp.v + ob * QK + 32 * k, v[k]);
+                ((float *)pp.d)[ob] = d[p];
+            }
+            if (FMT != FG_FMT_Q6_K)
+                for (int q = 0; q < 2; q++)
+                    _mm512_storeu_ps((float *)pp.ndm + (((size_t)o4 / 2 + q) * nb + b) * 2 * NSUB, sc.ndm[q]);
         }
-        for (int k = 0; k < NVEC; k++) {
-            __m512i r[GROUP];
-            for (int o = 0; o < GROUP; o++) r[o] = v[o][k];
-            transpose16(r);
-            for (int j = 0; j < GROUP; j++) _mm512_store_si512(dst + (size_t)(GROUP * k + j) * 64, r[j]);
-        }
-        if (FMT != FG_FMT_Q6_K)
-            for (int j = 0; j < NSUB; j++)
-                for (int o = 0; o < GROUP; o++) pd[GROUP * (1 + j) + o] = ndm[o][j];
-    }
 }
 
-/* P groups (pk, pk + gs, ...; pb bytes a block) by R rows (r0..) of xq:
- * y[r, 16p + o] = the D chain, for o < np of the last group (16 for the
- * others). */
-T static INL void many_tile(const int P, const int R, const uint8_t *pk, size_t gs, size_t pb, int np,
-                            const fg_i16_x *xq, int r0, int out, float *y) {
-    const int nb = xq->in / QK;
-    __m512 af[2][6];
+/* P outputs (o0..) by R rows (r0..): the 16 lanes of each, the same
+ * operations as few_tile's, then y = their sum16. Registers: P R int32 and
+ * P R fp32 accumulators, P weight and R activation vectors. */
+T static INL void many_tile(const int P, const int R, pack_ptrs pp, int nb, int o0, const fg_i16_x *xq, int r0,
+                            int out, float *y) {
+    __m512 f[MANY_P][MANY_R];
+#pragma GCC unroll 8
     for (int p = 0; p < P; p++)
-        for (int r = 0; r < R; r++) af[p][r] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) f[p][r] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
-        __m512i ai[2][6];
+        __m512i ai[MANY_P][MANY_R];
+#pragma GCC unroll 8
         for (int p = 0; p < P; p++)
+#pragma GCC unroll 8
             for (int r = 0; r < R; r++) ai[p][r] = _mm512_setzero_si512();
-        const int32_t *xr[6];
-        for (int r = 0; r < R; r++) xr[r] = (const int32_t *)(xq->q + (size_t)(r0 + r) * xq->in + (size_t)b * QK);
-        const uint8_t *wb = pk + (size_t)b * pb;
-        for (int t = 0; t < QK / 2; t++)
+#pragma GCC unroll 8
+        for (int k = 0; k < NVEC; k++) {
+            __m512i xv[MANY_R];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) xv[r] = _mm512_load_si512(xq->q + (size_t)(r0 + r) * xq->in + (size_t)b * QK + 32 * k);
+#pragma GCC unroll 8
             for (int p = 0; p < P; p++) {
-                __m512i wv = _mm512_load_si512(wb + (size_t)p * gs + (size_t)t * 64);
-                for (int r = 0; r < R; r++) ai[p][r] = dp_bcast(ai[p][r], wv, xr[r] + t);
+                __m512i wv = _mm512_load_si512(pp.v + ((size_t)(o0 + p) * nb + b) * QK + 32 * k);
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) ai[p][r] = _mm512_dpwssd_epi32(ai[p][r], wv, xv[r]);
             }
+        }
+        __m512 sv[MANY_R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) sv[r] = _mm512_set1_ps(xq->s[(size_t)(r0 + r) * nb + b]);
+#pragma GCC unroll 8
         for (int p = 0; p < P; p++) {
-            __m512 d = _mm512_load_ps((const float *)(wb + (size_t)p * gs + PACK_W));
-            for (int r = 0; r < R; r++)
-                af[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai[p][r]),
-                                           _mm512_mul_ps(d, _mm512_set1_ps(xq->s[(size_t)(r0 + r) * nb + b])), af[p][r]);
+            __m512 d = _mm512_set1_ps(pp.d[(size_t)(o0 + p) * nb + b]);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) f[p][r] = flush(ai[p][r], d, sv[r], f[p][r]);
         }
     }
-    for (int p = 0; p < P; p++) {
-        __mmask16 m = p == P - 1 ? (__mmask16)((1u << np) - 1) : 0xFFFF;
-        for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(y + (size_t)(r0 + r) * out + GROUP * p, m, af[p][r]);
-    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) y[(size_t)(r0 + r) * out + o0 + p] = lanes_sum16(f[p][r]);
 }
 
-/* Q4_K/Q5_K: y += the minimum term (the chains of fg_gemm_i16.h's fp32
- * part, one lane per output) for P groups by R rows, R <= MIN_R. */
-#define MIN_R 3
-T static INL void many_min(const int P, const int R, const uint8_t *pk, size_t gs, int np, const fg_i16_x *xq,
-                           int r0, int out, float *y) {
-    const int nb = xq->in / QK;
-    const size_t pb = pack_blk(FG_FMT_Q4_K);
-    for (int p = 0; p < P; p++) {
-        __m512 a[MIN_R][NSUB];
-        for (int r = 0; r < R; r++)
-            for (int j = 0; j < NSUB; j++) a[r][j] = _mm512_setzero_ps();
+/* Q4_K/Q5_K: y += the minimum term of outputs [0, n) by R rows (r0..),
+ * two outputs per vector (lanes 8 (o & 1) + j), as few_tile. */
+T static INL void many_min(const int R, pack_ptrs pp, int nb, int n, const fg_i16_x *xq, int r0, int out, float *y) {
+    for (int o = 0; o < n; o += 2) {
+        __m512 a[MANY_R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) a[r] = _mm512_setzero_ps();
         for (int b = 0; b < nb; b++) {
-            const float *n = (const float *)(pk + (size_t)p * gs + (size_t)b * pb + PACK_W) + GROUP;
-            for (int j = 0; j < NSUB; j++) {
-                __m512 nj = _mm512_load_ps(n + GROUP * j);
-                for (int r = 0; r < R; r++)
-                    a[r][j] = _mm512_fmadd_ps(nj, _mm512_set1_ps(xq->sum[((size_t)(r0 + r) * nb + b) * NSUB + j]), a[r][j]);
-            }
+            __m512 m = _mm512_loadu_ps(pp.ndm + ((size_t)o / 2 * nb + b) * 2 * NSUB);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+                a[r] = _mm512_fmadd_ps(m, _mm512_broadcast_f32x8(_mm256_loadu_ps(xq->sum + ((size_t)(r0 + r) * nb + b) * NSUB)), a[r]);
         }
-        __mmask16 m = p == P - 1 ? (__mmask16)((1u << np) - 1) : 0xFFFF;
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            float *yr = y + (size_t)(r0 + r) * out + GROUP * p;
-            _mm512_mask_storeu_ps(yr, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, yr), MIN_TREE(_mm512_add_ps, a[r])));
+            float *yr = y + (size_t)(r0 + r) * out + o;
+            yr[0] += lanes_sum8(_mm512_castps512_ps256(a[r]));
+            if (o + 1 < n) yr[1] += lanes_sum8(_mm512_extractf32x8_ps(a[r], 1));
         }
     }
 }
 
-/* Register tiles of the many-rows path: P groups of 16 outputs by R
- * rows, P * R int32 and as many fp32 accumulators. */
-#define MANY_P 2
-#define MANY_R 6
-#define MANY_CASES(F) F(2, 1) F(2, 2) F(2, 3) F(2, 4) F(2, 5) F(2, 6) F(1, 1) F(1, 2) F(1, 3) F(1, 4) F(1, 5) F(1, 6)
+#define MANY_CASES(F) F(2, 1) F(2, 2) F(2, 3) F(2, 4) F(2, 5) F(1, 1) F(1, 2) F(1, 3) F(1, 4) F(1, 5)
 #define MANY_CALL(p, r) \
-    case p * 16 + r: many_tile(p, r, pk, gs, pb, np, xq, r0, out, y); return;
-T static void many_any(int P, int R, const uint8_t *pk, size_t gs, size_t pb, int np, const fg_i16_x *xq, int r0,
-                       int out, float *y) {
+    case p * 16 + r: many_tile(p, r, pp, nb, o0, xq, r0, out, y); return;
+T static void many_any(int P, int R, pack_ptrs pp, int nb, int o0, const fg_i16_x *xq, int r0, int out, float *y) {
     switch (P * 16 + R) { MANY_CASES(MANY_CALL) }
 }
-#define MIN_CASES(F) F(2, 1) F(2, 2) F(2, 3) F(1, 1) F(1, 2) F(1, 3)
-#define MIN_CALL(p, r) \
-    case p * 16 + r: many_min(p, r, pk, gs, np, xq, r0, out, y); return;
-T static void min_any(int P, int R, const uint8_t *pk, size_t gs, int np, const fg_i16_x *xq, int r0, int out, float *y) {
-    switch (P * 16 + R) { MIN_CASES(MIN_CALL) }
+#define MIN_CALL(r) \
+    case r: many_min(r, pp, nb, n, xq, r0, out, y); return;
+T static void min_any(int R, pack_ptrs pp, int nb, int n, const fg_i16_x *xq, int r0, int out, float *y) {
+    switch (R) { MIN_CALL(1) MIN_CALL(2) MIN_CALL(3) MIN_CALL(4) MIN_CALL(5) }
 }
 
-T static void pack_q4(const uint8_t *w, size_t rb, int np, int nb, uint8_t *dst) { pack_group(FG_FMT_Q4_K, w, rb, np, nb, dst); }
-T static void pack_q5(const uint8_t *w, size_t rb, int np, int nb, uint8_t *dst) { pack_group(FG_FMT_Q5_K, w, rb, np, nb, dst); }
-T static void pack_q6(const uint8_t *w, size_t rb, int np, int nb, uint8_t *dst) { pack_group(FG_FMT_Q6_K, w, rb, np, nb, dst); }
+T static void pack_q4(const uint8_t *w, size_t rb, int np, int nb, pack_ptrs pp) { pack_rows(FG_FMT_Q4_K, w, rb, np, nb, pp); }
+T static void pack_q5(const uint8_t *w, size_t rb, int np, int nb, pack_ptrs pp) { pack_rows(FG_FMT_Q5_K, w, rb, np, nb, pp); }
+T static void pack_q6(const uint8_t *w, size_t rb, int np, int nb, pack_ptrs pp) { pack_rows(FG_FMT_Q6_K, w, rb, np, nb, pp); }
 
 void fg_gemm_i16_many(int fmt, const uint8_t *W, const fg_i16_x *xq, int out, int o0, int o1, float *y, void *pack) {
-    const int nb = xq->in / QK, ng = (o1 - o0 + GROUP - 1) / GROUP;
-    const size_t rb = (size_t)fg_fmt_row_bytes(fmt, (uint64_t)xq->in), pb = pack_blk(fmt), gs = (size_t)nb * pb;
-    uint8_t *pk = pack;
-    for (int g = 0; g < ng; g++) {
-        int o = o0 + GROUP * g, np = o1 - o < GROUP ? o1 - o : GROUP;
-        if (fmt == FG_FMT_Q4_K) pack_q4(W + (size_t)o * rb, rb, np, nb, pk + g * gs);
-        else if (fmt == FG_FMT_Q5_K) pack_q5(W + (size_t)o * rb, rb, np, nb, pk + g * gs);
-        else pack_q6(W + (size_t)o * rb, rb, np, nb, pk + g * gs);
-    }
+    const int nb = xq->in / QK, n = o1 - o0;
+    const size_t rb = (size_t)fg_fmt_row_bytes(fmt, (uint64_t)xq->in);
+    pack_ptrs pp = pack_layout(fmt, nb, n, pack);
+    const uint8_t *w = W + (size_t)o0 * rb;
+    if (fmt == FG_FMT_Q4_K) pack_q4(w, rb, n, nb, pp);
+    else if (fmt == FG_FMT_Q5_K) pack_q5(w, rb, n, nb, pp);
+    else pack_q6(w, rb, n, nb, pp);
+    float *yo = y + o0;
     for (int r0 = 0; r0 < xq->rows; r0 += MANY_R) {
         int R = xq->rows - r0 < MANY_R ? xq->rows - r0 : MANY_R;
-        for (int g = 0; g < ng; g += MANY_P) {
-            int P = ng - g < MANY_P ? ng - g : MANY_P, o = o0 + GROUP * g, last = o0 + GROUP * (g + P);
-            int np = GROUP - (last > o1 ? last - o1 : 0);
-            many_any(P, R, pk + g * gs, gs, pb, np, xq, r0, out, y + o);
-            if (has_min(fmt))
-                for (int r = r0; r < r0 + R; r += MIN_R)
-                    min_any(P, r0 + R - r < MIN_R ? r0 + R - r : MIN_R, pk + g * gs, gs, np, xq, r, out, y + o);
-        }
+        for (int o = 0; o < n; o += MANY_P) many_any(n - o < MANY_P ? n - o : MANY_P, R, pp, nb, o, xq, r0, out, yo);
+        if (has_min(fmt)) min_any(R, pp, nb, n, xq, r0, out, yo);
     }
 }
 

@@ -4,17 +4,18 @@
  *
  * What it computes. Each activation row is quantized per 256 values (one
  * super-block) to int16: s = amax / 32767, q = round(x / s), so each
- * element is off by at most s/2 (plus the fp32 rounding of s: under
- * 0.51 s). Then, exactly, y = W . (q s) with W gguf-py's dequantized
- * weights: per super-block the integer codes times their integer sub-block
- * scales times q summed in int32 (exact: no lane can overflow, see
- * fg_gemm_i16.c), and the fp32 part per (row, output) one chain in block
- * order: acc = fma(D, d s, acc), then Q4_K/Q5_K's minimum terms
- * acc = fma(-dmin m_j, s sum_j(q), acc) for the 8 sub-blocks j. So
- *   |y - W x| <= sum over super-blocks of 0.51 s_b sum |w_i|
- * plus fp32 rounding of that chain. The chain is the same on the few-rows
- * and many-rows paths, in every tile and thread: a row's result does not
- * depend on the batch or on the thread count. */
+ * element is off by at most s/2 (plus the fp32 rounding of s and of x / s:
+ * under 0.51 s; a super-block with amax < 2^-100 is taken as zero). Then,
+ * up to fp32 rounding, y = W . (q s) with W the exact block values (those
+ * of gguf-py's dequantize): per super-block the integer codes times their
+ * integer sub-block scales times q summed in int32 (exact: no lane can
+ * overflow, fg_gemm_i16.c), scaled in fp32 by the block's d and s, and
+ * Q4_K/Q5_K's minimum terms from the int32 sums of q per sub-block. So
+ *   |y - W x| <= sum over super-blocks b of 0.51 s_b sum_{i in b} |w_i|
+ * plus fp32 rounding (tests/gguf/gemm_check.py derives and checks both).
+ * The fp32 part is one fixed sequence per (row, output), written once for
+ * the few-rows and many-rows paths (fg_gemm_i16.c): a row's result does not
+ * depend on the batch, the tile, the thread count or the other rows. */
 #ifndef FG_GEMM_I16_H
 #define FG_GEMM_I16_H
 

@@ -9,20 +9,25 @@ every code and 6- or 8-bit scale random, fp16 scales random finite, some
 zero), shapes [out, in] with odd out and in from 256 to 4096. Activations:
 256 rows of normal values, each row scaled by 10^U(-3, 2), 0.5% of the
 values outliers 100x larger, one row all zero and one with a zero
-super-block. Rows 1, 3, 4, 5, 32, 33, 256 (the few-rows and many-rows
+super-block; and blocks with every code and scale at its largest against
+constant rows (extreme_blocks: the int32 overflow case). Rows 1, 3, 4, 5, 32, 33, 256 (the few-rows and many-rows
 paths and their tails) and single rows, each slice one fg_gemm_fmt call.
 
 The bound. The kernel quantizes each super-block b of 256 activations to
 int16 with s_b = amax_b / 32767 and q = round(x / s_b), so each value is
 moved by at most s_b / 2, plus the fp32 rounding of s_b and of x / s_b
 (32767 * 2^-23 < 0.004 of a step, and 2^-24 of s_b): under 0.51 s_b. The
-integer part is exact, so the product is W . x_hat with |x_hat - x| <=
-0.51 s_b elementwise, and
+integer part is exact, so in exact arithmetic the kernel computes W . x_hat
+with |x_hat - x| <= 0.51 s_b elementwise (W the exact block values), and
   |y - W x| <= sum_b 0.51 s_b sum_{i in b} |w_i|                (quantization)
-             + (4 + 9 nb) 2^-24 sum_i (|d sc q|_i + |dmin m|_i) (|x_i| + s_b)
-the second line the fp32 chain (fg_gemm_i16.h: per super-block one
-conversion, one product and at most 9 FMAs, each one rounding of at most
-the sum of the magnitudes so far; one more for gguf-py's own fp32 weight).
+             + (8 + nb) 2^-24 sum_i (|d sc q|_i + |dmin m|_i) (|x_i| + s_b)
+The second line is fp32 rounding (u = 2^-24; fg_gemm_i16.h's fp32 part):
+each product term is rounded at most twice on its own (the int32 sum and
+d s_b, or s_b sum(q)) and once in its chain's FMA, and each partial sum at
+most nb times along its chain, 3 times in the minimum term's tree and once
+in the final add, each step off by at most u times the magnitudes so far:
+(nb + 6) u; one u more for gguf-py's own fp32 weight (one rounding of
+d sc q - dmin m), one for the fp64 reference and the second-order terms.
 |d sc q| + |dmin m| is taken from gguf-py as |w - w0| + |w0|, w0 the
 dequantized block with its codes zeroed. Every output must lie within it.
 
@@ -82,16 +87,35 @@ def run(fmt, cols, out, wpath, xpath, ypath, threads):
     return r.stdout.strip(), res
 
 
-def check(fmt, cols, out, tmp, rng):
+def extreme_blocks(fmt, n):
+    """n blocks whose every code times its sub-block scale is the format's
+    largest in magnitude (ggml-common.h's layouts): Q4_K/Q5_K codes 15/31,
+    6-bit scales 63, dmin 0; Q6_K codes 0 (0 - 32 = -32), scales -128. With a
+    constant activation row each int32 lane of the kernel meets its bound
+    (fg_gemm_i16.c) and the super-block's sum is far beyond 2^31."""
+    _, nbytes, _ = gb.LAYOUT[fmt]
+    blk = np.zeros((n, nbytes), np.uint8)
+    if fmt in ("Q4_K", "Q5_K"):
+        blk[:, 0:2] = np.array([2.0 ** -10], np.float16).view(np.uint8)
+        blk[:, 4:] = 0xFF                  # scales 63, mins 63 (times dmin 0), codes all ones
+    else:
+        blk[:, 192:208] = 0x80             # scales -128; ql, qh 0: codes 0
+        blk[:, 208:210] = np.array([2.0 ** -10], np.float16).view(np.uint8)
+    return blk
+
+
+def check(fmt, cols, out, tmp, rng, extreme=False):
     global fails
     nb = cols // QK
-    raw = gb.random_blocks(fmt, out * nb, rng).reshape(out, -1)
+    raw = (extreme_blocks(fmt, out * nb) if extreme else gb.random_blocks(fmt, out * nb, rng)).reshape(out, -1)
     w = gb.dequantize(fmt, raw, (out, cols), gguf).astype(np.float64)
     zero = raw.copy()
     for a, b in CODES[fmt]:
         zero[:, [k * gb.LAYOUT[fmt][1] + j for k in range(nb) for j in range(a, b)]] = 0
     w0 = gb.dequantize(fmt, zero, (out, cols), gguf).astype(np.float64)
     x = activations(rng, cols)
+    if extreme:   # constant rows: every product of a lane at its largest, of one sign
+        x[0], x[1], x[2] = 1, -1, 3e-3
     wpath, xpath, ypath = (os.path.join(tmp, f"{fmt}_{cols}_{out}.{e}") for e in ("raw", "x", "y"))
     raw.tofile(wpath)
     x.tofile(xpath)
@@ -102,7 +126,7 @@ def check(fmt, cols, out, tmp, rng):
     absw_b = np.abs(w).reshape(out, nb, QK).sum(axis=2)                            # [out, nb]
     mag = np.abs(w - w0) + np.abs(w0)
     mag_b = mag.reshape(out, nb, QK).sum(axis=2)
-    gamma = (4 + 9 * nb) * 2.0 ** -24
+    gamma = (8 + nb) * 2.0 ** -24
     bound = 0.51 * s @ absw_b.T + gamma * (np.abs(x64) @ mag.T + s @ mag_b.T)
     bound += 1e-30   # the all-zero row: y and ref are both exactly 0
 
@@ -115,7 +139,7 @@ def check(fmt, cols, out, tmp, rng):
         bad += int((err > bound[a:a + n]).sum())
     full = ys[SLICES.index((0, ROWS))]
     rel = float(np.abs(full - ref).max() / np.abs(ref).max())
-    what = f"{fmt} [{out}, {cols}] ({path})"
+    what = f"{fmt} [{out}, {cols}]{' saturated' if extreme else ''} ({path})"
     if bad:
         print(f"FAIL {what}: {bad} outputs outside the bound (worst err/bound {worst:.3g})")
         fails += 1
@@ -144,6 +168,7 @@ def main():
         for fmt in ("Q4_K", "Q5_K", "Q6_K"):
             for cols, out in SHAPES:
                 check(fmt, cols, out, tmp, rng)
+            check(fmt, 512, 5, tmp, rng, extreme=True)
     print("gemm_check:", "FAILED" if fails else "all within the bound")
     return 1 if fails else 0
 
