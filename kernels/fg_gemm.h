@@ -15,11 +15,16 @@
  *    whose kernels for AMD CPUs stop at AVX2, ran at 0.6 of its rate at 256
  *    rows on this project's Zen host: flexgen-fmt-bench); elsewhere the weight
  *    is widened to fp32 in chunks of output rows for OpenBLAS sgemm.
+ * Q4_K, Q5_K and Q6_K weights on a CPU with AVX512-VNNI take neither: the
+ * int16 kernels (fg_gemm_i16.h) quantize each activation row to int16 per
+ * 256 values and multiply the blocks' integer codes with VPDPWSSD, at every
+ * row count: each activation moved by at most 0.51 amax / 32767 of its
+ * 256 values, the integer sums exact, the rest fp32.
  * The result depends on the path (summation order), never on where the data
  * came from. With AVX-512 the fused kernel sums each row the same way
  * whatever the other rows, the batch size or the thread count (fg_gemm_q.h's
- * kernels for ggml blocks at a few rows aside); without it, up to
- * FG_GEMM_SMALL_ROWS. */
+ * kernels for ggml blocks at a few rows aside), and so do the int16
+ * kernels; without AVX-512, up to FG_GEMM_SMALL_ROWS. */
 #ifndef FG_GEMM_H
 #define FG_GEMM_H
 
