@@ -398,7 +398,7 @@ T static INL void few_tile(const int FMT, const int R, const uint8_t *w, size_t 
     }
 }
 
-#define FEW_CASES(F, FMT) F(FMT, 1) F(FMT, 2) F(FMT, 3) F(FMT, 4)
+#define FEW_CASES(F, FMT) F(FMT, 1) F(FMT, 2) F(FMT, 3)
 #define FEW_CALL(FMT, n) \
     case n: few_tile(FMT, n, w, rb, np, xq, out, y, pf); return;
 T static void few_q4(int R, const uint8_t *w, size_t rb, int np, const fg_i16_x *xq, int out, float *y, const uint8_t *pf) {

@@ -24,7 +24,7 @@
 
 /* Up to this many rows run the few-rows kernel (blocks read once from
  * memory); more run the many-rows one (a tile of weight rows widened once). */
-#define FG_GEMM_I16_FEW_ROWS 4
+#define FG_GEMM_I16_FEW_ROWS 3
 
 /* The activations, quantized once per call. */
 typedef struct {
