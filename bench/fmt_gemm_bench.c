@@ -12,7 +12,7 @@
  * kernels of the int16 peak).
  *
  *   flexgen-fmt-bench [--out N] [--in N] [--rows 1,32] [--reps N] [--formats F16,Q8_0,...]
- *                     [--paths int16,fp32]
+ *                     [--paths int16,fp32] [--cached]
  *
  * --paths: where the int16 kernels run a format (kernels/fg_gemm_i16.h),
  * each listed path is timed in the same run, the calls interleaved
@@ -21,8 +21,11 @@
  *
  * The weights are random valid blocks (every byte random but the fp16 scales,
  * set small and finite), in copies filling 512 MiB or more that successive
- * runs walk, so each reads its weight from memory. Threads: FLEXGEN_THREADS
- * (the pool's setting). */
+ * runs walk, so each reads its weight from memory; --cached runs every call
+ * on one copy instead, read back from the caches (the shape's weight fits
+ * the L3 of this project's hosts): the kernel's own rate, where the
+ * memory bus is not what limits it. Threads: FLEXGEN_THREADS (the pool's
+ * setting). */
 #include <cblas.h>
 #ifdef __x86_64__
 #include <immintrin.h>
@@ -217,9 +220,14 @@ static uint8_t *random_weight(int fmt, int out, int in, uint64_t *bytes) {
 }
 
 int main(int argc, char **argv) {
-    int out = 5632, in = 2048, reps = 15;
+    int out = 5632, in = 2048, reps = 15, cached = 0;
     const char *rows_s = "1,32", *fmts_s = "F16,Q8_0,Q4_0,Q4_K,Q5_K,Q6_K,MXFP4", *paths_s = "int16,fp32";
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--cached")) {
+            cached = 1, i--;
+            continue;
+        }
+        if (i + 1 >= argc) return fprintf(stderr, "flexgen-fmt-bench: %s needs a value\n", argv[i]), 2;
         if (!strcmp(argv[i], "--out")) out = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--in")) in = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--rows")) rows_s = argv[i + 1];
@@ -228,7 +236,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--paths")) paths_s = argv[i + 1];
         else
             return fprintf(stderr, "usage: flexgen-fmt-bench [--out N] [--in N] [--rows 1,32] [--reps N] [--formats F,..] "
-                                   "[--paths int16,fp32]\n"),
+                                   "[--paths int16,fp32] [--cached]\n"),
                    2;
     }
     int want16 = strstr(paths_s, "int16") != NULL, want32 = strstr(paths_s, "fp32") != NULL;
@@ -238,7 +246,8 @@ int main(int argc, char **argv) {
     printf("machine: %d threads, memory read %.1f GB/s, fp32 FMA peak %.1f GFLOP/s, int16 dot peak %.1f GOP/s; "
            "fp32 GEMM 2048^3: OpenBLAS sgemm %.1f GFLOP/s (%.2f of peak), ours %.1f (%.2f)\n",
            fg_pool_threads(), bw, fma, dot, blas, blas / peak, own, own / peak);
-    printf("shape [%d, %d] (out, in), median of %d, paths interleaved\n", out, in, reps);
+    printf("shape [%d, %d] (out, in), median of %d, paths interleaved, weights %s\n", out, in, reps,
+           cached ? "in cache (--cached)" : "from memory");
     printf("%-6s %5s %-5s %10s %10s %7s %10s %7s %7s\n", "format", "rows", "path", "ms", "GB/s", "of bw", "GFLOP/s",
            "of peak", "of i16");
     char fl[256];
@@ -251,7 +260,7 @@ int main(int argc, char **argv) {
         /* copies of the matrix back to back, 512 MiB or more, walked in turn:
          * every call reads its weight from memory, not from a cache */
         uint64_t wb = fg_fmt_bytes(fmt, (uint64_t)out, (uint64_t)in), all;
-        int copies = (int)((512ull << 20) / wb) + 1;
+        int copies = cached ? 1 : (int)((512ull << 20) / wb) + 1;
         uint8_t *W = random_weight(fmt, out * copies, in, &all);
         char rl[64];
         snprintf(rl, sizeof rl, "%s", rows_s);

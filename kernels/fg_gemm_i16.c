@@ -38,6 +38,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "fg_common.h"
 #include "fg_fmt.h"
 #include "fg_gemm.h"
 
@@ -402,13 +403,13 @@ T static INL void few_tile(const int FMT, const int R, const uint8_t *w, size_t 
 #define FEW_CALL(FMT, n) \
     case n: few_tile(FMT, n, w, rb, np, xq, out, y, pf); return;
 T static void few_q4(int R, const uint8_t *w, size_t rb, int np, const fg_i16_x *xq, int out, float *y, const uint8_t *pf) {
-    switch (R) { FEW_CASES(FEW_CALL, FG_FMT_Q4_K) }
+    switch (R) { FEW_CASES(FEW_CALL, FG_FMT_Q4_K) default: FG_ASSERT(!"row count above FG_GEMM_I16_FEW_ROWS"); }
 }
 T static void few_q5(int R, const uint8_t *w, size_t rb, int np, const fg_i16_x *xq, int out, float *y, const uint8_t *pf) {
-    switch (R) { FEW_CASES(FEW_CALL, FG_FMT_Q5_K) }
+    switch (R) { FEW_CASES(FEW_CALL, FG_FMT_Q5_K) default: FG_ASSERT(!"row count above FG_GEMM_I16_FEW_ROWS"); }
 }
 T static void few_q6(int R, const uint8_t *w, size_t rb, int np, const fg_i16_x *xq, int out, float *y, const uint8_t *pf) {
-    switch (R) { FEW_CASES(FEW_CALL, FG_FMT_Q6_K) }
+    switch (R) { FEW_CASES(FEW_CALL, FG_FMT_Q6_K) default: FG_ASSERT(!"row count above FG_GEMM_I16_FEW_ROWS"); }
 }
 
 void fg_gemm_i16_few(int fmt, const uint8_t *W, const fg_i16_x *xq, int out, int o0, int o1, float *y) {
@@ -453,6 +454,10 @@ T static INL void pack_rows(const int FMT, const uint8_t *w, size_t rb, int np, 
     const int bb = blk_bytes(FMT);
     for (int o4 = 0; o4 < np; o4 += FEW_P)
         for (int b = 0; b < nb; b++) {
+            if (o4 + FEW_P < np) {   /* the next 4 rows' share, as few_tile fetches it */
+                const char *c = (const char *)w + (size_t)(o4 + PF_TILES * FEW_P) * rb + (size_t)b * FEW_P * bb;
+                for (int l = 0; l < FEW_P * bb; l += 64) _mm_prefetch(c + l, _MM_HINT_T0);
+            }
             const uint8_t *wb[FEW_P];
             for (int p = 0; p < FEW_P; p++) wb[p] = w + (size_t)(o4 + p < np ? o4 + p : np - 1) * rb + (size_t)b * bb;
             scales4 sc;
@@ -542,12 +547,12 @@ T static INL void many_min(const int R, pack_ptrs pp, int nb, int n, const fg_i1
 #define MANY_CALL(p, r) \
     case p * 16 + r: many_tile(p, r, pp, nb, o0, xq, r0, out, y); return;
 T static void many_any(int P, int R, pack_ptrs pp, int nb, int o0, const fg_i16_x *xq, int r0, int out, float *y) {
-    switch (P * 16 + R) { MANY_CASES(MANY_CALL) }
+    switch (P * 16 + R) { MANY_CASES(MANY_CALL) default: FG_ASSERT(!"tile shape missing from MANY_CASES"); }
 }
 #define MIN_CALL(r) \
     case r: many_min(r, pp, nb, n, xq, r0, out, y); return;
 T static void min_any(int R, pack_ptrs pp, int nb, int n, const fg_i16_x *xq, int r0, int out, float *y) {
-    switch (R) { MIN_CALL(1) MIN_CALL(2) MIN_CALL(3) MIN_CALL(4) MIN_CALL(5) }
+    switch (R) { MIN_CALL(1) MIN_CALL(2) MIN_CALL(3) MIN_CALL(4) MIN_CALL(5) default: FG_ASSERT(!"row count above MANY_R"); }
 }
 
 T static void pack_q4(const uint8_t *w, size_t rb, int np, int nb, pack_ptrs pp) { pack_rows(FG_FMT_Q4_K, w, rb, np, nb, pp); }
