@@ -3,9 +3,11 @@
 # k-quant and Q8_0 files beside llama.cpp on the same files, in one sitting,
 # with this machine's limits measured in the same script.
 #   1. flexgen-fmt-bench: memory read bandwidth, the fp32 FMA peak (with
-#      OpenBLAS sgemm and our kernel at 2048^3 beside it), and a Linear
-#      on each format (tinyllama's FFN shape) at 1, 32 and 256 rows: GB/s of weight
-#      read and FLOP/s beside those limits.
+#      OpenBLAS sgemm and our kernel at 2048^3 beside it) and the int16
+#      VPDPWSSD peak, and a Linear on each format (tinyllama's FFN shape) at
+#      1, 4, 32 and 256 rows: GB/s of weight read and FLOP/s beside those
+#      limits; for Q4_K, Q5_K, Q6_K the int16 kernels and the fp32 ones they
+#      replaced, interleaved in the same run.
 #   2. bench_llamacpp.sh case a on tinyllama-1.1b shapes, MIX=q4_k_m (0.67 GB)
 #      and MIX=Q8_0 (1.17 GB): in memory, 1 and 32 prompts, ours under
 #      --policy auto; its table has the decode GB/s (the file's bytes per
@@ -23,7 +25,7 @@ reps=${REPS:-3}
 echo "bench_quant: $(date -u +%FT%TZ), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
 "$root/scripts/fetch-gguf-py.sh" >/dev/null || { echo "bench_quant: gguf-py cannot be fetched"; exit 1; }
 echo "== 1. kernels beside the machine's limits"
-"$root/build/bin/flexgen-fmt-bench" --out 5632 --in 2048 --rows 1,32,256 --formats F16,Q8_0,Q4_K,Q6_K || exit 1
+"$root/build/bin/flexgen-fmt-bench" --out 5632 --in 2048 --rows 1,4,32,256 --formats F16,Q8_0,Q4_K,Q5_K,Q6_K || exit 1
 for c in ${CASES:-a c}; do
   case $c in
   a) for mix in q4_k_m Q8_0; do

@@ -11,6 +11,7 @@
 #include "fg_ops.h"
 #include "fg_pool.h"
 #include "fg_fmt.h"
+#include "fg_gemm_i16.h"
 #include "fg_gemm_q.h"
 #include "fg_q4.h"
 
@@ -320,11 +321,14 @@ static void add_bias(float *y, const fg_half *bias, int rows, int out) {
     free(b);
 }
 
-/* Per-thread scratch buffers (slot 0 or 1) that grow as needed and live as
- * long as the thread (pool threads live as long as the process). */
+/* Per-thread scratch buffers that grow as needed and live as long as the
+ * thread (pool threads live as long as the process): slots 0 and 1 for a
+ * task, SCRATCH_CALL for what a call shares with its tasks (the caller
+ * runs tasks too). */
+#define SCRATCH_CALL 2
 static void *scratch(int slot, size_t bytes) {
-    static _Thread_local void *buf[2];
-    static _Thread_local size_t cap[2];
+    static _Thread_local void *buf[3];
+    static _Thread_local size_t cap[3];
     if (bytes > cap[slot]) {
         free(buf[slot]);
         buf[slot] = fg_alloc_tensor(bytes);
@@ -337,6 +341,7 @@ typedef struct {
     float *y;
     const float *x;
     const float *xs;    /* the fused kernel's per-call scratch (fg_gemm_q.h) */
+    fg_i16_x xq;        /* the activations quantized for the int16 kernels (fg_gemm_i16.h) */
     const fg_half *W;   /* fp16 weights, or NULL and */
     const uint8_t *Wq;  /* a compressed (fg_q4) slice, or ggml blocks of format fmt */
     int fmt;            /* FG_FMT_F16, FG_FMT_Q4G64, or a ggml format */
@@ -439,12 +444,69 @@ static void fused_task(void *p, int t) {
     fg_gemm_q_outputs(j->fmt, j->Wq, j->x, j->xs, j->rows, j->in, j->out, o0, o1, j->y);
 }
 
+/* ---- the int16 kernels (fg_gemm_i16.h) ---- */
+
+/* Activation rows quantized per task. */
+#define I16_QUANT_ROWS 8
+/* Bytes of widened weight rows a many-rows task holds: within a core's L2
+ * beside the activation rows it streams past them. */
+#define I16_PACK_BYTES (384 << 10)
+/* Outputs per task of the few-rows path: a whole number of 4-row tiles. */
+#define I16_FEW_CHUNK 64
+
+static void i16_quant_task(void *p, int t) {
+    gemm_job *j = p;
+    int r0 = t * I16_QUANT_ROWS, r1 = r0 + I16_QUANT_ROWS < j->rows ? r0 + I16_QUANT_ROWS : j->rows;
+    fg_gemm_i16_quantize(j->fmt, j->x, r0, r1, &j->xq);
+}
+
+static void i16_few_task(void *p, int t) {
+    const gemm_job *j = p;
+    int o0 = t * j->chunk, o1 = o0 + j->chunk < j->out ? o0 + j->chunk : j->out;
+    fg_gemm_i16_few(j->fmt, j->Wq, &j->xq, j->out, o0, o1, j->y);
+}
+
+static void i16_many_task(void *p, int t) {
+    const gemm_job *j = p;
+    int o0 = t * j->chunk, o1 = o0 + j->chunk < j->out ? o0 + j->chunk : j->out;
+    void *pack = scratch(0, fg_gemm_i16_pack_bytes(j->fmt, j->in, j->chunk));
+    fg_gemm_i16_many(j->fmt, j->Wq, &j->xq, j->out, o0, o1, j->y, pack);
+}
+
+/* Outputs per many-rows task: 16-output groups, as many as I16_PACK_BYTES
+ * holds, but no more than makes 4 tasks per thread (so that a small
+ * matrix still spreads over the pool). */
+static int i16_many_chunk(int fmt, int in, int out, int threads) {
+    int per = (int)(I16_PACK_BYTES / fg_gemm_i16_pack_bytes(fmt, in, 16));
+    int ng = (out + 15) / 16, spread = (ng + 4 * threads - 1) / (4 * threads);
+    int g = per < spread ? per : spread;
+    return 16 * (g < 1 ? 1 : g);
+}
+
+/* Every row count through the int16 kernels: the activations quantized
+ * once (in tasks of rows), then tasks of outputs. */
+static void gemm_i16(gemm_job *j, int threads) {
+    fg_gemm_i16_x_init(&j->xq, scratch(SCRATCH_CALL, fg_gemm_i16_x_bytes(j->rows, j->in)), j->rows, j->in);
+    fg_pool_run((j->rows + I16_QUANT_ROWS - 1) / I16_QUANT_ROWS, i16_quant_task, j);
+    if (j->rows <= FG_GEMM_I16_FEW_ROWS) {
+        j->chunk = I16_FEW_CHUNK;
+        fg_pool_run((j->out + j->chunk - 1) / j->chunk, i16_few_task, j);
+    } else {
+        j->chunk = i16_many_chunk(j->fmt, j->in, j->out, threads);
+        fg_pool_run((j->out + j->chunk - 1) / j->chunk, i16_many_task, j);
+    }
+}
+
+int fg_gemm_int16_runs(int fmt, int in) { return fg_gemm_i16_runs(fmt, in); }
+
 static void gemm(gemm_job j, const fg_half *bias) {
     int rows = j.rows, in = j.in, out = j.out;
     if (rows <= 0 || out <= 0) return;
     double t0 = fg_now();
     int threads = fg_pool_threads();
-    if (fg_gemm_q_fused(j.fmt, rows, in)) {
+    if (fg_gemm_i16_runs(j.fmt, in)) {
+        gemm_i16(&j, threads);
+    } else if (fg_gemm_q_fused(j.fmt, rows, in)) {
         float *xs = scratch(1, fg_gemm_q_scratch(j.fmt, rows, in) + 64);
         fg_gemm_q_prepare(j.fmt, j.x, rows, in, xs);
         j.xs = xs;

@@ -15,11 +15,16 @@
  *    whose kernels for AMD CPUs stop at AVX2, ran at 0.6 of its rate at 256
  *    rows on this project's Zen host: flexgen-fmt-bench); elsewhere the weight
  *    is widened to fp32 in chunks of output rows for OpenBLAS sgemm.
+ * Q4_K, Q5_K and Q6_K weights on a CPU with AVX512-VNNI take neither: the
+ * int16 kernels (fg_gemm_i16.h) quantize each activation row to int16 per
+ * 256 values and multiply the blocks' integer codes with VPDPWSSD, at every
+ * row count: each activation moved by at most 0.51 amax / 32767 of its
+ * 256 values, the integer sums exact, the rest fp32.
  * The result depends on the path (summation order), never on where the data
  * came from. With AVX-512 the fused kernel sums each row the same way
  * whatever the other rows, the batch size or the thread count (fg_gemm_q.h's
- * kernels for ggml blocks at a few rows aside); without it, up to
- * FG_GEMM_SMALL_ROWS. */
+ * kernels for ggml blocks at a few rows aside), and so do the int16
+ * kernels; without AVX-512, up to FG_GEMM_SMALL_ROWS. */
 #ifndef FG_GEMM_H
 #define FG_GEMM_H
 
@@ -49,6 +54,11 @@ void fg_gemm_q4w(float *y, const float *x, const uint8_t *W, const fg_half *bias
  * The sums are those of the fp16 path on those fp32 values: each (row,
  * output) accumulated in k order with FMA, then a fixed reduction. */
 void fg_gemm_fmt(float *y, const float *x, const void *W, int fmt, const fg_half *bias, int rows, int in, int out);
+/* Benches and tests: 0 = the fp32 kernels even where the int16 ones run
+ * (fg_gemm_i16.h); 1 = the default. */
+void fg_gemm_int16(int on);
+/* 1 where fg_gemm_fmt runs fmt at this input width on the int16 kernels. */
+int fg_gemm_int16_runs(int fmt, int in);
 /* Rows [r0, r1) of W (F16 or a ggml format, [*, in]) as fp32: the
  * embedding's gather. */
 void fg_fmt_rows_f32(const void *W, int fmt, int in, int r0, int r1, float *dst);

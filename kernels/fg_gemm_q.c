@@ -16,7 +16,9 @@
  * others (the batch invariance the engine relies on). Formats: Q8_0, Q4_K
  * and Q6_K (what Q8_0 and Q4_K_M files are made of); fg_gemm_q_fused says
  * which. Q6_K's codes are taken unsigned (q + 32) and 32 ds sum(x) taken off
- * per 16 values, as Q4_K's minimum. */
+ * per 16 values, as Q4_K's minimum. Where the CPU has AVX512-VNNI, Q4_K and
+ * Q6_K go to the int16 kernels (fg_gemm_i16.h) instead and only Q8_0 comes
+ * here. */
 #include "fg_gemm_q.h"
 
 #include <math.h>

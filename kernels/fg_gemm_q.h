@@ -1,6 +1,7 @@
 /* fg_gemm_q.h - fused few-row GEMV on ggml blocks (fg_gemm_q.c): what
- * fg_gemm_fmt runs for Q8_0 and Q4_K weights at up to FG_GEMM_Q_MAX_ROWS
- * rows on an AVX-512 CPU. Internal to kernels/. */
+ * fg_gemm_fmt runs for Q8_0, Q4_K and Q6_K weights at up to
+ * FG_GEMM_Q_MAX_ROWS rows on an AVX-512 CPU (Q4_K and Q6_K only where it
+ * lacks AVX512-VNNI: fg_gemm_i16.h). Internal to kernels/. */
 #ifndef FG_GEMM_Q_H
 #define FG_GEMM_Q_H
 
