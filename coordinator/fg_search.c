@@ -226,12 +226,16 @@ static int solve(glp_prob **lpp, const fg_cost_terms *t, const mem_coef *m, cons
     return lp_run(lp, x, obj);
 }
 
-/* The engine's percentages from fractions, rounded down, the rest to disk. */
+/* The engine's percentages from fractions, rounded down, the rest to disk;
+ * but where the LP puts no whole point on disk, the rounding's remainder
+ * goes to the CPU: a point of weights left on disk would have the run build
+ * the whole model's tier store and read from it every step (fit() moves it
+ * down again where the CPU budget cannot hold it). */
 static void round_policy(const double *x, fg_policy *p) {
     p->w_gpu = floor(100 * x[X_W_GPU] + 1e-6), p->w_cpu = floor(100 * x[X_W_CPU] + 1e-6);
     p->c_gpu = floor(100 * x[X_C_GPU] + 1e-6), p->c_cpu = floor(100 * x[X_C_CPU] + 1e-6);
-    if (p->w_gpu + p->w_cpu > 100) p->w_cpu = 100 - p->w_gpu;
-    if (p->c_gpu + p->c_cpu > 100) p->c_cpu = 100 - p->c_gpu;
+    if (p->w_gpu + p->w_cpu > 100 || 100 * x[X_W_DISK] < 1 - 1e-6) p->w_cpu = 100 - p->w_gpu;
+    if (p->c_gpu + p->c_cpu > 100 || 100 * x[X_C_DISK] < 1 - 1e-6) p->c_cpu = 100 - p->c_gpu;
     /* the experts: the disk's share rounded to the nearest point, not what
      * two floors leave (a point of experts on disk costs the whole tier store) */
     p->x_set = 1;
