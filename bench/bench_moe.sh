@@ -64,7 +64,7 @@ res=$work/results.jsonl
 : >"$res"
 
 # ---------------------------------------------------------------- the memory cgroup
-avail=$(awk '/MemAvailable/ {print $2 * 1024}' /proc/meminfo)
+avail=$(($(awk '/MemAvailable/ {print $2}' /proc/meminfo) * 1024))
 limit=${MEM_LIMIT:-$((avail - gib))}
 cg=
 if [ "$limit" != 0 ]; then
