@@ -100,7 +100,10 @@ static fg_status run_json(char *const argv[], json_t **out) {
     waitpid(pid, &status, 0);
     fg_status st = FG_OK;
     json_error_t err;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    if (WIFSIGNALED(status))   /* no message of its own: the kernel's OOM killer, say */
+        st = fg_err_set(FG_ERUNTIME, "%s --profile was killed by signal %d (%s)", argv[0], WTERMSIG(status),
+                        strsignal(WTERMSIG(status)));
+    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         st = fg_err_set(WIFEXITED(status) && WEXITSTATUS(status) == 2 ? FG_EINPUT : FG_ERUNTIME,
                         "%s --profile failed (exit status %d; its message is above)", argv[0],
                         WIFEXITED(status) ? WEXITSTATUS(status) : -1);
