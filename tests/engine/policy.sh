@@ -134,6 +134,7 @@ else
 fi
 
 # ---- 5. flexgen profile: every tier measured, cached, read back -------------------
+saved_xdg=${XDG_CACHE_HOME-}
 export XDG_CACHE_HOME=$work/cache
 # (the checkpoint's shapes are nearest opt-125m's: the profile of that size is
 # the one a run of it reads; a test file larger than its 0.25 GB store, so
@@ -235,7 +236,7 @@ PY
   grep -q "policy auto ($prof)" "$work/cached.err" && echo "ok   auto run used the cached profile" \
     || fail "auto run did not use $prof: $(grep policy "$work/cached.err")"
 fi
-unset XDG_CACHE_HOME
+if [ -n "$saved_xdg" ]; then export XDG_CACHE_HOME=$saved_xdg; else unset XDG_CACHE_HOME; fi
 
 # ---- 6. --prompts FILE: the workload is the prompts' count and the longest
 # one's tokens (BOS included), as `flexgen tokenize` (BOS first) counts them

@@ -121,6 +121,7 @@ PY
 fi
 
 # ---- 4. this machine's profile measures the formats a run holds ------------------------
+saved_xdg=${XDG_CACHE_HOME-}
 export XDG_CACHE_HOME=$work/cache
 measured() { grep -oE "profile \[[0-9]+/[0-9]+\]: [^(]*" "$work/$1.err" | sed 's/ *$//' | tr '\n' ';'; }
 mine() {   # OUT: the Q4_K model's policy on this machine's profile
@@ -162,7 +163,7 @@ e["mm_fmt_none"] = ["Q4_K"]; json.dump(p, open(sys.argv[1], "w"))' "$prof"
       fail "mm_fmt_none: measured '$(measured p4)' $(grep -c 'no GEMM rates' "$work/p4.err") warnings"
   fi
 fi
-unset XDG_CACHE_HOME
+if [ -n "$saved_xdg" ]; then export XDG_CACHE_HOME=$saved_xdg; else unset XDG_CACHE_HOME; fi
 
 # ---- 5. the gpu worker's --formats-only ---------------------------------------------
 if "$bin/flexgen-gpu-worker" --profile --device host --model opt-125m --quick --json --formats Q8_0,Q4_0 \
