@@ -17,6 +17,11 @@ typedef struct {
 } fg_gguf__kv_view;
 
 const uint8_t *fg_gguf__map(const fg_gguf *g);
+/* n bytes of the file from off into dst, as memcpy from the map would, but
+ * by reads of large chunks, each asked for ahead of its copy (fg_gguf.c). */
+void fg_gguf__copy(const fg_gguf *g, uint64_t off, void *dst, size_t n);
+/* Asks the kernel to start reading bytes [off, off + n) of the file. */
+void fg_gguf__prefetch(const fg_gguf *g, uint64_t off, size_t n);
 /* FG_EINPUT naming the file and key when it is missing. */
 fg_status fg_gguf__kv(const fg_gguf *g, const char *key, fg_gguf__kv_view *v);
 

@@ -227,6 +227,7 @@ fg_status fg_gguf_read_f16_ex(const fg_gguf *g, const char *name, uint16_t *dst,
     if (t->numel != (uint64_t)n)
         return fg_err_set(FG_EINPUT, "%s: tensor '%s' has %llu values, %zu expected", fg_gguf_path(g), name,
                           (unsigned long long)t->numel, n);
+    fg_gguf__prefetch(g, t->offset, (size_t)t->nbytes);
     uint64_t bad = convert(t, fg_gguf__map(g) + t->offset, dst);
     if (n_nonfinite) *n_nonfinite = bad;
     if (bad && !opts->allow_nonfinite)
@@ -247,7 +248,7 @@ fg_status fg_gguf_read_raw(const fg_gguf *g, const char *name, void *dst, size_t
     if (t->nbytes != (uint64_t)nbytes)
         return fg_err_set(FG_EINPUT, "%s: tensor '%s' (%s) has %llu bytes, %zu expected", fg_gguf_path(g), name,
                           fg_gguf_type_name(t->type), (unsigned long long)t->nbytes, nbytes);
-    memcpy(dst, fg_gguf__map(g) + t->offset, nbytes);
+    fg_gguf__copy(g, t->offset, dst, nbytes);
     if (!unpermute_heads) return FG_OK;
     uint64_t rows = t->n_dims == 1 ? t->ne[0] : t->numel / t->ne[0];
     if (t->n_dims == 1 || fg_rows_unpermute_bytes(dst, rows, nbytes / rows, unpermute_heads))
