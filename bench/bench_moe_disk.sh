@@ -16,12 +16,12 @@
 #      throughput the cost model predicts, to set beside that paper's and
 #      FlexGen's figures.
 # Needs ~65 GB free in OFFLOAD (the tier store holds the whole model).
-# Usage: [LAYERS=48] [PROMPTS=32] [GEN=4] [GPU_MEM=4G] [CPU_MEM=14G] [OFFLOAD=/var/tmp/fg-moe-disk]
+# Usage: [LAYERS=48] [PROMPTS=32] [GEN=4] [GPU_MEM=6G] [CPU_MEM=14G] [OFFLOAD=/var/tmp/fg-moe-disk]
 #        bench/bench_moe_disk.sh   (build first)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/bin
-layers=${LAYERS:-48} n=${PROMPTS:-32} gen=${GEN:-4} gmem=${GPU_MEM:-4G} cmem=${CPU_MEM:-14G}
+layers=${LAYERS:-48} n=${PROMPTS:-32} gen=${GEN:-4} gmem=${GPU_MEM:-6G} cmem=${CPU_MEM:-14G}
 off=${OFFLOAD:-/var/tmp/fg-moe-disk}
 model=qwen3-30b-a3b
 [ "$layers" != 48 ] && model="qwen3-30b-a3b:$layers"
@@ -34,8 +34,8 @@ echo "free in $off: $(df -h "$off" | awk 'NR == 2 {print $4}')"
 
 echo "== 1. the machine's limits"
 "$bin/flexgen-fmt-bench" --out 2048 --in 2048 --rows 1 --formats F16 2>/dev/null | grep -E "^machine"
-"$bin/flexgen-disk-bench" write --file "$off/disk-test.bin" --size 8G 2>&1 | tail -1
-"$bin/flexgen-disk-bench" read --file "$off/disk-test.bin" 2>&1 | tail -1   # O_DIRECT: the page cache out of it
+"$bin/flexgen-disk-bench" write --file "$off/disk-test.bin" --size 8G 2>&1 | grep -E "_GBps=|direct="| tr '\n' ' '; echo
+"$bin/flexgen-disk-bench" read --file "$off/disk-test.bin" 2>&1 | grep -E "_GBps=|direct=" | tr '\n' ' '; echo   # O_DIRECT: the page cache out of it
 rm -f "$off/disk-test.bin"
 /usr/bin/python3 -c 'import json, random; r = random.Random(1)
 print(json.dumps([[1] + [r.randrange(10, 150000) for _ in range(15)] for _ in range('"$n"')]))' >"$work/p.json"

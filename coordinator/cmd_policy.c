@@ -42,7 +42,8 @@ static void usage(FILE *f) {
         "                      [--gpu-mem SIZE] [--cpu-mem SIZE] [--disk-mem SIZE] [--offload-dir DIR]\n"
         "                      [--device NAME] [--json] [--stages P [--net-gbps G] [--net-latency-us U]]\n"
         "                      [--percent WG WC CG CC HG HC --gpu-batch-size N --num-gpu-batches N\n"
-        "                       [--cpu-cache-compute]] [--compress-weight] [--compress-cache]\n\n"
+        "                       [--cpu-cache-compute]] [--compress-weight] [--compress-cache]\n"
+        "                      [--percent-experts XG XC] [--expert-load routed|all] [--cpu-expert-compute]\n\n"
         "Searches the policy (placement of weights, KV cache and activations, GPU batch size, batches\n"
         "per block, CPU attention) with the highest predicted throughput within the budgets, and prints\n"
         "it as flexgen run flags with its predicted times. With --percent, scores that policy instead.\n\n"
@@ -70,6 +71,10 @@ static void usage(FILE *f) {
         "                      network.GBps, else 10; flexgen-t4: 32)\n"
         "  --net-latency-us U  a message's one-way latency in microseconds (default: the profile's\n"
         "                      network.latency_us, else 50; flexgen-t4: 100)\n"
+        "  --percent-experts XG XC, --expert-load routed|all, --cpu-expert-compute   a mixture of\n"
+        "                      experts: its experts' placement (with --percent), how the off-GPU ones\n"
+        "                      load and whether the cpu worker computes the CPU's (each given is kept\n"
+        "                      in a search too, else both are tried), as flexgen run takes them\n"
         "  --json              one JSON object on stdout\n");
 }
 

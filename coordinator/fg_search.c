@@ -445,7 +445,20 @@ fg_status fg_search_policy(const fg_model_config *c, const fg_spec *sp, const fg
     r->seconds = fg_now() - t0;
     if (!found) {   /* say what the least demanding placement needs */
         fg_status st = fg_search_least_fits(c, sp, o);
-        return st ? st : fg_err_set(FG_EINPUT, "no policy fits the budgets (%s)", why);
+        if (st) return st;
+        /* it fits the engine's plan where the LP's memory rows (which
+         * count a device weight slot and the shm stages as whole layers)
+         * found none: say so, with what that placement takes */
+        fg_policy least = {.gbs = 1, .num_gpu_batches = ngroups(o), .h_cpu = 100, .overlap = 1};
+        fg_plan pl;
+        double g = 0, h = 0;
+        if (fg_plan_build(&pl, c, sp, &least, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem) == FG_OK)
+            g = (double)fg_plan_gpu_bytes(&pl) / 1e9, h = (double)fg_plan_shm_bytes(&pl) / 1e9;
+        fg_plan_free(&pl);
+        return fg_err_set(FG_EINPUT, "no policy fits the budgets (%s); every weight and the cache on disk, one "
+                                     "sequence a batch, would take %.2f GB of GPU and %.2f GB of CPU memory: raise "
+                                     "--gpu-mem or --cpu-mem, or give that placement (--percent 0 0 0 0 0 100 "
+                                     "--gpu-batch-size 1)", why, g, h);
     }
     return FG_OK;
 }
