@@ -105,6 +105,9 @@ static int nz_room(int ne) {
     return ne;
 }
 
+static fg_status least_fits(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o, uint64_t *gpu,
+                            uint64_t *shm);
+
 /* The problem's columns and their bounds: fractions in [0, 1], seconds and
  * GB at least 0, the 0/1 quantities relaxed to [0, 1]. */
 static glp_prob *lp_new(void) {
@@ -444,31 +447,36 @@ fg_status fg_search_policy(const fg_model_config *c, const fg_spec *sp, const fg
     free(cands);
     r->seconds = fg_now() - t0;
     if (!found) {   /* say what the least demanding placement needs */
-        fg_status st = fg_search_least_fits(c, sp, o);
-        if (st) return st;
-        /* it fits the engine's plan where the LP's memory rows (which
+        uint64_t g, h;
+        fg_status st = least_fits(c, sp, o, &g, &h);
+        /* where it fits the engine's plan, the LP's memory rows (which
          * count a device weight slot and the shm stages as whole layers)
          * found none: say so, with what that placement takes */
-        fg_policy least = {.gbs = 1, .num_gpu_batches = ngroups(o), .h_cpu = 100, .overlap = 1};
-        fg_plan pl;
-        double g = 0, h = 0;
-        if (fg_plan_build(&pl, c, sp, &least, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem) == FG_OK)
-            g = (double)fg_plan_gpu_bytes(&pl) / 1e9, h = (double)fg_plan_shm_bytes(&pl) / 1e9;
-        fg_plan_free(&pl);
-        return fg_err_set(FG_EINPUT, "no policy fits the budgets (%s); every weight and the cache on disk, one "
-                                     "sequence a batch, would take %.2f GB of GPU and %.2f GB of CPU memory: raise "
-                                     "--gpu-mem or --cpu-mem, or give that placement (--percent 0 0 0 0 0 100 "
-                                     "--gpu-batch-size 1)", why, g, h);
+        return st ? st : fg_err_set(FG_EINPUT, "no policy fits the budgets (%s); every weight and the cache on "
+                                               "disk, one sequence a batch, would take %.2f GB of GPU and %.2f GB of "
+                                               "CPU memory: raise --gpu-mem or --cpu-mem, or give that placement "
+                                               "(--percent 0 0 0 0 0 100 --gpu-batch-size 1)",
+                                    why, (double)g / 1e9, (double)h / 1e9);
     }
     return FG_OK;
 }
 
-fg_status fg_search_least_fits(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o) {
+/* The least demanding placement (every weight and the cache on disk, one
+ * sequence a batch) built as the engine would: FG_EINPUT where even it does
+ * not fit, else its GPU and shm bytes. */
+static fg_status least_fits(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o, uint64_t *gpu,
+                            uint64_t *shm) {
     fg_policy least = {.gbs = 1, .num_gpu_batches = ngroups(o), .h_cpu = 100, .overlap = 1};
     fg_plan pl;
     fg_status st = fg_plan_build(&pl, c, sp, &least, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
+    if (!st) *gpu = fg_plan_gpu_bytes(&pl), *shm = fg_plan_shm_bytes(&pl);
     fg_plan_free(&pl);
     return st ? fg_err_set(FG_EINPUT, "no policy fits the budgets (even with every weight and the cache on disk and "
                                       "one sequence per batch: %s)", fg_err_msg())
               : FG_OK;
+}
+
+fg_status fg_search_least_fits(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o) {
+    uint64_t g, h;
+    return least_fits(c, sp, o, &g, &h);
 }
