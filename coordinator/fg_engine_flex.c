@@ -41,14 +41,16 @@ void *fg_engine_ptr(fg_engine *e, fg_loc l) { return fg_super_ptr(e->sup, fg_eng
  *   load_weight(i, j+1, k)            load_weight: group(j) into slot s (a
  *   load_cache(i, j, k+1)               no-op when prefetched) and, at a
  *   store_hidden(i, j, k-1)             layer's first batch, group(j+1)
- *   load_hidden(i, j, k+1)              into the other slot
+ *   load_hidden(i, j, k+1)              into the other slot, before
  *   compute(i, j, k)                  compute(x) behind its loads
  *   store_cache(i, j, k-1)            store_cache, store_hidden (x-1)
  *   sync                              load_cache, load_hidden (x+1)
  *                                     sync: record sampled tokens
- * The compute is queued first so the device never waits for the
- * coordinator; stores of x-1 go before the loads of x+1, which reuse the
- * slots of x-1's parity. */
+ * The next layer's load is issued just before a layer's first compute
+ * (the reads only; what waits on the device waits there), so a compute
+ * that holds the coordinator (the cpu worker's part) does not hold it
+ * back; stores of x-1 go before the loads of x+1, which reuse the slots
+ * of x-1's parity. */
 static fg_status run_token(fg_engine *e, fg_sampler *sm, int i, const fg_unit *order, int nu, int more_after) {
     const fg_plan *pl = &e->pl;
     fg_pending_store prev = {0}, cur;
@@ -70,11 +72,18 @@ static fg_status run_token(fg_engine *e, fg_sampler *sm, int i, const fg_unit *o
         /* an LM head overwrites what its batch's last one sampled: recorded first */
         if (u->j == pl->L + 1 && (st = fg_sample_until(e, sm, u->k))) break;
         cd = ld;
-        if ((st = fg_weight_ready(e, s, &cd)) || (st = fg_compute(e, u, s, &cd, &cur))) break;   /* compute(i, j, k) */
+        if ((st = fg_weight_ready(e, s, &cd))) break;
+        /* load_weight(i, j+1) before the compute: a unit the cpu worker has
+         * a part in (CPU attention, the CPU's experts) returns only once
+         * that part is done, and the next layer's disk reads would wait
+         * behind it. Its reads go to the other slot's stage, free since
+         * layer j-1's COPY out; its COPY into the slot waits for j-1's
+         * readers, all issued by now. */
+        if (gnext != NO_GROUP && pl->p.overlap && (st = fg_load_weight(e, gnext, s ^ 1, tnext))) break;
+        if ((st = fg_compute(e, u, s, &cd, &cur))) break;                                        /* compute(i, j, k) */
         if ((st = fg_store_cache(e, &prev)) || (st = fg_store_hidden(e, &prev))) break;          /* stores of k-1 */
         prev = cur;
         if ((st = fg_weight_poll(e, s ^ 1))) break;
-        if (gnext != NO_GROUP && pl->p.overlap && (st = fg_load_weight(e, gnext, s ^ 1, tnext))) break; /* load_weight(i, j+1) */
         if (next) {
             ld = (fg_deps){{0}};
             if (next->k % 2 == u->k % 2) {   /* the same parity's slots: this unit's stores first */
