@@ -39,8 +39,10 @@
  * mixture of experts' dense part), of the KV cache (X_C_*) and of a sparse
  * layer's experts (X_X_*) on each tier. */
 enum { X_W_GPU, X_W_CPU, X_W_DISK, X_C_GPU, X_C_CPU, X_C_DISK, X_X_GPU, X_X_CPU, X_X_DISK, FG_COST_NX };
-/* Resources of a layer step. */
-enum { R_COMPUTE, R_H2D, R_D2H, R_DISK, FG_COST_NRES };
+/* Resources of a layer step; R_STAGE: the copies of the weights read from
+ * disk, from a slot's stage into the slot (within R_H2D too), which begin
+ * once the reads are in (fg_load_weight). */
+enum { R_COMPUTE, R_H2D, R_D2H, R_DISK, R_STAGE, FG_COST_NRES };
 
 /* seconds = c + sum_v x[v] * a[v] */
 typedef struct {
@@ -49,8 +51,11 @@ typedef struct {
 
 /* A step's time is the largest of its bounds: each resource alone
  * (R_*), then the disk with c times the compute, and the compute with c
- * times the disk (c: the disk contention above). */
-enum { B_DISK_COMPUTE = FG_COST_NRES, B_COMPUTE_DISK, FG_COST_NBOUND };
+ * times the disk (c: the disk contention above), and the disk's reads with
+ * their copies into the slot after them (the two weight slots overlap the
+ * next layer's load with this layer's compute, not its copy with its
+ * reads). */
+enum { B_DISK_COMPUTE = FG_COST_NRES, B_COMPUTE_DISK, B_DISK_STAGE, FG_COST_NBOUND };
 void fg_cost_bounds(const fg_lin res[FG_COST_NRES], double contention, fg_lin bound[FG_COST_NBOUND]);
 /* The same two bounds for plain seconds: disk and compute seconds that
  * overlap with this contention take the larger of disk + c * compute and
