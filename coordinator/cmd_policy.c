@@ -332,6 +332,13 @@ static fg_status search_compression(const policy_args *a, fg_model_config *c, co
 
 /* Score the given policy (--percent) on one machine or on the pipeline;
  * where it exceeds the budgets, scored without them and said so (over). */
+/* Whether a given policy (--percent) keeps weights or experts on disk. */
+static int given_disk(const policy_args *a, const fg_model_config *c) {
+    double xg, xc;
+    fg_policy_expert_pct(&a->p, &xg, &xc);
+    return a->have_percent && (a->p.w_gpu + a->p.w_cpu < 100 || (c->n_experts > 0 && xg + xc < 100));
+}
+
 static fg_status score_given(policy_args *a, fg_model_config *c, const fg_spec *sp, const fg_hw *hw,
                              fg_search_opts *so, fg_pipecost *pp, fg_search_result *r, fg_pipecost_detail *d, char *over,
                              size_t n_over) {
@@ -431,7 +438,7 @@ int fg_cmd_policy(int argc, char **argv) {
                            .disk_mem = a.disk_mem, .backend = a.device, .gbs = a.gbs, .K = a.K, .expert_load = a.xload,
                            .cpu_experts = a.xcpu};
     fg_exit_on(fg_profile_for_run(a.hardware, a.offload_dir, a.device, c, fg_cost_formats(c, sp),
-                                  a.hardware ? 0 : fg_auto_disk_bytes(c, sp, &need), &hw));
+                                  given_disk(&a, c) ? fg_auto_weight_bytes(c, sp) : fg_auto_disk_bytes(c, sp, &need), &hw));
     if (a.net_gbit > 0) hw.net_gbps = a.net_gbit / 8;
     if (a.net_latency_us >= 0) hw.net_latency_s = a.net_latency_us * 1e-6;
     /* memory is planned for the backend the hardware was measured with (a

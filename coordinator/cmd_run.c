@@ -194,6 +194,13 @@ static fg_status write_report(const char *path, const run_args *a, const fg_mode
         json_object_set_new(o, "d2h_bytes", json_integer((json_int_t)fs->d2h_bytes));
         json_object_set_new(o, "disk_read_bytes", json_integer((json_int_t)fs->disk_read_bytes));
         json_object_set_new(o, "disk_write_bytes", json_integer((json_int_t)fs->disk_write_bytes));
+        json_t *rd = json_object();   /* the rate the disk delivered while reads were in flight, by phase */
+        for (int ph = 0; ph < 2; ph++)
+            json_object_set_new(rd, ph ? "decode" : "prefill",
+                                json_pack("{s:I, s:f, s:f}", "bytes", (json_int_t)s->disk_rd_bytes[ph], "seconds",
+                                          s->disk_rd_s[ph], "GBps",
+                                          s->disk_rd_s[ph] > 0 ? s->disk_rd_bytes[ph] / s->disk_rd_s[ph] / 1e9 : 0.0));
+        json_object_set_new(o, "disk_reads", rd);
         json_object_set_new(o, "d2d_bytes", json_integer((json_int_t)fs->d2d_bytes));
         json_object_set_new(o, "commands", json_integer(fs->commands));
         if (fs->xs.G) json_object_set_new(o, "weight_loads", weight_loads_json(&fs->xs));
@@ -296,7 +303,9 @@ static fg_status choose_policy(run_args *a, fg_wsrc *ws, const fg_model_config *
     const char *hwsrc = a->hardware;
     if (!hwsrc && !fg_profile_cache_path(a->flex.offload_dir, device, path, sizeof path) && access(path, R_OK) == 0)
         hwsrc = path;
-    if (hwsrc && !fg_hw_load_for(hwsrc, c, &hw) && !fg_search_score(c, fg_wsrc_specs(ws), &hw, &so, p, pred))
+    if (!hwsrc || fg_hw_load_for(hwsrc, c, &hw)) return FG_OK;
+    fg_profile_streamed(&hw, fg_auto_weight_bytes(c, fg_wsrc_specs(ws)));   /* where the policy puts weights on disk */
+    if (!fg_search_score(c, fg_wsrc_specs(ws), &hw, &so, p, pred))
         fg_info("predicted (%s): %.3g tokens/s (prefill %.3g s, decode %.3g s)", hw.source, pred->pred.throughput,
                 pred->pred.prefill_s, pred->pred.decode_s);
     return FG_OK;
@@ -410,6 +419,17 @@ static fg_status run_engine(run_args *a, fg_wsrc *ws, const fg_seq_in *in, int n
     }
     if (!strcmp(a->engine, "reference")) return fg_engine_ref_run(ws, in, n, go, out, stats);
     return fg_engine_flex_run(ws, in, n, go, &a->flex, out, stats, fs);
+}
+
+/* What this run's decode read from its tier store, and how fast, into this
+ * machine's profile (fg_profile_note_stream): the next --policy auto takes
+ * the disk's rate from it rather than from the test file the host caches. */
+static void note_stream(const run_args *a, const fg_gen_stats *stats, const fg_flex_stats *fs) {
+    if (strcmp(a->engine, "flexgen") || a->hardware || fs->ranks > 1 || !fs->disk_weight_bytes) return;
+    const char *device = a->flex.device ? a->flex.device : fg_devsize_default();
+    if (fg_profile_note_stream(a->flex.offload_dir, device, fs->disk_weight_bytes, stats->disk_rd_bytes[1],
+                               stats->disk_rd_s[1]))
+        fg_warn("the disk's streaming rate could not be kept in the profile: %s", fg_err_msg());
 }
 
 static void log_summary(const run_args *a, int n, const fg_gen_opts *go, const fg_gen_stats *stats,
@@ -542,6 +562,7 @@ int fg_cmd_run(int argc, char **argv) {
         fg_exit_on(fg_job_finish_as(&rj.job, a.out, io.batch ? fg_run_batch_output : NULL, &batch));
         if (a.report) fg_exit_on(write_report(a.report, &a, c, n, go.start, &stats, &fs, &pred));
         log_summary(&a, n, &go, &stats, &fs);
+        note_stream(&a, &stats, &fs);
     }
     fg_ring_finish();
     /* some requests failed (their error lines are in --out): not a clean run, not a failed one */

@@ -12,6 +12,7 @@ struct fg_cmdq_pending {
     uint64_t seq;
     fg_role role;
     int type, op, stream, layer, batch;
+    uint64_t bytes;   /* a DISK_READ's */
 };
 
 void fg_cmdq_free(fg_cmdq *q) {
@@ -38,6 +39,15 @@ fg_status fg_cmdq_await(fg_cmdq *q, uint64_t seq) {
     fg_super_done d;
     fg_status st = fg_super_wait(q->sup, seq, -1, &d);
     q->busy_s[pd.role] += (double)(d.end_ns - d.start_ns) * 1e-9;
+    if (pd.type == FG_MSG_DISK_READ && !st) {
+        /* the union of the reads' intervals, taken in the order they are
+         * waited for (about the order they began: a read overlapping
+         * the last counted adds only what lies past it) */
+        uint64_t from = d.start_ns > q->rd_end_ns ? d.start_ns : q->rd_end_ns;
+        if (d.end_ns > from) q->rd_busy_s += (double)(d.end_ns - from) * 1e-9;
+        if (d.end_ns > q->rd_end_ns) q->rd_end_ns = d.end_ns;
+        q->rd_done_bytes += pd.bytes;
+    }
     if (q->tracing && !st) {
         if (q->nev == q->capev) q->ev = grow(q->ev, &q->capev, sizeof *q->ev, 1024);
         q->ev[q->nev++] = (fg_trace_ev){d.start_ns, d.end_ns, pd.role, pd.stream, pd.type, pd.op, pd.layer, pd.batch};
@@ -64,7 +74,8 @@ fg_status fg_cmdq_submit(fg_cmdq *q, fg_role role, fg_msg *m, int stream, uint64
     if (q->npend == q->cappend) q->pend = grow(q->pend, &q->cappend, sizeof *q->pend, 64);
     int is_op = m->type == FG_MSG_COMPUTE || m->type == FG_MSG_CPU_ATTN;
     q->pend[q->npend++] = (fg_cmdq_pending){s, role, m->type, is_op ? (int)m->u.compute.op : -1, stream,
-                                            is_op ? (int)m->u.compute.layer : -1, is_op ? (int)m->u.compute.gpu_batch : -1};
+                                            is_op ? (int)m->u.compute.layer : -1, is_op ? (int)m->u.compute.gpu_batch : -1,
+                                            m->type == FG_MSG_DISK_READ ? m->u.disk.buf.nbytes : 0};
     q->commands++;
     if (m->type == FG_MSG_COPY)
         for (uint32_t i = 0; i < m->u.copy.n; i++) {

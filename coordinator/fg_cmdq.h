@@ -49,6 +49,11 @@ typedef struct {
     uint64_t h2d_bytes, d2h_bytes;
     uint64_t d2d_bytes;                           /* inside the device (GPU-tier experts into a slot) */
     uint64_t disk_read_bytes, disk_write_bytes;   /* DISK_READ / DISK_WRITE buffers */
+    /* the disk's delivered read rate: DISK_READs finished, their bytes and
+     * the seconds at least one was in flight (fg_cmdq_await) */
+    uint64_t rd_done_bytes;
+    double rd_busy_s;
+    uint64_t rd_end_ns;
     uint64_t last_gpu[NSTREAMS];                  /* the latest gpu command of each stream */
 } fg_cmdq;
 

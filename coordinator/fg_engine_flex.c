@@ -146,7 +146,7 @@ static fg_status run_block(fg_engine *e, const fg_seq_in *in, int n, int first, 
     fg_status st = fg_block_inputs(e, &sm, S_k);
     e->sm = &sm;
     if (!st) st = fg_pipe_block_start(e);
-    sm.t_mark = fg_now();
+    sm.t_mark = fg_now(), sm.rd_mark_bytes = e->q.rd_done_bytes, sm.rd_mark_s = e->q.rd_busy_s;
     for (int i = 0; i < G && !st; i++) {
         int nu = token_order(e, fo, i, S_k, order);
         st = run_token(e, &sm, i, order, nu, i + 1 < G || more_blocks);
@@ -328,8 +328,9 @@ static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
 /* The plan's shared memory fits /dev/shm, or the run is refused before any
  * worker starts: a tmpfs that runs out kills the run later with SIGBUS. */
 /* The weights' bytes per tier, as the plan holds them, and per format: a
- * quantized file's bytes, not its expansion (docs/CLI.md, "weight bytes"). */
-static void log_weight_bytes(const fg_plan *pl) {
+ * quantized file's bytes, not its expansion (docs/CLI.md, "weight bytes").
+ * Returns the disk tier's. */
+static uint64_t log_weight_bytes(const fg_plan *pl) {
     uint64_t tier[FG_NTIERS] = {0}, fmt[FG_FMT_COUNT] = {0};
     int nfmt[FG_FMT_COUNT] = {0};
     for (int g = -1; g < pl->L; g++) {
@@ -351,6 +352,7 @@ static void log_weight_bytes(const fg_plan *pl) {
                                   nfmt[f], fmt[f]);
     fg_info("weight bytes gpu/cpu/disk: %" PRIu64 "/%" PRIu64 "/%" PRIu64 " (%s)", tier[FG_TIER_GPU],
             tier[FG_TIER_CPU], tier[FG_TIER_DISK], by);
+    return tier[FG_TIER_DISK];
 }
 
 static fg_status check_shm(const fg_plan *pl) {
@@ -517,7 +519,7 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     char desc[256];
     fg_policy_describe_ex(&fo.policy, pl->E > 0, desc, sizeof desc);
     fg_info("policy: %s; schedule %s", desc, fo.schedule_row ? "row" : "zig-zag block");
-    log_weight_bytes(pl);
+    fs->disk_weight_bytes = log_weight_bytes(pl);
 
     if ((st = check_shm(pl))) goto out;
     double t0 = fg_now();

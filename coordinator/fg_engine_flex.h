@@ -52,6 +52,7 @@ typedef struct {
     uint64_t gpu_bytes, shm_bytes;        /* device arena + workspace; shared memory */
     uint64_t h2d_bytes, d2h_bytes;        /* moved between tiers (as stored: compressed or not) */
     uint64_t disk_read_bytes, disk_write_bytes;   /* the disk worker's reads and writes */
+    uint64_t disk_weight_bytes;           /* the weights the plan keeps on disk */
     double busy_s[3];                     /* per worker role, from DONE timings */
     long commands;
     uint64_t peak_rss[4];                 /* VmHWM: gpu, cpu, disk worker, coordinator */

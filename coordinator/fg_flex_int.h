@@ -202,6 +202,8 @@ struct fg_sampler {
     uint8_t *done;            /* (K*B) a sequence has ended */
     fg_gen_stats *stats;
     double t_mark;            /* when the last token was complete (or the block began) */
+    uint64_t rd_mark_bytes;   /* the command queue's disk read figures then */
+    double rd_mark_s;
 };
 
 /* The block's inputs to the device: prompts left-padded per batch, masks,

@@ -70,6 +70,10 @@ typedef struct {
     double prefill_s, decode_s;
     double gemm_s;            /* inside sgemm/sgemv (Linear, attention, LM head) */
     long generated;           /* tokens generated (gen_len per prompt, as FlexGen counts) */
+    /* the offloading engine's disk reads by phase (0 prefill, 1 decode):
+     * their bytes and the seconds at least one was in flight */
+    uint64_t disk_rd_bytes[2];
+    double disk_rd_s[2];
 } fg_gen_stats;
 
 /* Sequence finish reason as the output JSONL writes it. */

@@ -205,6 +205,10 @@ static fg_status parse(const char *path, json_t *root, const fg_model_config *c,
                               i < 2 ? "seconds in [0, 1)" : "a number in [0, 1]");
         if (v) *add_to[i] = x;
     }
+    json_t *stream = json_object_get(disk, "stream");   /* optional: what runs measured */
+    if ((st = num(path, stream, "disk.stream", "read_GBps", 0, &hw->disk_stream_gbps)) ||
+        (st = num(path, stream, "disk.stream", "store_bytes", 0, &hw->disk_stream_bytes)))
+        return st;
     hw->d2h_cache_gbps = hw->d2h_gbps;
     if ((st = num(path, gpu, "gpu", "d2h_cache_GBps", 0, &hw->d2h_cache_gbps))) return st;
     json_t *net = json_object_get(root, "network");   /* optional: FG_HW_NET_* stand */
@@ -292,4 +296,11 @@ double fg_hw_cpu_attn_gbps(const fg_hw *hw, double B, double ctx) {
     int n = 0;
     while (first + n < hw->n_cpu_attn && hw->cpu_attn_B[first + n] == hw->cpu_attn_B[first]) n++;
     return fg_log_interp(hw->cpu_attn_ctx + first, hw->cpu_attn_pt_gbps + first, n, ctx);
+}
+
+int fg_hw_disk_streamed(fg_hw *hw, uint64_t disk_bytes) {
+    if (!(hw->disk_stream_gbps > 0) || !(hw->disk_test_bytes > 0) || !((double)disk_bytes > hw->disk_test_bytes))
+        return 0;
+    hw->disk_read_gbps = hw->disk_stream_gbps;
+    return 1;
 }

@@ -13,7 +13,11 @@
  *   [{B, ctx, GBps}], the same by batch size and context), disk.disk_read_GBps,
  *   disk.disk_write_GBps (replaced by disk.engine_read_GBps and
  *   disk.engine_write_GBps where present: the disk at the disk worker's own
- *   request size and queue depth), runtime.cmd_s and runtime.rtt_s (optional: seconds a
+ *   request size and queue depth), disk.file_bytes (the test file's size),
+ *   disk.stream.read_GBps and disk.stream.store_bytes (optional: what the
+ *   last run that streamed a tier store larger than the test file from
+ *   disk read in its decode, and its store's bytes; fg_hw_disk_streamed),
+ *   runtime.cmd_s and runtime.rtt_s (optional: seconds a
  *   command costs in a pipeline, and one waited for), engine.decode_compute_factor,
  *   engine.prefill_compute_factor, engine.copy_factor, engine.prefill_copy_factor,
  *   engine.disk_factor, engine.disk_contention, engine.cpu_attn_unit_s and
@@ -92,6 +96,9 @@ typedef struct {
     double disk_read_gbps, disk_write_gbps;
     int disk_measured;          /* 0: no disk section (rates FG_HW_DISK_UNMEASURED_GBPS) */
     double disk_test_bytes;     /* the test file the disk was measured with (0: unknown, a preset) */
+    /* disk.stream: the read rate a run got streaming a tier store larger
+     * than that test file, in its decode (0: none recorded) */
+    double disk_stream_gbps, disk_stream_bytes;
     int shape_hidden;           /* the measured layer shape the gpu figures are of (0: the gpu section's) */
     int shape_own;              /* 1: that shape is the model's own (fg_hw_shape_distance 0) */
     char shape_model[64];       /* the model it was measured for ("" with shape_hidden 0) */
@@ -123,6 +130,12 @@ fg_status fg_hw_load_for(const char *what, const fg_model_config *c, fg_hw *hw);
 fg_status fg_hw_shape_distance(const char *path, json_t *entry, const fg_model_config *c, double *dist);
 /* 1 if `what` names a preset. */
 int fg_hw_is_preset(const char *what);
+/* For a run that may keep disk_bytes of weights on disk: where that is
+ * more than the disk's test file, whose reads a virtual disk's host may
+ * serve from its caches, the read rate is the one a run streaming a store
+ * larger than that file measured (disk.stream), where one did. Returns 1
+ * where it applied. */
+int fg_hw_disk_streamed(fg_hw *hw, uint64_t disk_bytes);
 
 /* A layer's GEMM TFLOPS at `rows` rows in the given phase (prefill 1,
  * decode 0) with its weights in format fmt: the preset's figure, else

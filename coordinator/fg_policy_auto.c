@@ -48,7 +48,10 @@ uint64_t fg_auto_disk_bytes(const fg_model_config *c, const fg_spec *sp, const f
     fg_policy p;
     int gbs = largest_gbs(so);
     place(&p, c, 0, gbs, blocks_of(so, gbs));
-    if (fits(c, sp, so, &p, 0)) return 0;
+    return fits(c, sp, so, &p, 0) ? 0 : fg_auto_weight_bytes(c, sp);
+}
+
+uint64_t fg_auto_weight_bytes(const fg_model_config *c, const fg_spec *sp) {
     fg_cost_case cs = {0};
     fg_cost_case_weights(&cs, c, sp);
     return (uint64_t)(cs.layer_bytes * c->n_layers + cs.model_bytes);

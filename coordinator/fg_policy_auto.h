@@ -16,5 +16,8 @@ int fg_auto_all_gpu(const fg_model_config *c, const fg_spec *sp, const fg_search
  * without the disk at the largest block; else the bytes the run may read
  * from disk (its tier store), which size the profile's disk test. */
 uint64_t fg_auto_disk_bytes(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *so);
+/* The weights' bytes as held (a quantized file's, not expanded): what a
+ * tier store of the whole model holds. */
+uint64_t fg_auto_weight_bytes(const fg_model_config *c, const fg_spec *sp);
 
 #endif

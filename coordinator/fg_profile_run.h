@@ -80,6 +80,9 @@ int fg_profile_complete(const fg_profile_opts *o, const char *path);
  * sized to them). */
 fg_status fg_profile_for_run(const char *hardware, const char *offload_dir, const char *device,
                              const fg_model_config *c, uint32_t formats, uint64_t disk_bytes, fg_hw *hw);
+/* fg_hw_disk_streamed for a run that may keep disk_bytes on disk, said in
+ * the log where it applies (fg_profile_for_run does it). */
+void fg_profile_streamed(fg_hw *hw, uint64_t disk_bytes);
 
 /* The calibration: prof's "engine" section, measured against prof itself
  * (written to path before each run, without the figures that run
@@ -91,5 +94,14 @@ int fg_profile_has_shape(json_t *prof, const fg_model_config *c);
 
 /* prof to path, through PATH.partial and a rename. */
 fg_status fg_profile_write_json(json_t *prof, const char *path);
+
+/* A run's decode read read_bytes from disk in read_s seconds of reads in
+ * flight, its tier store holding store_bytes: recorded as this machine's
+ * cached profile's disk.stream (fg_hw_disk_streamed) where the store is
+ * larger than the disk's test file and the reads at least
+ * FG_PROFILE_STREAM_MIN_BYTES; no profile, no disk section: nothing. */
+#define FG_PROFILE_STREAM_MIN_BYTES (1ull << 30)
+fg_status fg_profile_note_stream(const char *offload_dir, const char *device, uint64_t store_bytes, uint64_t read_bytes,
+                                 double read_s);
 
 #endif

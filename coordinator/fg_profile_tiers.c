@@ -341,8 +341,11 @@ static fg_status measure_disk(const fg_profile_opts *o, json_t *prof, progress *
     pg->left_s -= est_disk_s(o->disk_test_bytes);
     json_t *disk = NULL;
     fg_status st = worker_profile("disk", flags, &disk);
-    if (!st) json_object_set_new(prof, "disk", disk);
-    return st;
+    if (st) return st;
+    json_t *stream = json_object_get(json_object_get(prof, "disk"), "stream");   /* what runs measured: kept */
+    if (stream) json_object_set(disk, "stream", stream);
+    json_object_set_new(prof, "disk", disk);
+    return FG_OK;
 }
 
 /* Whether the disk must be measured for a test file of `want` bytes. */
@@ -426,12 +429,22 @@ static void warn_formats(const fg_hw *hw, uint32_t formats) {
             "--hardware a run measures them into this machine's profile)", hw->source, names);
 }
 
+void fg_profile_streamed(fg_hw *hw, uint64_t disk_bytes) {
+    double test_gbps = hw->disk_read_gbps;
+    if (fg_hw_disk_streamed(hw, disk_bytes))
+        fg_info("profile: the disk at %.2f GB/s, as a run streaming a %.1f GB tier store read it (the %.1f GB test "
+                "file read at %.2f GB/s: a file that size a virtual disk's host may hold in its caches)",
+                hw->disk_read_gbps, hw->disk_stream_bytes / 1e9, hw->disk_test_bytes / 1e9, test_gbps);
+}
+
 fg_status fg_profile_for_run(const char *hardware, const char *offload_dir, const char *device,
                              const fg_model_config *c, uint32_t formats, uint64_t disk_bytes, fg_hw *hw) {
     fg_status st;
     if (hardware) {
-        if (!(st = fg_hw_load_for(hardware, c, hw))) warn_formats(hw, formats);
-        return st;
+        if ((st = fg_hw_load_for(hardware, c, hw))) return st;
+        warn_formats(hw, formats);
+        fg_profile_streamed(hw, disk_bytes);
+        return FG_OK;
     }
     char path[PATH_MAX];
     if ((st = fg_profile_cache_path(offload_dir, device, path, sizeof path))) return st;
@@ -448,9 +461,33 @@ fg_status fg_profile_for_run(const char *hardware, const char *offload_dir, cons
         if ((st = fg_profile_measure(&o, path, 0))) return st;
     }
     if ((st = fg_hw_load_for(path, c, hw))) return st;
+    fg_profile_streamed(hw, disk_bytes);
     warn_formats(hw, formats);   /* a format the backend or the shape could not run (mm_fmt_none) */
     if (hw->shape_hidden && !hw->shape_own)
         fg_info("profile: the gpu figures of the measured layer shape nearest this model's (%s's, hidden %d for %d; "
                 "`flexgen profile --model NAME` measures a size's own)", hw->shape_model, hw->shape_hidden, c->hidden);
     return FG_OK;
 }
+
+fg_status fg_profile_note_stream(const char *offload_dir, const char *device, uint64_t store_bytes, uint64_t read_bytes,
+                                 double read_s) {
+    char path[PATH_MAX];
+    json_t *prof = NULL;
+    if (!(read_bytes >= FG_PROFILE_STREAM_MIN_BYTES && read_s > 0) ||
+        fg_profile_cache_path(offload_dir, device, path, sizeof path) || access(path, R_OK) != 0 ||
+        fg_json_load_file(path, &prof))
+        return FG_OK;   /* nothing to add to */
+    json_t *disk = json_object_get(prof, "disk");
+    double test = json_number_value(json_object_get(disk, "file_bytes"));
+    fg_status st = FG_OK;
+    if (json_is_object(disk) && test > 0 && (double)store_bytes > test) {
+        json_object_set_new(disk, "stream", json_pack("{s:f, s:I, s:I, s:f, s:I}", "read_GBps", read_bytes / read_s / 1e9,
+                                                      "store_bytes", (json_int_t)store_bytes, "read_bytes",
+                                                      (json_int_t)read_bytes, "read_s", read_s, "measured",
+                                                      (json_int_t)time(NULL)));
+        st = fg_profile_write_json(prof, path);
+    }
+    json_decref(prof);
+    return st;
+}
+

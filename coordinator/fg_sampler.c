@@ -95,6 +95,9 @@ static fg_status record(fg_engine *e, fg_sampler *sm, int i, int k) {
         if (i == 0) sm->stats->prefill_s += now - sm->t_mark;
         else sm->stats->decode_s += now - sm->t_mark;
         sm->t_mark = now;
+        sm->stats->disk_rd_bytes[i > 0] += e->q.rd_done_bytes - sm->rd_mark_bytes;
+        sm->stats->disk_rd_s[i > 0] += e->q.rd_busy_s - sm->rd_mark_s;
+        sm->rd_mark_bytes = e->q.rd_done_bytes, sm->rd_mark_s = e->q.rd_busy_s;
     }
     return FG_OK;
 }

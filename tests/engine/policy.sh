@@ -235,6 +235,55 @@ PY
     --offload-dir "$work/off" --out "$work/cached.jsonl" 2>"$work/cached.err" || fail "auto run on the cached profile"
   grep -q "policy auto ($prof)" "$work/cached.err" && echo "ok   auto run used the cached profile" \
     || fail "auto run did not use $prof: $(grep policy "$work/cached.err")"
+  # a disk's test file a virtual disk's host caches reads faster than a
+  # store of tens of GB streams: a run that streamed a store larger than the
+  # test file keeps what its decode read in the profile (disk.stream), and a
+  # model larger than the test file is charged that rate from then on. The
+  # profile's test file made 1 MiB here, so opt-125m's 0.25 GB counts as large.
+  "$py" - "$prof" "$work" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["engine"] = {}
+p["disk"]["file_bytes"] = 1 << 20
+json.dump(p, open(sys.argv[1], "w"))
+json.dump(p, open(f"{sys.argv[2]}/st-none.json", "w"))
+p["disk"]["stream"] = {"read_GBps": p["disk"]["engine_read_GBps"] / 4, "store_bytes": 1 << 30}
+json.dump(p, open(f"{sys.argv[2]}/st-slow.json", "w"))
+PY
+  for v in none slow; do
+    "$flexgen" policy --dummy opt-125m --prompt-len 16 --gen-len 4 --hardware "$work/st-$v.json" \
+      --percent 0 0 100 0 100 0 --gpu-batch-size 4 --num-gpu-batches 2 --json >"$work/st-$v.out" 2>"$work/st-$v.err" \
+      || fail "policy on st-$v.json: $(cat "$work/st-$v.err")"
+  done
+  if "$py" - "$work" <<'PY' && grep -q "as a run streaming a 1.1 GB tier store" "$work/st-slow.err"; then
+import json, sys
+n, s = (json.load(open(f"{sys.argv[1]}/st-{v}.out")) for v in ("none", "slow"))
+near = lambda a, b: abs(a - b) <= 1e-6 * max(abs(a), abs(b))
+ok = all(n[ph]["disk"] > 0 and near(s[ph]["disk"], 4 * n[ph]["disk"]) for ph in ("prefill_resource_s", "decode_resource_s"))
+# a layer read from disk is copied into its slot once the reads are in: a
+# step takes at least the two one after the other
+for ph in ("prefill", "decode"):
+    r = n[ph + "_resource_s"]
+    ok = ok and r["disk->slot"] > 0 and n["predicted_" + ph + "_s"] >= (r["disk"] + r["disk->slot"]) * (1 - 1e-9)
+if not ok: print(n["decode_resource_s"], s["decode_resource_s"])
+sys.exit(0 if ok else 1)
+PY
+    echo "ok   disk.stream: a model larger than the test file read at the streamed rate (4x the seconds at 1/4)"
+  else fail "disk.stream not applied: $(cat "$work/st-slow.err")"; fi
+  # a run from disk whose decode reads more than FG_PROFILE_STREAM_MIN_BYTES (1 GiB: 5 steps of 0.25 GB) records it
+  "$flexgen" run --dummy opt-125m --prompt-ids "$work/p.json" --gen-len 6 --ignore-eos --percent 0 0 100 0 100 0 \
+    --gpu-batch-size 4 --num-gpu-batches 3 --offload-dir "$work/prof-off/a/b" --out "$work/st.jsonl" \
+    --report "$work/st-report.json" 2>"$work/st-run.err" || fail "run from disk: $(grep error "$work/st-run.err")"
+  if "$py" - "$prof" "$work/st-report.json" <<'PY'; then echo "ok   a run's decode reads kept as the disk's streaming rate"; else fail "disk.stream not recorded"; fi
+import json, sys
+st, r = json.load(open(sys.argv[1]))["disk"].get("stream"), json.load(open(sys.argv[2]))
+d = r["disk_reads"]["decode"]
+ok = st is not None and d["bytes"] >= 1 << 30 and d["seconds"] > 0
+ok = ok and abs(st["read_GBps"] - d["bytes"] / d["seconds"] / 1e9) <= 1e-6 * st["read_GBps"] and st["read_bytes"] == d["bytes"]
+ok = ok and st["store_bytes"] > 1 << 20 and r["disk_reads"]["prefill"]["bytes"] > 0
+if not ok: print(st, r.get("disk_reads"))
+sys.exit(0 if ok else 1)
+PY
 fi
 if [ -n "$saved_xdg" ]; then export XDG_CACHE_HOME=$saved_xdg; else unset XDG_CACHE_HOME; fi
 
@@ -271,6 +320,10 @@ if [ -f "$work/eng-f1.json" ]; then   # an engine figure out of its range (the c
 json.dump(p, open(sys.argv[2], "w"))' "$work/eng-f1.json" "$work/bad-eng.json"
   expect2 "engine figure out of range" "bad-eng.json: engine.disk_contention must be a number in \[0, 1\]" \
     "$flexgen" policy --dummy opt-125m --prompt-len 8 --hardware "$work/bad-eng.json"
+  "$py" -c 'import json, sys; p = json.load(open(sys.argv[1])); p["disk"]["stream"] = {"read_GBps": 0, "store_bytes": 1}
+json.dump(p, open(sys.argv[2], "w"))' "$work/eng-f1.json" "$work/bad-stream.json"
+  expect2 "disk.stream rate not positive" "bad-stream.json: disk.stream.read_GBps must be a positive number" \
+    "$flexgen" policy --dummy opt-125m --prompt-len 8 --hardware "$work/bad-stream.json"
 fi
 expect2 "budgets nothing fits" "no policy fits" "$flexgen" policy --dummy opt-125m --prompt-len 8 --hardware flexgen-t4 \
   --gpu-mem 1M --cpu-mem 1M --disk-mem 1M --offload-dir "$work/off"
