@@ -29,7 +29,11 @@
 #      Q4_K_M, 48 layers, 25 GB: larger than memory, and with our tier store
 #      beside it within this disk), as b.
 # MIX: the weights' format (gguf_random.py --mix: F16, Q8_0, q4_k_m, ...).
-# Usage: [REPS=3] [OFFLOAD_DIR=/var/tmp] [PROMPT_LEN=32 GEN=32] [PROMPT_LEN_B=8 GEN_B=4]
+# NOREPACK=1: llama.cpp as with its --no-repack (bench/llamacpp_norepack.c,
+# LD_PRELOAD): its weights stay in the mmapped file instead of a repacked
+# copy in anonymous memory, which a model larger than memory cannot hold
+# (case c at 32 prompts was OOM-killed with it).
+# Usage: [REPS=3] [NOREPACK=1] [OFFLOAD_DIR=/var/tmp] [PROMPT_LEN=32 GEN=32] [PROMPT_LEN_B=8 GEN_B=4]
 #        [GPU_MEM=4G CPU_MEM=12G] [PROMPT_COUNTS="1 32"] [MIX=F16] [LAYERS=N]
 #        bench/bench_llamacpp.sh [a|b|c|ab...]   (build first)
 set -uo pipefail
@@ -44,6 +48,16 @@ work=$(mktemp -d "${OFFLOAD_DIR:-/var/tmp}/flexgen-lcpp.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
 res=$work/results.jsonl
 : >"$res"
+pre=
+if [ "${NOREPACK:-0}" = 1 ]; then   # the shim, against the llama.h of llama.cpp's own source
+  if ! git clone -q --no-checkout "$lib/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$work/llama.cpp" ||
+     ! git -C "$work/llama.cpp" checkout -q HEAD -- include ggml/include ||
+     ! cc -shared -fPIC -O2 -I"$work/llama.cpp/include" -I"$work/llama.cpp/ggml/include" -o "$work/norepack.so" \
+         "$root/bench/llamacpp_norepack.c" -ldl; then
+    echo "bench_llamacpp: the --no-repack shim cannot be built"; exit 1
+  fi
+  pre=$work/norepack.so
+fi
 
 prompts() {   # N LEN FILE: N prompts of LEN ids, BOS (1) first
   "$py" -c 'import json, random, sys
@@ -71,7 +85,7 @@ print(json.dumps({"case": sys.argv[3], "prompts": int(sys.argv[4]), "engine": "o
 }
 
 theirs() {   # CASE N GEN P.json GGUF
-  node "$root/bench/llamacpp_bench.mjs" --lib "$lib" --model "$5" --prompt-ids "$4" --gen-len "$3" \
+  LD_PRELOAD=$pre node "$root/bench/llamacpp_bench.mjs" --lib "$lib" --model "$5" --prompt-ids "$4" --gen-len "$3" \
     --threads 2 >"$work/theirs.json" 2>"$work/theirs.log" || { tail -3 "$work/theirs.log"; return 1; }
   "$py" -c 'import json, sys
 r = json.load(open(sys.argv[1]))
@@ -102,7 +116,7 @@ run_case() {   # CASE SIZE PROMPT_LEN GEN flags...
   rm -rf "$gguf" "$work/off"
 }
 
-echo "bench_llamacpp: $(date -u +%FT%TZ), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, REPS=$reps"
+echo "bench_llamacpp: $(date -u +%FT%TZ), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, REPS=$reps${pre:+, llama.cpp --no-repack}"
 case $cases in *a*)
   echo "a: tinyllama-1.1b shapes, ${MIX:-F16}, fits in memory"
   run_case "a tinyllama-1.1b ${MIX:-F16}" tinyllama-1.1b "${PROMPT_LEN:-32}" "${GEN:-32}" ;;

@@ -17,8 +17,10 @@
 #      store beside it (another 25 GB) within its disk (the full 80 layers,
 #      41 GB, twice, would not fit: say so where you report it). Ours
 #      --policy auto under --gpu-mem/--cpu-mem (bench_llamacpp.sh), llama.cpp
-#      mmaps the file.
-# Usage: [REPS=3] [CASES="a c"] [LAYERS_C=48] bench/bench_quant.sh   (build first)
+#      mmaps the file, with its --no-repack (NOREPACK=1 of bench_llamacpp.sh:
+#      its default copies the weights into anonymous memory, which a model
+#      larger than memory cannot hold).
+# Usage: [REPS=3] [REPS_C=REPS] [CASES="a c"] [LAYERS_C=48] bench/bench_quant.sh   (build first)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 reps=${REPS:-3}
@@ -33,6 +35,6 @@ for c in ${CASES:-a c}; do
        REPS=$reps MIX=$mix "$root/bench/bench_llamacpp.sh" a
      done ;;
   c) echo "== 3. llama-2-70b shapes, Q4_K_M, ${LAYERS_C:-48} layers, larger than memory"
-     REPS=${REPS_C:-1} MIX=q4_k_m LAYERS=${LAYERS_C:-48} PROMPT_COUNTS="${COUNTS_C:-1 32}" "$root/bench/bench_llamacpp.sh" c ;;
+     REPS=${REPS_C:-$reps} NOREPACK=1 MIX=q4_k_m LAYERS=${LAYERS_C:-48} PROMPT_COUNTS="${COUNTS_C:-1 32}" "$root/bench/bench_llamacpp.sh" c ;;
   esac
 done
