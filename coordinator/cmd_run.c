@@ -427,8 +427,8 @@ static fg_status run_engine(run_args *a, fg_wsrc *ws, const fg_seq_in *in, int n
 static void note_stream(const run_args *a, const fg_gen_stats *stats, const fg_flex_stats *fs) {
     if (strcmp(a->engine, "flexgen") || a->hardware || fs->ranks > 1 || !fs->disk_weight_bytes) return;
     const char *device = a->flex.device ? a->flex.device : fg_devsize_default();
-    if (fg_profile_note_stream(a->flex.offload_dir, device, fs->disk_weight_bytes, stats->disk_rd_bytes[1],
-                               stats->disk_rd_s[1]))
+    if (fg_profile_note_stream(a->flex.offload_dir, device, fs->disk_weight_bytes, stats->disk_rd_bytes,
+                               stats->disk_rd_s))
         fg_warn("the disk's streaming rate could not be kept in the profile: %s", fg_err_msg());
 }
 

@@ -18,7 +18,7 @@
 #define ATTN_FLOPS_PER_PAIR (2 * FLOPS_PER_MAC)
 
 const char *fg_cost_res_name(int r) {
-    static const char *n[FG_COST_NRES] = {"compute", "cpu->gpu", "gpu->cpu", "disk", "disk->slot"};
+    static const char *n[FG_COST_NRES] = {"compute", "cpu->gpu", "gpu->cpu", "disk"};
     return r >= 0 && r < FG_COST_NRES ? n[r] : "?";
 }
 
@@ -119,7 +119,6 @@ typedef struct {
     fg_lin comp;                   /* seconds */
     fg_lin h2d, d2h, d2h_cache;    /* bytes */
     fg_lin rd, wr;                 /* disk bytes */
-    fg_lin rd_h2d;                 /* of rd, weight bytes copied on from a slot's stage (R_STAGE) */
     fg_lin cmds;                   /* commands */
 } step;
 
@@ -133,13 +132,15 @@ void fg_cost_bounds(const fg_lin res[FG_COST_NRES], double contention, fg_lin bo
     bound[B_DISK_COMPUTE] = res[R_DISK], bound[B_COMPUTE_DISK] = res[R_COMPUTE];
     lin_add(&bound[B_DISK_COMPUTE], &res[R_COMPUTE], contention);
     lin_add(&bound[B_COMPUTE_DISK], &res[R_DISK], contention);
-    bound[B_DISK_STAGE] = res[R_DISK];
-    lin_add(&bound[B_DISK_STAGE], &res[R_STAGE], 1);
 }
 
 double fg_cost_disk_compute_s(double disk_s, double comp_s, double contention) {
     double a = disk_s + contention * comp_s, b = comp_s + contention * disk_s;
     return a > b ? a : b;
+}
+
+double fg_cost_read_gbps(const fg_hw *hw, int prefill) {
+    return prefill && hw->disk_read_prefill_gbps > 0 ? hw->disk_read_prefill_gbps : hw->disk_read_gbps;
 }
 
 /* A step's terms in seconds per resource. A prefill step's copies take
@@ -152,9 +153,8 @@ static void to_res(const fg_hw *hw, const step *s, int prefill, fg_lin res[FG_CO
     lin_add(&res[R_H2D], &s->h2d, cf / (hw->h2d_gbps * 1e9));
     lin_add(&res[R_D2H], &s->d2h, cf / (hw->d2h_gbps * 1e9));
     lin_add(&res[R_D2H], &s->d2h_cache, cf / (hw->d2h_cache_gbps * 1e9));
-    lin_add(&res[R_DISK], &s->rd, df / (hw->disk_read_gbps * 1e9));
+    lin_add(&res[R_DISK], &s->rd, df / (fg_cost_read_gbps(hw, prefill) * 1e9));
     lin_add(&res[R_DISK], &s->wr, df / (hw->disk_write_gbps * 1e9));
-    lin_add(&res[R_STAGE], &s->rd_h2d, cf / (hw->h2d_gbps * 1e9));
     if (hw->shares_host_cpu) {   /* copies are memcpy on the same cores as the compute */
         lin_add(&res[R_COMPUTE], &res[R_H2D], 1);
         lin_add(&res[R_COMPUTE], &res[R_D2H], 1);
@@ -183,10 +183,9 @@ static void expert_terms(const fg_model_config *c, const fg_hw *hw, const fg_cos
     const int routed = cs->expert_load == FG_EXPERTS_ROUTED;
     const double tau = routed ? fg_cost_experts_touched(cs->n_experts, cs->top_k, K * rows) : 1, moved = We * tau;
     const double cf = prefill ? hw->eng_prefill_copy_factor : hw->eng_copy_factor;
-    const double h2d_s = cf / (hw->h2d_gbps * 1e9), disk_s = hw->eng_disk_factor / (hw->disk_read_gbps * 1e9);
+    const double h2d_s = cf / (hw->h2d_gbps * 1e9), disk_s = hw->eng_disk_factor / (fg_cost_read_gbps(hw, prefill) * 1e9);
     if (!cs->cpu_experts) s->h2d.a[X_X_CPU] += moved;
     s->h2d.a[X_X_DISK] += moved, s->rd.a[X_X_DISK] += moved;
-    if (!routed) s->rd_h2d.a[X_X_DISK] += moved;   /* routed: the compute waits for both, below */
     if (routed) {
         if (!cs->cpu_experts) s->comp.a[X_X_CPU] += moved * h2d_s + K * hw->rtt_s;
         s->comp.a[X_X_DISK] += moved * (h2d_s + disk_s) + K * hw->rtt_s;
@@ -227,7 +226,7 @@ void fg_cost_terms_make(const fg_model_config *c, const fg_hw *hw, const fg_cost
     const double pre_attn_flops = ATTN_FLOPS_PER_PAIR * B * fg_config_prefill_attn_pairs(c, S) * Q;
     p.comp.c = K * (layer_s(hw, cs, B * S, 1) + pre_attn_flops / (hw->attn_prefill_tflops * 1e12)) * hw->eng_prefill_factor;
     p.h2d.a[X_W_CPU] = p.h2d.a[X_W_DISK] = Wl;                   /* the layer's off-GPU weights, once per block */
-    p.rd.a[X_W_DISK] = p.rd_h2d.a[X_W_DISK] = Wl;
+    p.rd.a[X_W_DISK] = Wl;
     p.h2d.c += act_off * K * hb_p, p.d2h.c += act_off * K * hb_p;
     p.rd.c += act_disk * K * hb_p, p.wr.c += act_disk * K * hb_p;
     p.d2h_cache.a[X_C_CPU] = p.d2h_cache.a[X_C_DISK] = K * rows_p;   /* new rows to an off-GPU cache */
@@ -254,7 +253,7 @@ void fg_cost_terms_make(const fg_model_config *c, const fg_hw *hw, const fg_cost
      * worker's attention, a round trip each) */
     g.comp.a[X_C_CPU] = K * (ca ? attn_g / (fg_hw_cpu_attn_gbps(hw, B, keys) * 1e9) + 2 * hw->rtt_s : gpu_attn);
     g.h2d.a[X_W_CPU] = g.h2d.a[X_W_DISK] = Wl;
-    g.rd.a[X_W_DISK] = g.rd_h2d.a[X_W_DISK] = Wl;
+    g.rd.a[X_W_DISK] = Wl;
     g.h2d.a[X_C_DISK] = K * prefix, g.rd.a[X_C_DISK] = K * prefix;
     g.wr.a[X_C_DISK] = K * (rows_g + KV_TENSORS * FG_SHM_ALIGN);
     g.d2h_cache.a[X_C_DISK] = K * rows_g;
@@ -291,7 +290,7 @@ void fg_cost_terms_make(const fg_model_config *c, const fg_hw *hw, const fg_cost
         h.comp.c = head * K * fmt_s(hw, cs->head_fmt, B, FLOPS_PER_MAC * B * H * V, 0, ph == 0) *
                    (ph == 0 ? hw->eng_prefill_factor : ef);
         h.h2d.a[X_W_CPU] = h.h2d.a[X_W_DISK] = Wm;
-        h.rd.a[X_W_DISK] = h.rd_h2d.a[X_W_DISK] = Wm;
+        h.rd.a[X_W_DISK] = Wm;
         h.d2h.c = head * K * FP32_BYTES * B * V;   /* the logits */
         h.cmds.c = K * (!cs->no_embed * FG_CMDS_EMBED + head * FG_CMDS_LM_HEAD);
         h.cmds.a[X_W_CPU] = h.cmds.a[X_W_DISK] = Wm > 0 ? FG_CMDS_WEIGHT_COPY : 0;

@@ -39,10 +39,8 @@
  * mixture of experts' dense part), of the KV cache (X_C_*) and of a sparse
  * layer's experts (X_X_*) on each tier. */
 enum { X_W_GPU, X_W_CPU, X_W_DISK, X_C_GPU, X_C_CPU, X_C_DISK, X_X_GPU, X_X_CPU, X_X_DISK, FG_COST_NX };
-/* Resources of a layer step; R_STAGE: the copies of the weights read from
- * disk, from a slot's stage into the slot (within R_H2D too), which begin
- * once the reads are in (fg_load_weight). */
-enum { R_COMPUTE, R_H2D, R_D2H, R_DISK, R_STAGE, FG_COST_NRES };
+/* Resources of a layer step. */
+enum { R_COMPUTE, R_H2D, R_D2H, R_DISK, FG_COST_NRES };
 
 /* seconds = c + sum_v x[v] * a[v] */
 typedef struct {
@@ -51,16 +49,18 @@ typedef struct {
 
 /* A step's time is the largest of its bounds: each resource alone
  * (R_*), then the disk with c times the compute, and the compute with c
- * times the disk (c: the disk contention above), and the disk's reads with
- * their copies into the slot after them (the two weight slots overlap the
- * next layer's load with this layer's compute, not its copy with its
- * reads). */
-enum { B_DISK_COMPUTE = FG_COST_NRES, B_COMPUTE_DISK, B_DISK_STAGE, FG_COST_NBOUND };
+ * times the disk (c: the disk contention above). A layer's copy from its
+ * stage into the slot is not on the disk's path: the next layer's reads
+ * are issued as that copy is (fg_load_weight before the compute). */
+enum { B_DISK_COMPUTE = FG_COST_NRES, B_COMPUTE_DISK, FG_COST_NBOUND };
 void fg_cost_bounds(const fg_lin res[FG_COST_NRES], double contention, fg_lin bound[FG_COST_NBOUND]);
 /* The same two bounds for plain seconds: disk and compute seconds that
  * overlap with this contention take the larger of disk + c * compute and
  * compute + c * disk (the calibration fits c with it). */
 double fg_cost_disk_compute_s(double disk_s, double comp_s, double contention);
+/* The disk's read rate charged in a phase (prefill 1): a streamed store's
+ * prefill rate where the profile has one (fg_hw_disk_streamed). */
+double fg_cost_read_gbps(const fg_hw *hw, int prefill);
 
 typedef struct {
     int gbs, K, S, G;

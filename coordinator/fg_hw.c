@@ -207,6 +207,7 @@ static fg_status parse(const char *path, json_t *root, const fg_model_config *c,
     }
     json_t *stream = json_object_get(disk, "stream");   /* optional: what runs measured */
     if ((st = num(path, stream, "disk.stream", "read_GBps", 0, &hw->disk_stream_gbps)) ||
+        (st = num(path, stream, "disk.stream", "prefill_read_GBps", 0, &hw->disk_stream_prefill_gbps)) ||
         (st = num(path, stream, "disk.stream", "store_bytes", 0, &hw->disk_stream_bytes)))
         return st;
     hw->d2h_cache_gbps = hw->d2h_gbps;
@@ -302,5 +303,6 @@ int fg_hw_disk_streamed(fg_hw *hw, uint64_t disk_bytes) {
     if (!(hw->disk_stream_gbps > 0) || !(hw->disk_test_bytes > 0) || !((double)disk_bytes > hw->disk_test_bytes))
         return 0;
     hw->disk_read_gbps = hw->disk_stream_gbps;
+    hw->disk_read_prefill_gbps = hw->disk_stream_prefill_gbps > 0 ? hw->disk_stream_prefill_gbps : hw->disk_stream_gbps;
     return 1;
 }

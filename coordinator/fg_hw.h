@@ -14,9 +14,10 @@
  *   disk.disk_write_GBps (replaced by disk.engine_read_GBps and
  *   disk.engine_write_GBps where present: the disk at the disk worker's own
  *   request size and queue depth), disk.file_bytes (the test file's size),
- *   disk.stream.read_GBps and disk.stream.store_bytes (optional: what the
- *   last run that streamed a tier store larger than the test file from
- *   disk read in its decode, and its store's bytes; fg_hw_disk_streamed),
+ *   disk.stream.read_GBps, disk.stream.prefill_read_GBps and
+ *   disk.stream.store_bytes (optional: the rates the last run that streamed
+ *   a tier store larger than the test file read it at in its decode and
+ *   its prefill, and its store's bytes; fg_hw_disk_streamed),
  *   runtime.cmd_s and runtime.rtt_s (optional: seconds a
  *   command costs in a pipeline, and one waited for), engine.decode_compute_factor,
  *   engine.prefill_compute_factor, engine.copy_factor, engine.prefill_copy_factor,
@@ -96,9 +97,11 @@ typedef struct {
     double disk_read_gbps, disk_write_gbps;
     int disk_measured;          /* 0: no disk section (rates FG_HW_DISK_UNMEASURED_GBPS) */
     double disk_test_bytes;     /* the test file the disk was measured with (0: unknown, a preset) */
-    /* disk.stream: the read rate a run got streaming a tier store larger
-     * than that test file, in its decode (0: none recorded) */
-    double disk_stream_gbps, disk_stream_bytes;
+    /* disk.stream: the read rates a run got streaming a tier store larger
+     * than that test file, in its decode and in its prefill, where the
+     * compute beside the reads is heavier (0: none recorded) */
+    double disk_stream_gbps, disk_stream_prefill_gbps, disk_stream_bytes;
+    double disk_read_prefill_gbps;   /* the read rate charged in prefill (0: disk_read_gbps) */
     int shape_hidden;           /* the measured layer shape the gpu figures are of (0: the gpu section's) */
     int shape_own;              /* 1: that shape is the model's own (fg_hw_shape_distance 0) */
     char shape_model[64];       /* the model it was measured for ("" with shape_hidden 0) */
@@ -132,9 +135,9 @@ fg_status fg_hw_shape_distance(const char *path, json_t *entry, const fg_model_c
 int fg_hw_is_preset(const char *what);
 /* For a run that may keep disk_bytes of weights on disk: where that is
  * more than the disk's test file, whose reads a virtual disk's host may
- * serve from its caches, the read rate is the one a run streaming a store
- * larger than that file measured (disk.stream), where one did. Returns 1
- * where it applied. */
+ * serve from its caches, the read rates are the ones a run streaming a
+ * store larger than that file measured (disk.stream: decode's, and
+ * prefill's where recorded), where one did. Returns 1 where it applied. */
 int fg_hw_disk_streamed(fg_hw *hw, uint64_t disk_bytes);
 
 /* A layer's GEMM TFLOPS at `rows` rows in the given phase (prefill 1,

@@ -95,13 +95,15 @@ int fg_profile_has_shape(json_t *prof, const fg_model_config *c);
 /* prof to path, through PATH.partial and a rename. */
 fg_status fg_profile_write_json(json_t *prof, const char *path);
 
-/* A run's decode read read_bytes from disk in read_s seconds of reads in
- * flight, its tier store holding store_bytes: recorded as this machine's
- * cached profile's disk.stream (fg_hw_disk_streamed) where the store is
- * larger than the disk's test file and the reads at least
- * FG_PROFILE_STREAM_MIN_BYTES; no profile, no disk section: nothing. */
+/* A run read bytes[ph] from disk in s[ph] seconds of reads in flight in
+ * each phase (0 prefill, 1 decode), its tier store holding store_bytes:
+ * recorded as this machine's cached profile's disk.stream
+ * (fg_hw_disk_streamed) where the store is larger than the disk's test
+ * file and its decode read at least FG_PROFILE_STREAM_MIN_BYTES (its
+ * prefill's rate beside it where that read as much); no profile, no disk
+ * section: nothing. */
 #define FG_PROFILE_STREAM_MIN_BYTES (1ull << 30)
-fg_status fg_profile_note_stream(const char *offload_dir, const char *device, uint64_t store_bytes, uint64_t read_bytes,
-                                 double read_s);
+fg_status fg_profile_note_stream(const char *offload_dir, const char *device, uint64_t store_bytes,
+                                 const uint64_t bytes[2], const double s[2]);
 
 #endif

@@ -469,10 +469,12 @@ fg_status fg_profile_for_run(const char *hardware, const char *offload_dir, cons
     return FG_OK;
 }
 
-fg_status fg_profile_note_stream(const char *offload_dir, const char *device, uint64_t store_bytes, uint64_t read_bytes,
-                                 double read_s) {
+fg_status fg_profile_note_stream(const char *offload_dir, const char *device, uint64_t store_bytes,
+                                 const uint64_t bytes[2], const double s[2]) {
     char path[PATH_MAX];
     json_t *prof = NULL;
+    const uint64_t read_bytes = bytes[1];
+    const double read_s = s[1];
     if (!(read_bytes >= FG_PROFILE_STREAM_MIN_BYTES && read_s > 0) ||
         fg_profile_cache_path(offload_dir, device, path, sizeof path) || access(path, R_OK) != 0 ||
         fg_json_load_file(path, &prof))
@@ -481,10 +483,12 @@ fg_status fg_profile_note_stream(const char *offload_dir, const char *device, ui
     double test = json_number_value(json_object_get(disk, "file_bytes"));
     fg_status st = FG_OK;
     if (json_is_object(disk) && test > 0 && (double)store_bytes > test) {
-        json_object_set_new(disk, "stream", json_pack("{s:f, s:I, s:I, s:f, s:I}", "read_GBps", read_bytes / read_s / 1e9,
-                                                      "store_bytes", (json_int_t)store_bytes, "read_bytes",
-                                                      (json_int_t)read_bytes, "read_s", read_s, "measured",
-                                                      (json_int_t)time(NULL)));
+        json_t *rec = json_pack("{s:f, s:I, s:I, s:f, s:I}", "read_GBps", read_bytes / read_s / 1e9, "store_bytes",
+                                (json_int_t)store_bytes, "read_bytes", (json_int_t)read_bytes, "read_s", read_s,
+                                "measured", (json_int_t)time(NULL));
+        if (bytes[0] >= FG_PROFILE_STREAM_MIN_BYTES && s[0] > 0)   /* the prefill's, the compute heavier beside it */
+            json_object_set_new(rec, "prefill_read_GBps", json_real(bytes[0] / s[0] / 1e9));
+        json_object_set_new(disk, "stream", rec);
         st = fg_profile_write_json(prof, path);
     }
     json_decref(prof);
