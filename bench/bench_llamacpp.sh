@@ -49,14 +49,8 @@ trap 'rm -rf "$work"' EXIT
 res=$work/results.jsonl
 : >"$res"
 pre=
-if [ "${NOREPACK:-0}" = 1 ]; then   # the shim, against the llama.h of llama.cpp's own source
-  if ! git clone -q --no-checkout "$lib/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$work/llama.cpp" ||
-     ! git -C "$work/llama.cpp" checkout -q HEAD -- include ggml/include ||
-     ! cc -shared -fPIC -O2 -I"$work/llama.cpp/include" -I"$work/llama.cpp/ggml/include" -o "$work/norepack.so" \
-         "$root/bench/llamacpp_norepack.c" -ldl; then
-    echo "bench_llamacpp: the --no-repack shim cannot be built"; exit 1
-  fi
-  pre=$work/norepack.so
+if [ "${NOREPACK:-0}" = 1 ]; then
+  pre=$("$root/bench/llamacpp_norepack.sh" "$lib" "$work") || exit 1
 fi
 
 prompts() {   # N LEN FILE: N prompts of LEN ids, BOS (1) first

@@ -54,12 +54,7 @@ lib=$("$root/scripts/fetch-llamacpp.sh") || { echo "bench_moe: llama.cpp cannot 
 "$root/scripts/fetch-gguf-py.sh" >/dev/null || { echo "bench_moe: gguf-py cannot be fetched"; exit 1; }
 work=$(mktemp -d "${OFFLOAD_DIR:-/var/tmp}/flexgen-moe.XXXXXX") || exit 1
 # llama.cpp's --no-repack as a shim (bench/llamacpp_norepack.c), against its own source's llama.h
-if ! git clone -q --no-checkout "$lib/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$work/llama.cpp" ||
-   ! git -C "$work/llama.cpp" checkout -q HEAD -- include ggml/include ||
-   ! cc -shared -fPIC -O2 -I"$work/llama.cpp/include" -I"$work/llama.cpp/ggml/include" -o "$work/norepack.so" \
-       "$root/bench/llamacpp_norepack.c" -ldl; then
-  echo "bench_moe: the --no-repack shim cannot be built"; exit 1
-fi
+"$root/bench/llamacpp_norepack.sh" "$lib" "$work" >/dev/null || exit 1
 res=$work/results.jsonl
 : >"$res"
 

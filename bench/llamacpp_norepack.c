@@ -4,7 +4,7 @@
  * CPU backend otherwise copies every Q4_K/Q6_K weight into a repacked
  * buffer of anonymous memory at load, so a model larger than memory cannot
  * run at all; without the copy the weights stay in the mmapped file and the
- * page cache serves them. Built by bench/bench_moe.sh against the llama.h
+ * page cache serves them. Built by bench/llamacpp_norepack.sh against the llama.h
  * of node-llama-cpp's own llama.cpp source (llama/gitRelease.bundle), so
  * the struct is the binary's. The real function is looked up in the
  * libllama the addon loaded (dlopen'ed locally: RTLD_NEXT cannot see it). */
