@@ -330,14 +330,15 @@ static fg_status search_compression(const policy_args *a, fg_model_config *c, co
     return pp ? fg_pipecost_score(pp, &r->p, &again, d) : FG_OK;
 }
 
-/* Score the given policy (--percent) on one machine or on the pipeline;
- * where it exceeds the budgets, scored without them and said so (over). */
 /* Whether a given policy (--percent) keeps weights or experts on disk. */
 static int given_disk(const policy_args *a, const fg_model_config *c) {
     double xg, xc;
     fg_policy_expert_pct(&a->p, &xg, &xc);
     return a->have_percent && (a->p.w_gpu + a->p.w_cpu < 100 || (c->n_experts > 0 && xg + xc < 100));
 }
+
+/* Score the given policy (--percent) on one machine or on the pipeline;
+ * where it exceeds the budgets, scored without them and said so (over). */
 
 static fg_status score_given(policy_args *a, fg_model_config *c, const fg_spec *sp, const fg_hw *hw,
                              fg_search_opts *so, fg_pipecost *pp, fg_search_result *r, fg_pipecost_detail *d, char *over,

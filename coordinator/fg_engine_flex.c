@@ -328,16 +328,11 @@ static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
 /* The plan's shared memory fits /dev/shm, or the run is refused before any
  * worker starts: a tmpfs that runs out kills the run later with SIGBUS. */
 /* The weights' bytes per tier, as the plan holds them, and per format: a
- * quantized file's bytes, not its expansion (docs/CLI.md, "weight bytes").
- * Returns the disk tier's. */
-static uint64_t log_weight_bytes(const fg_plan *pl) {
-    uint64_t tier[FG_NTIERS] = {0}, fmt[FG_FMT_COUNT] = {0};
+ * quantized file's bytes, not its expansion (docs/CLI.md, "weight bytes");
+ * tier: fg_plan_tier_bytes. */
+static void log_weight_bytes(const fg_plan *pl, const uint64_t tier[FG_NTIERS]) {
+    uint64_t fmt[FG_FMT_COUNT] = {0};
     int nfmt[FG_FMT_COUNT] = {0};
-    for (int g = -1; g < pl->L; g++) {
-        uint64_t by[FG_NTIERS];
-        fg_plan_group_tier_bytes(pl, g, by);
-        for (int t = 0; t < FG_NTIERS; t++) tier[t] += by[t];
-    }
     for (int i = 0; i < fg_spec_count(pl->c); i++) {
         if (!fg_plan_spec_here(pl, i)) continue;
         uint64_t b = fg_spec_stored_bytes(pl->c, pl->sp, i);
@@ -352,7 +347,6 @@ static uint64_t log_weight_bytes(const fg_plan *pl) {
                                   nfmt[f], fmt[f]);
     fg_info("weight bytes gpu/cpu/disk: %" PRIu64 "/%" PRIu64 "/%" PRIu64 " (%s)", tier[FG_TIER_GPU],
             tier[FG_TIER_CPU], tier[FG_TIER_DISK], by);
-    return tier[FG_TIER_DISK];
 }
 
 static fg_status check_shm(const fg_plan *pl) {
@@ -519,7 +513,10 @@ fg_status fg_engine_flex_run(fg_wsrc *ws, const fg_seq_in *in, int n, const fg_g
     char desc[256];
     fg_policy_describe_ex(&fo.policy, pl->E > 0, desc, sizeof desc);
     fg_info("policy: %s; schedule %s", desc, fo.schedule_row ? "row" : "zig-zag block");
-    fs->disk_weight_bytes = log_weight_bytes(pl);
+    uint64_t tier[FG_NTIERS];
+    fg_plan_tier_bytes(pl, tier);
+    fs->disk_weight_bytes = tier[FG_TIER_DISK];
+    log_weight_bytes(pl, tier);
 
     if ((st = check_shm(pl))) goto out;
     double t0 = fg_now();

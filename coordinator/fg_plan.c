@@ -158,6 +158,15 @@ void fg_plan_group_tier_bytes(const fg_plan *pl, int g, uint64_t by[FG_NTIERS]) 
     }
 }
 
+void fg_plan_tier_bytes(const fg_plan *pl, uint64_t by[FG_NTIERS]) {
+    for (int t = 0; t < FG_NTIERS; t++) by[t] = 0;
+    for (int g = -1; g < pl->L; g++) {
+        uint64_t b[FG_NTIERS];
+        fg_plan_group_tier_bytes(pl, g, b);
+        for (int t = 0; t < FG_NTIERS; t++) by[t] += b[t];
+    }
+}
+
 static void plan_cache(fg_plan *pl) {
     static const int home_seg[FG_NTIERS] = {SEG_DEV, SEG_KV, SEG_SPILL};
     int L = pl->L, K = pl->K, any_off_gpu = 0, any_disk = 0;

@@ -494,4 +494,3 @@ fg_status fg_profile_note_stream(const char *offload_dir, const char *device, ui
     json_decref(prof);
     return st;
 }
-

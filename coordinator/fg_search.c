@@ -105,9 +105,6 @@ static int nz_room(int ne) {
     return ne;
 }
 
-static fg_status least_fits(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o, uint64_t *gpu,
-                            uint64_t *shm);
-
 /* The problem's columns and their bounds: fractions in [0, 1], seconds and
  * GB at least 0, the 0/1 quantities relaxed to [0, 1]. */
 static glp_prob *lp_new(void) {
@@ -365,6 +362,21 @@ static int by_lp_tput(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* The least demanding placement (every weight and the cache on disk, one
+ * sequence a batch) built as the engine would: FG_EINPUT where even it does
+ * not fit, else its GPU and shm bytes. */
+static fg_status least_fits(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o, uint64_t *gpu,
+                            uint64_t *shm) {
+    fg_policy least = {.gbs = 1, .num_gpu_batches = ngroups(o), .h_cpu = 100, .overlap = 1};
+    fg_plan pl;
+    fg_status st = fg_plan_build(&pl, c, sp, &least, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
+    if (!st) *gpu = fg_plan_gpu_bytes(&pl), *shm = fg_plan_shm_bytes(&pl);
+    fg_plan_free(&pl);
+    return st ? fg_err_set(FG_EINPUT, "no policy fits the budgets (even with every weight and the cache on disk and "
+                                      "one sequence per batch: %s)", fg_err_msg())
+              : FG_OK;
+}
+
 fg_status fg_search_policy(const fg_model_config *c, const fg_spec *sp, const fg_hw *hw, const fg_search_opts *o,
                            fg_search_result *r) {
     static const int gbs_list[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
@@ -459,21 +471,6 @@ fg_status fg_search_policy(const fg_model_config *c, const fg_spec *sp, const fg
                                     why, (double)g / 1e9, (double)h / 1e9);
     }
     return FG_OK;
-}
-
-/* The least demanding placement (every weight and the cache on disk, one
- * sequence a batch) built as the engine would: FG_EINPUT where even it does
- * not fit, else its GPU and shm bytes. */
-static fg_status least_fits(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o, uint64_t *gpu,
-                            uint64_t *shm) {
-    fg_policy least = {.gbs = 1, .num_gpu_batches = ngroups(o), .h_cpu = 100, .overlap = 1};
-    fg_plan pl;
-    fg_status st = fg_plan_build(&pl, c, sp, &least, o->S, o->G, o->backend, o->gpu_mem, o->cpu_mem, o->disk_mem);
-    if (!st) *gpu = fg_plan_gpu_bytes(&pl), *shm = fg_plan_shm_bytes(&pl);
-    fg_plan_free(&pl);
-    return st ? fg_err_set(FG_EINPUT, "no policy fits the budgets (even with every weight and the cache on disk and "
-                                      "one sequence per batch: %s)", fg_err_msg())
-              : FG_OK;
 }
 
 fg_status fg_search_least_fits(const fg_model_config *c, const fg_spec *sp, const fg_search_opts *o) {
