@@ -8,21 +8,7 @@
 #include "attn_core.h"
 #include "fg_engine_ops.h"
 #include "fg_profile.h"
-#include "fg_shm.h"
 #include "fg_worker.h"
-
-/* Every page of a segment touched as it is mapped, as the host backend
- * does: this worker streams through what the CPU tier holds (attention
- * over its KV cache, the experts it computes), and a page's first touch
- * through a new mapping costs about 6 us on a virtualised MMU even with
- * the page tables filled. Touched here, in setup, that cost is not paid
- * inside the first prefill (mixtral-8x7b shapes with 38% of the experts
- * computed here: 0.5 s a layer). */
-static fg_status cpu_on_map(fg_worker *w, void *base, uint64_t size) {
-    (void)w;
-    fg_mem_prefault(base, (size_t)size);
-    return FG_OK;
-}
 
 int main(int argc, char **argv) {
     static fg_worker_op ops[2 + FG_NUM_ENGINE_OPS] = {
@@ -43,7 +29,6 @@ int main(int argc, char **argv) {
         .attn_ops = ops,
         .options_help = FG_PROFILE_OPTIONS_HELP,
         .profile = fg_cpu_profile_main,
-        .on_map = cpu_on_map,
     };
     def.n_attn_ops = n;
     def.handlers[FG_MSG_COPY] = fg_worker_copy;
