@@ -193,7 +193,9 @@ static int decode_table(const uint8_t *h, hdr_info *hi, char *why, size_t whyn) 
         t->spec = (int)get32(e + 96);
         t->ndim = (int)get32(e + 104);
         uint32_t expert = get32(e + 108);
-        t->expert = (int)expert - 1;
+        /* no arithmetic on a raw field (0x80000000 - 1 would overflow an int):
+         * one out of range becomes -1 / an unknown format, refused below */
+        t->expert = expert <= FG_CONFIG_MAX_EXPERTS ? (int)expert - 1 : -1;
         t->dims[0] = (int64_t)get64(e + 112);
         t->dims[1] = (int64_t)get64(e + 120);
         t->offset = get64(e + 128);
@@ -206,7 +208,7 @@ static int decode_table(const uint8_t *h, hdr_info *hi, char *why, size_t whyn) 
         int wraps = t->dims[0] <= 0 || t->dims[1] <= 0 ||
                     __builtin_mul_overflow((uint64_t)t->dims[0], (uint64_t)t->dims[1], &numel) || numel > UINT64_MAX / 4;
         uint32_t dtype = get32(e + 100);
-        t->fmt = (int)dtype - 1;
+        t->fmt = dtype >= 1 && dtype <= FG_FMT_COUNT ? (int)dtype - 1 : -1;
         uint64_t want = wraps || !fg_fmt_get(t->fmt) ? 0 : fg_fmt_bytes(t->fmt, (uint64_t)t->dims[0], (uint64_t)t->dims[1]);
         if (!fg_fmt_get(t->fmt) || (t->fmt != FG_FMT_F16 && t->ndim != 2) || (t->ndim != 1 && t->ndim != 2) || wraps ||
             !want ||
