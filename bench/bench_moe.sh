@@ -54,7 +54,7 @@ lib=$("$root/scripts/fetch-llamacpp.sh") || { echo "bench_moe: llama.cpp cannot 
 "$root/scripts/fetch-gguf-py.sh" >/dev/null || { echo "bench_moe: gguf-py cannot be fetched"; exit 1; }
 work=$(mktemp -d "${OFFLOAD_DIR:-/var/tmp}/flexgen-moe.XXXXXX") || exit 1
 # llama.cpp's --no-repack as a shim (bench/llamacpp_norepack.c), against its own source's llama.h
-"$root/bench/llamacpp_norepack.sh" "$lib" "$work" >/dev/null || exit 1
+shim=$("$root/bench/llamacpp_norepack.sh" "$lib" "$work") || exit 1
 res=$work/results.jsonl
 : >"$res"
 
@@ -116,7 +116,7 @@ EOF
 
 theirs() {   # CASE N GEN P.json GGUF VARIANT: repack (llama.cpp's default) or norepack (the shim)
   local pre=
-  [ "$6" = repack ] || pre=$work/norepack.so
+  [ "$6" = repack ] || pre=$shim
   [ ! -e "$work/killed-$1-$6" ] || { echo "    llama.cpp ($6): not run again (killed before)"; return 1; }
   if ! LD_PRELOAD=$pre in_cg node "$root/bench/llamacpp_bench.mjs" --lib "$lib" --model "$5" --prompt-ids "$4" \
       --gen-len "$3" --threads 2 >"$work/theirs.json" 2>"$work/theirs.log"; then

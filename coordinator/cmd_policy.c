@@ -339,7 +339,6 @@ static int given_disk(const policy_args *a, const fg_model_config *c) {
 
 /* Score the given policy (--percent) on one machine or on the pipeline;
  * where it exceeds the budgets, scored without them and said so (over). */
-
 static fg_status score_given(policy_args *a, fg_model_config *c, const fg_spec *sp, const fg_hw *hw,
                              fg_search_opts *so, fg_pipecost *pp, fg_search_result *r, fg_pipecost_detail *d, char *over,
                              size_t n_over) {

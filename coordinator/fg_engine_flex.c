@@ -325,8 +325,6 @@ static fg_status setup(fg_engine *e, const fg_flex_opts *fo) {
     return st ? st : gpu_setup(e);
 }
 
-/* The plan's shared memory fits /dev/shm, or the run is refused before any
- * worker starts: a tmpfs that runs out kills the run later with SIGBUS. */
 /* The weights' bytes per tier, as the plan holds them, and per format: a
  * quantized file's bytes, not its expansion (docs/CLI.md, "weight bytes");
  * tier: fg_plan_tier_bytes. */
@@ -349,6 +347,8 @@ static void log_weight_bytes(const fg_plan *pl, const uint64_t tier[FG_NTIERS]) 
             tier[FG_TIER_CPU], tier[FG_TIER_DISK], by);
 }
 
+/* The plan's shared memory fits /dev/shm, or the run is refused before any
+ * worker starts: a tmpfs that runs out kills the run later with SIGBUS. */
 static fg_status check_shm(const fg_plan *pl) {
     uint64_t need = 0;
     char what[256] = "";

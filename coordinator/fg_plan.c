@@ -144,26 +144,18 @@ static void plan_weights(fg_plan *pl) {
         for (int s = 0; s < FG_NSLOTS; s++) pl->wstage[s] = place(pl, SEG_STAGE, pl->wstage_bytes);
 }
 
-void fg_plan_group_tier_bytes(const fg_plan *pl, int g, uint64_t by[FG_NTIERS]) {
-    int first = g < 0 ? 0 : fg_spec_layer(g, 0), count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
-    for (int t = 0; t < FG_NTIERS; t++) by[t] = 0;
-    for (int i = first; i < first + count; i++) {
-        if (!fg_plan_spec_here(pl, i)) continue;
-        int x = fg_plan_stack(pl, i);
-        if (x < 0) {
-            by[pl->wtier[i]] += fg_spec_stored_bytes(pl->c, pl->sp, i);
-            continue;
-        }
-        for (int e = 0; e < pl->E; e++) by[pl->etier[(size_t)g * pl->E + e]] += pl->ehome[(size_t)x * pl->E + e].n;
-    }
-}
-
 void fg_plan_tier_bytes(const fg_plan *pl, uint64_t by[FG_NTIERS]) {
     for (int t = 0; t < FG_NTIERS; t++) by[t] = 0;
-    for (int g = -1; g < pl->L; g++) {
-        uint64_t b[FG_NTIERS];
-        fg_plan_group_tier_bytes(pl, g, b);
-        for (int t = 0; t < FG_NTIERS; t++) by[t] += b[t];
+    for (int g = -1; g < pl->L; g++) {   /* -1: the model-level tensors */
+        int first = g < 0 ? 0 : fg_spec_layer(g, 0), count = g < 0 ? FG_GW_COUNT : FG_LW_COUNT;
+        for (int i = first; i < first + count; i++) {
+            if (!fg_plan_spec_here(pl, i)) continue;
+            int x = fg_plan_stack(pl, i);
+            if (x < 0) by[pl->wtier[i]] += fg_spec_stored_bytes(pl->c, pl->sp, i);
+            else
+                for (int e = 0; e < pl->E; e++)   /* each expert of the stack by its own tier */
+                    by[pl->etier[(size_t)g * pl->E + e]] += pl->ehome[(size_t)x * pl->E + e].n;
+        }
     }
 }
 

@@ -206,10 +206,8 @@ static inline int fg_plan_split_stack(const fg_plan *pl, int i) {
 static inline int fg_plan_expert_on_cpu(const fg_plan *pl, int e) {
     return e >= pl->xcpu_lo && e < pl->xcpu_lo + pl->xcpu_n;
 }
-/* The weight bytes of group g (-1: the model-level tensors) on each tier,
- * experts by their own tiers, into by[FG_NTIERS]. */
-void fg_plan_group_tier_bytes(const fg_plan *pl, int g, uint64_t by[FG_NTIERS]);
-/* The same summed over every group of the plan. */
+/* The weight bytes of the plan on each tier, experts by their own tiers,
+ * into by[FG_NTIERS]. */
 void fg_plan_tier_bytes(const fg_plan *pl, uint64_t by[FG_NTIERS]);
 
 /* Device bytes (arena + workspace) and shared-memory bytes it needs. */
